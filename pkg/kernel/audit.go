@@ -1,0 +1,187 @@
+package kernel
+
+// AuditEventType names what an audit event records.
+type AuditEventType string
+
+// Audit event types.
+const (
+	EventAuthorityResolved          AuditEventType = "authority.resolved"
+	EventAuthorizationChecked       AuditEventType = "authorization.checked"
+	EventToolInvoked                AuditEventType = "tool.invoked"
+	EventToolCatalogListed          AuditEventType = "tool.catalog.listed"
+	EventEscalationRequested        AuditEventType = "escalation.requested"
+	EventNamespaceCatalogListed     AuditEventType = "tool.namespace.catalog.listed"
+	EventNamespaceSelectionUpdated  AuditEventType = "tool.namespace.selection.updated"
+	EventResourceInvoked            AuditEventType = "resource.invoked"
+	EventTurnEnded                  AuditEventType = "turn.ended"
+	EventEscalationAutoDecided      AuditEventType = "escalation.auto_decided"
+	EventMessageSent                AuditEventType = "message.sent"
+)
+
+// AuditOutcome is the outcome an audit event records.
+type AuditOutcome string
+
+// Audit outcomes.
+const (
+	OutcomeAllowed     AuditOutcome = "allowed"
+	OutcomeDenied      AuditOutcome = "denied"
+	OutcomeSucceeded   AuditOutcome = "succeeded"
+	OutcomeFailed      AuditOutcome = "failed"
+	OutcomeEscalated   AuditOutcome = "escalated"
+	OutcomeInterrupted AuditOutcome = "interrupted"
+)
+
+// AuditEvent is one append-only audit record (version "1"). At is the context's now.
+type AuditEvent struct {
+	Version            string             `json:"version"`
+	ID                 string             `json:"id"`
+	Type               AuditEventType     `json:"type"`
+	Outcome            AuditOutcome       `json:"outcome"`
+	At                 string             `json:"at"`
+	TraceID            string             `json:"traceId"`
+	NamespaceID        string             `json:"namespaceId"`
+	Actor              Address            `json:"actor"`
+	Authority          Address            `json:"authority"`
+	Owner              Address            `json:"owner"`
+	Purpose            string             `json:"purpose"`
+	Resource           *ResourceRef       `json:"resource,omitempty"`
+	Action             string             `json:"action,omitempty"`
+	GrantID            string             `json:"grantId,omitempty"`
+	AuthorityHash      string             `json:"authorityHash,omitempty"`
+	OperationID        string             `json:"operationId,omitempty"`
+	Tool               string             `json:"tool,omitempty"`
+	Reason             ReasonCode         `json:"reason,omitempty"`
+	Source             string             `json:"source,omitempty"`
+	Cause              string             `json:"cause,omitempty"`
+	FailClosed         bool               `json:"failClosed,omitempty"`
+	Consumed           *bool              `json:"consumed,omitempty"`
+	EndedBy            string             `json:"endedBy,omitempty"`
+	RequestedAuthority *CapabilityRequest `json:"requestedAuthority,omitempty"`
+	Metadata           map[string]any     `json:"metadata,omitempty"`
+}
+
+// Escalation is a recorded ask for a human decision. Nothing is granted while it is pending.
+type Escalation struct {
+	Reason             string             `json:"reason"`
+	Reviewer           Address            `json:"reviewer"`
+	RequestedAt        string             `json:"requestedAt"`
+	Status             string             `json:"status"`
+	RequestedAuthority *CapabilityRequest `json:"requestedAuthority,omitempty"`
+}
+
+// RefusalGate names the gate a refusal came from.
+type RefusalGate string
+
+// The refusal gates of classifyRefusal.
+const (
+	GateEnvelope       RefusalGate = "envelope"
+	GateRegistration   RefusalGate = "registration"
+	GateRequest        RefusalGate = "request"
+	GateInfrastructure RefusalGate = "infrastructure"
+	GateCeiling        RefusalGate = "ceiling"
+	GateGrant          RefusalGate = "grant"
+)
+
+// gateForCode is the code map of ClassifyRefusal.
+func gateForCode(code string) RefusalGate {
+	switch ReasonCode(code) {
+	case ReasonAuthorityUnavailable, ReasonDelegationChainUnverified, ReasonHostPolicyUnavailable, ReasonUsageStoreUnavailable:
+		return GateInfrastructure
+	case ReasonHostPolicyDenied:
+		return GateCeiling
+	case ReasonInvalidContext, ReasonInvalidRequest, CodeTraceMismatch, CodeActorMismatch, CodeReceiverMismatch, CodeMessageContextMismatch:
+		return GateRequest
+	case ReasonNoMatchingGrant, ReasonGrantExhausted, ReasonDelegationChainInvalid:
+		return GateGrant
+	}
+	return ""
+}
+
+// ClassifyRefusal names the gate a denied audit event came from, or "" when the event is
+// not a refusal or its code is one the kernel does not know (hosts classify their own).
+func ClassifyRefusal(ev AuditEvent) RefusalGate {
+	if ev.Outcome != OutcomeDenied || ev.Reason == "" {
+		return ""
+	}
+	if ev.Type == EventToolInvoked && ev.Source == "envelope" {
+		return GateEnvelope
+	}
+	if ev.Cause == CauseNotRegistered || ev.Cause == CauseNamespaceDisabled {
+		return GateRegistration
+	}
+	if ev.FailClosed {
+		return GateInfrastructure
+	}
+	if ev.Reason == CodeToolUnavailable {
+		if ev.Cause == "" {
+			return ""
+		}
+		return gateForCode(ev.Cause)
+	}
+	return gateForCode(string(ev.Reason))
+}
+
+// RefusalExplanation is what ExplainRefusal returns: facts, no prose.
+type RefusalExplanation struct {
+	Gate     RefusalGate `json:"gate,omitempty"`
+	Code     ReasonCode  `json:"code"`
+	Source   string      `json:"source,omitempty"`
+	Cause    string      `json:"cause,omitempty"`
+	Refusal  AuditEvent  `json:"refusal"`
+	Decision *AuditEvent `json:"decision,omitempty"`
+}
+
+// ExplainRefusal finds why call callID was refused, from its audit events (matched by
+// operationId, never by recency). It returns nil when the call was not refused.
+func ExplainRefusal(callID string, events []AuditEvent) *RefusalExplanation {
+	var refusal, decision *AuditEvent
+	for i := range events {
+		ev := &events[i]
+		if ev.OperationID != callID || ev.Outcome != OutcomeDenied {
+			continue
+		}
+		switch ev.Type {
+		case EventToolInvoked:
+			refusal = ev
+		case EventAuthorizationChecked:
+			decision = ev
+		}
+	}
+	if refusal == nil {
+		return nil
+	}
+	out := &RefusalExplanation{Gate: ClassifyRefusal(*refusal), Code: refusal.Reason, Source: refusal.Source,
+		Cause: refusal.Cause, Refusal: *refusal}
+	if decision != nil {
+		d := *decision
+		out.Decision = &d
+	}
+	return out
+}
+
+// ToolNamespaceDescriptor is one entry of the namespace catalogue.
+type ToolNamespaceDescriptor struct {
+	Namespace string   `json:"namespace"`
+	Sources   []string `json:"sources"`
+	ToolCount int      `json:"toolCount"`
+	Enabled   bool     `json:"enabled"`
+}
+
+// ToolNamespaceSummary counts the catalogue's entries.
+type ToolNamespaceSummary struct {
+	Total    int `json:"total"`
+	Enabled  int `json:"enabled"`
+	Disabled int `json:"disabled"`
+}
+
+// ToolNamespaceCatalog lists every tool namespace registered for a context, enabled or not.
+type ToolNamespaceCatalog struct {
+	Namespaces []ToolNamespaceDescriptor `json:"namespaces"`
+	Summary    ToolNamespaceSummary      `json:"summary"`
+}
+
+// ToolNamespaceUpdate is the patch of the namespace control plane.
+type ToolNamespaceUpdate struct {
+	Enable  []string `json:"enable,omitempty"`
+	Disable []string `json:"disable,omitempty"`
+}

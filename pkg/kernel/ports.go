@@ -1,0 +1,91 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+)
+
+// GrantSource loads the grants of one context: exactly those with the context's
+// namespaceId, subject == actor and issuer == authority, in a stable order, with no policy
+// applied. An error means an outage; the kernel then refuses with authority_unavailable.
+// A source that returns grants outside that scope is treated as an outage too.
+type GrantSource interface {
+	LoadGrants(ctx context.Context, actx AccessContext) ([]CapabilityGrant, error)
+}
+
+// DelegationChainResolver looks up a delegation ancestor by (world, grant id) over every
+// trusted grant, including ones not issued to the actor. It returns (nil, nil) when the
+// grant does not exist and an error only for an outage.
+type DelegationChainResolver interface {
+	ResolveGrant(ctx context.Context, namespaceID, grantID string) (*CapabilityGrant, error)
+}
+
+// UsageStore counts the uses of bounded grants (maxUses). TryConsume atomically spends one
+// use when fewer than max were spent and reports whether it did; GetUsage reads the count.
+// An error is an outage and refuses the call with usage_store_unavailable.
+type UsageStore interface {
+	TryConsume(ctx context.Context, namespaceID, grantID string, max int64) (bool, error)
+	GetUsage(ctx context.Context, namespaceID, grantID string) (int64, error)
+}
+
+// HostCeiling lets a host narrow (never widen) an allow. Narrow sees the allow decision
+// for one candidate grant and returns it unchanged to keep it, or a decision with
+// Allowed=false to refuse that grant (the code becomes host_policy_denied; a metadata
+// object is kept). An error, or an allow naming another grant, is a malfunction and
+// refuses with host_policy_unavailable.
+type HostCeiling interface {
+	Narrow(allow AuthorizationDecision, req CapabilityRequirement, actx AccessContext) (AuthorizationDecision, error)
+}
+
+// GrantVerifier is an optional extra eligibility check per grant (false or error rejects
+// that grant with reason "verifier").
+type GrantVerifier interface {
+	Verify(ctx context.Context, grant *CapabilityGrant, actx AccessContext) (bool, error)
+}
+
+// RevocationCheck is the answer of a GrantRevocationSource.
+type RevocationCheck struct {
+	Revision        string
+	RevokedGrantIDs []string
+}
+
+// GrantRevocationSource is an optional live revocation check, asked once per candidate
+// with the leaf id first and its ancestors after. Revoked ids must be a subset of the ids
+// asked; an error or a malformed answer refuses immediately with authority_unavailable.
+type GrantRevocationSource interface {
+	Check(ctx context.Context, actx AccessContext, grantIDs []string) (RevocationCheck, error)
+}
+
+// ToolNamespaceSettingsStore persists each (world, owner)'s enabled tool namespaces.
+// ApplyUpdate applies the patch atomically against fresh state, may narrow it by host
+// policy (never widen), persists it and returns the effective selection.
+type ToolNamespaceSettingsStore interface {
+	ApplyUpdate(ctx context.Context, actx AccessContext, update ToolNamespaceUpdate) ([]string, error)
+}
+
+// AuditSink receives audit events. Append must not keep ev after it returns unless it
+// copies it. An error on a pre-effect event refuses the operation (audit_unavailable).
+type AuditSink interface {
+	Append(ctx context.Context, ev AuditEvent) error
+}
+
+// ContextToolProvider supplies the tools of exactly one trusted context (a user's MCP
+// servers, say). It is called once per operation (or turn) and must never mutate shared
+// state. An error fails the whole catalogue with tool_catalog_unavailable.
+type ContextToolProvider interface {
+	ID() string
+	ListTools(ctx context.Context, actx AccessContext) ([]ToolHandler, error)
+}
+
+// ErrDuplicateRegistration is returned when a tool or provider name is registered twice.
+var ErrDuplicateRegistration = errors.New("duplicate registration")
+
+// ErrMissingRegistration is returned when an optional port a method needs is not configured.
+var ErrMissingRegistration = errors.New("missing registration")
+
+// ErrToolCatalogUnavailable is returned (wrapped) when the per-context catalogue cannot be
+// resolved: a provider failed or two tools share a name.
+var ErrToolCatalogUnavailable = errors.New("tool_catalog_unavailable")
+
+// ErrInvalidUpdate is returned (wrapped in a *ContractError) for a malformed namespace patch.
+var ErrInvalidUpdate = errors.New("tool namespace update does not match the SharedOS contract")

@@ -1,0 +1,112 @@
+package kernel
+
+// ReasonCode is an authorization reason code or an operation error code. Codes are stable
+// strings; hosts branch on them.
+type ReasonCode string
+
+// Authorization reason codes (AuthorizationDecision.ReasonCode).
+const (
+	ReasonAllowed                   ReasonCode = "allowed"
+	ReasonNoMatchingGrant           ReasonCode = "no_matching_grant"
+	ReasonGrantExhausted            ReasonCode = "grant_exhausted"
+	ReasonHostPolicyDenied          ReasonCode = "host_policy_denied"
+	ReasonInvalidContext            ReasonCode = "invalid_context"
+	ReasonInvalidRequest            ReasonCode = "invalid_request"
+	ReasonDelegationChainInvalid    ReasonCode = "delegation_chain_invalid"
+	ReasonAuthorityUnavailable      ReasonCode = "authority_unavailable"
+	ReasonDelegationChainUnverified ReasonCode = "delegation_chain_unverified"
+	ReasonUsageStoreUnavailable     ReasonCode = "usage_store_unavailable"
+	ReasonHostPolicyUnavailable     ReasonCode = "host_policy_unavailable"
+)
+
+// Operation codes (ToolResult.error.code and audit reasons).
+const (
+	CodeToolUnavailable                 ReasonCode = "tool_unavailable"
+	CodeTraceMismatch                   ReasonCode = "trace_mismatch"
+	CodeInvalidToolArguments            ReasonCode = "invalid_tool_arguments"
+	CodeInvalidToolRequirement          ReasonCode = "invalid_tool_requirement"
+	CodeToolRequirementResolutionFailed ReasonCode = "tool_requirement_resolution_failed"
+	CodeToolCatalogUnavailable          ReasonCode = "tool_catalog_unavailable"
+	CodeToolExecutionFailed             ReasonCode = "tool_execution_failed"
+	CodeInvalidToolResult               ReasonCode = "invalid_tool_result"
+	CodeEscalationNotTerminated         ReasonCode = "escalation_not_terminated"
+	CodeEscalationRequested             ReasonCode = "escalation_requested"
+	CodeAuditUnavailable                ReasonCode = "audit_unavailable"
+	CodeActorMismatch                   ReasonCode = "actor_mismatch"
+	CodeReceiverMismatch                ReasonCode = "receiver_mismatch"
+	CodeMessageContextMismatch          ReasonCode = "message_context_mismatch"
+)
+
+// Causes recorded in audit for a tool_unavailable refusal (the result itself hides them).
+const (
+	CauseNotRegistered     = "not_registered"
+	CauseNamespaceDisabled = "namespace_disabled"
+	CauseNotOffered        = "not_offered"
+)
+
+// Internal codes of an authority outage (metadata.authority.code); callers see only
+// authority_unavailable.
+const (
+	AuthorityGrantSourceFailed     = "grant_source_failed"
+	AuthorityInvalidGrantMaterial  = "invalid_grant_material"
+	AuthorityGrantScopeMismatch    = "grant_scope_mismatch"
+	AuthorityGrantLimitExceeded    = "grant_limit_exceeded"
+	AuthorityRevocationUnavailable = "revocation_unavailable"
+)
+
+// Delegation link codes (metadata.delegation.code).
+const (
+	LinkResolverUnavailable       = "resolver_unavailable"
+	LinkResolverFailed            = "resolver_failed"
+	LinkParentNotFound            = "parent_not_found"
+	LinkChainTooLong              = "chain_too_long"
+	LinkChainCycle                = "chain_cycle"
+	LinkNamespaceMismatch         = "namespace_mismatch"
+	LinkIssuerNotParentSubject    = "issuer_not_parent_subject"
+	LinkParentInactive            = "parent_inactive"
+	LinkDelegationNotPermitted    = "delegation_not_permitted"
+	LinkDelegationDepthExceeded   = "delegation_depth_exceeded"
+	LinkBoundedParentNotDelegable = "bounded_parent_not_delegable"
+	LinkCapabilityWidened         = "capability_widened"
+	LinkConstraintsWidened        = "constraints_widened"
+)
+
+// RejectReason says why one candidate grant did not authorize a request.
+type RejectReason string
+
+// The rejection reasons of rejectedGrants, first failed condition per grant.
+const (
+	RejectIssuer     RejectReason = "issuer"
+	RejectSubject    RejectReason = "subject"
+	RejectNamespace  RejectReason = "namespace"
+	RejectWindow     RejectReason = "window"
+	RejectPurpose    RejectReason = "purpose"
+	RejectVerifier   RejectReason = "verifier"
+	RejectCapability RejectReason = "capability"
+	RejectDelegation RejectReason = "delegation"
+	RejectExhausted  RejectReason = "exhausted"
+	RejectRevoked    RejectReason = "revoked"
+	RejectCeiling    RejectReason = "ceiling"
+)
+
+// InfrastructureDenialReasons are the fail-closed authorization codes: an outage, not a
+// policy answer. Their audit records carry failClosed:true.
+var infrastructureDenialReasons = [...]ReasonCode{
+	ReasonAuthorityUnavailable, ReasonDelegationChainUnverified,
+	ReasonHostPolicyUnavailable, ReasonUsageStoreUnavailable,
+}
+
+// IsInfrastructureDenial reports whether code is one of the fail-closed outage codes.
+func IsInfrastructureDenial(code ReasonCode) bool {
+	for _, c := range infrastructureDenialReasons {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// InfrastructureDenialReasons returns the fail-closed authorization codes.
+func InfrastructureDenialReasons() []ReasonCode {
+	return append([]ReasonCode(nil), infrastructureDenialReasons[:]...)
+}

@@ -1,0 +1,260 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// ContractError reports why a value does not match the SharedOS contract. Field is a
+// dotted JSON path ("capabilities.0.resource.path.2"); it is empty for the value itself.
+type ContractError struct {
+	Field   string
+	Message string
+}
+
+func (e *ContractError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+// ErrContract is matched by every *ContractError through errors.Is.
+var ErrContract = errors.New("value does not match the SharedOS contract")
+
+// Is makes errors.Is(err, ErrContract) true for contract errors.
+func (e *ContractError) Is(target error) bool { return target == ErrContract }
+
+func contractErr(field, format string, args ...any) error {
+	return &ContractError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// prefixErr prepends a field name to a contract error's field path.
+func prefixErr(prefix string, err error) error {
+	var ce *ContractError
+	if errors.As(err, &ce) {
+		f := prefix
+		if ce.Field != "" {
+			f = prefix + "." + ce.Field
+		}
+		return &ContractError{Field: f, Message: ce.Message}
+	}
+	return &ContractError{Field: prefix, Message: err.Error()}
+}
+
+// UTF16Len is the length of s as JavaScript counts it (UTF-16 code units), which is how
+// every length limit of the contract is measured.
+func UTF16Len(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// IsJSSpace reports whether r is white space for JavaScript's String.prototype.trim and the
+// Unicode-aware \s class: the set differs from unicode.IsSpace (U+FEFF yes, U+0085 no).
+func IsJSSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0x00a0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+// JSTrim trims s the way JavaScript's String.prototype.trim does.
+func JSTrim(s string) string { return strings.TrimFunc(s, IsJSSpace) }
+
+// strictObject holds the members of one JSON object, checked against an allowed key set.
+type strictObject struct {
+	fields map[string]json.RawMessage
+	path   string
+}
+
+// parseObject decodes data as a JSON object whose keys are all in allowed. Key matching
+// is exact (encoding/json's case-insensitive matching is never used for contracts).
+func parseObject(data []byte, allowed ...string) (*strictObject, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, contractErr("", "must be a JSON object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, contractErr("", "must be a JSON object: %v", err)
+	}
+	var unknown []string
+	for k := range m {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, contractErr(unknown[0], "unknown key %q is not allowed", unknown[0])
+	}
+	return &strictObject{fields: m}, nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// has reports whether key is present (an explicit null counts as present; the decoders
+// reject it, since the contract's optional fields may be omitted but never null).
+func (o *strictObject) has(key string) bool { _, ok := o.fields[key]; return ok }
+
+func (o *strictObject) raw(key string) json.RawMessage { return o.fields[key] }
+
+// str decodes a required (or, with optional, an optional) string member.
+func (o *strictObject) str(key string, required bool) (string, bool, error) {
+	raw, ok := o.fields[key]
+	if !ok {
+		if required {
+			return "", false, contractErr(key, "is required")
+		}
+		return "", false, nil
+	}
+	var s string
+	if isNull(raw) || json.Unmarshal(raw, &s) != nil {
+		return "", false, contractErr(key, "must be a string")
+	}
+	return s, true, nil
+}
+
+func (o *strictObject) boolean(key string) (bool, bool, error) {
+	raw, ok := o.fields[key]
+	if !ok {
+		return false, false, nil
+	}
+	var b bool
+	if isNull(raw) || json.Unmarshal(raw, &b) != nil {
+		return false, false, contractErr(key, "must be a boolean")
+	}
+	return b, true, nil
+}
+
+// integer decodes an integral JSON number (1.0 is accepted, 1.5 is not, as zod's int()).
+func (o *strictObject) integer(key string) (int64, bool, error) {
+	raw, ok := o.fields[key]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := parseInt(raw)
+	if err != nil {
+		return 0, false, contractErr(key, "%s", err.Error())
+	}
+	return n, true, nil
+}
+
+func parseInt(raw json.RawMessage) (int64, error) {
+	var f json.Number
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if isNull(raw) || d.Decode(&f) != nil {
+		return 0, errors.New("must be an integer")
+	}
+	if i, err := f.Int64(); err == nil {
+		return i, nil
+	}
+	fl, err := f.Float64()
+	if err != nil || fl != float64(int64(fl)) || fl > 9007199254740991 || fl < -9007199254740991 {
+		return 0, errors.New("must be an integer")
+	}
+	return int64(fl), nil
+}
+
+// strings decodes an array of strings.
+func (o *strictObject) strs(key string) ([]string, bool, error) {
+	raw, ok := o.fields[key]
+	if !ok {
+		return nil, false, nil
+	}
+	var s []string
+	if isNull(raw) || json.Unmarshal(raw, &s) != nil {
+		return nil, false, contractErr(key, "must be an array of strings")
+	}
+	if s == nil {
+		s = []string{}
+	}
+	return s, true, nil
+}
+
+// jsonObject decodes an arbitrary JSON object member.
+func (o *strictObject) jsonObject(key string) (map[string]any, bool, error) {
+	raw, ok := o.fields[key]
+	if !ok {
+		return nil, false, nil
+	}
+	m, err := decodeJSONObject(raw)
+	if err != nil {
+		return nil, false, contractErr(key, "must be a JSON object")
+	}
+	return m, true, nil
+}
+
+func decodeJSONObject(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New("not an object")
+	}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// identifier validates an Identifier: JS-trimmed, then 1..256 UTF-16 units.
+func identifier(field, s string) (string, error) {
+	t := JSTrim(s)
+	if n := UTF16Len(t); n < 1 || n > 256 {
+		return "", contractErr(field, "must be 1 to 256 characters after trimming")
+	}
+	return t, nil
+}
+
+func boundedTrimmed(field, s string, max int) (string, error) {
+	t := JSTrim(s)
+	if n := UTF16Len(t); n < 1 || n > max {
+		return "", contractErr(field, "must be 1 to %d characters after trimming", max)
+	}
+	return t, nil
+}
+
+func (o *strictObject) identifier(key string, required bool) (string, bool, error) {
+	s, ok, err := o.str(key, required)
+	if err != nil || !ok {
+		return "", ok, err
+	}
+	t, err := identifier(key, s)
+	return t, true, err
+}
+
+// marshalNoEscape encodes v as compact JSON without HTML escaping.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
