@@ -1,0 +1,317 @@
+package kernel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// DefaultMaxGrants is how many grants one context may resolve before the kernel refuses
+// with authority_unavailable (grant_limit_exceeded). The reference allows 256; our CLI
+// (spec 40 §7) allows 10,000 by default and makes it configurable.
+const DefaultMaxGrants = 10000
+
+// compiledGrant is a validated grant with its instants parsed once.
+type compiledGrant struct {
+	g                                  *CapabilityGrant
+	issuedAt, notBefore, expiresAt     int64
+	revokedAt                          int64
+	hasNotBefore, hasExpires, hasRevok bool
+	bad                                bool // a timestamp did not parse: the grant is never active
+}
+
+func compileGrant(g *CapabilityGrant) compiledGrant {
+	c := compiledGrant{g: g}
+	var err error
+	if c.issuedAt, err = ParseTimestamp(g.IssuedAt); err != nil {
+		c.bad = true
+	}
+	if g.Constraints.NotBefore != "" {
+		c.hasNotBefore = true
+		if c.notBefore, err = ParseTimestamp(g.Constraints.NotBefore); err != nil {
+			c.bad = true
+		}
+	}
+	if g.Constraints.ExpiresAt != "" {
+		c.hasExpires = true
+		if c.expiresAt, err = ParseTimestamp(g.Constraints.ExpiresAt); err != nil {
+			c.bad = true
+		}
+	}
+	if g.RevokedAt != "" {
+		c.hasRevok = true
+		if c.revokedAt, err = ParseTimestamp(g.RevokedAt); err != nil {
+			c.bad = true
+		}
+	}
+	return c
+}
+
+// active applies the time rules (ADR 0016): the clock may only remove authority. Expiry is
+// judged at the later of the admitted and operation instants; issuance, notBefore and
+// revocation only at the admitted instant, so they take effect at the next turn.
+func (c *compiledGrant) active(admitted, opNow int64) bool {
+	if c.bad || c.issuedAt > admitted {
+		return false
+	}
+	if c.hasNotBefore && admitted < c.notBefore {
+		return false
+	}
+	if c.hasExpires && max(admitted, opNow) >= c.expiresAt {
+		return false
+	}
+	if c.hasRevok && admitted >= c.revokedAt {
+		return false
+	}
+	return true
+}
+
+func (c *compiledGrant) purposeOK(purpose string) bool {
+	ps := c.g.Constraints.Purposes
+	if ps == nil {
+		return true
+	}
+	return slices.Contains(ps, purpose)
+}
+
+// pathNode is one node of a per-(resource namespace, action) path trie. exact and desc
+// hold the indices of grants with a capability of that scope at exactly this path.
+type pathNode struct {
+	children    map[string]*pathNode
+	exact, desc []int32
+	all         []int32 // root only: every grant under this key, in source order
+}
+
+func (n *pathNode) child(seg string) *pathNode {
+	if n.children == nil {
+		n.children = make(map[string]*pathNode)
+	}
+	c := n.children[seg]
+	if c == nil {
+		c = &pathNode{}
+		n.children[seg] = c
+	}
+	return c
+}
+
+func appendUnique(list []int32, idx int32) []int32 {
+	if len(list) > 0 && list[len(list)-1] == idx {
+		return list
+	}
+	return append(list, idx)
+}
+
+type nsIndex struct {
+	byAction map[string]*pathNode
+	star     *pathNode
+}
+
+// Authority is the validated, indexed set of grants resolved for one context: the
+// authority one turn runs under. It is immutable once built and safe for concurrent use.
+//
+// Grants are indexed by resource namespace, then action, then path, so the cost of a
+// decision depends on the grants that could match, not on how many the set holds.
+type Authority struct {
+	unavailable string // internal outage code; "" when the grants loaded
+	grants      []compiledGrant
+	index       map[string]*nsIndex
+
+	hashOnce sync.Once
+	hash     string
+}
+
+// Unavailable returns the internal outage code (grant_source_failed, …) when the grants
+// could not be loaded, or "" when they were.
+func (a *Authority) Unavailable() string { return a.unavailable }
+
+// GrantCount is how many grants were resolved.
+func (a *Authority) GrantCount() int { return len(a.grants) }
+
+// Grants returns the resolved grants in source order.
+func (a *Authority) Grants() []*CapabilityGrant {
+	out := make([]*CapabilityGrant, len(a.grants))
+	for i := range a.grants {
+		out[i] = a.grants[i].g
+	}
+	return out
+}
+
+// GrantIDs returns the sorted ids of the resolved grants.
+func (a *Authority) GrantIDs() []string {
+	ids := make([]string, len(a.grants))
+	for i := range a.grants {
+		ids[i] = a.grants[i].g.ID
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Grant returns the resolved grant with id, or nil.
+func (a *Authority) Grant(id string) *CapabilityGrant {
+	for i := range a.grants {
+		if a.grants[i].g.ID == id {
+			return a.grants[i].g
+		}
+	}
+	return nil
+}
+
+// Hash is hex(SHA-256(canonicalJSON(sorted canonical JSON of each grant))): the identity
+// of this authority in audit records. It is computed on first use.
+func (a *Authority) Hash() string {
+	a.hashOnce.Do(func() {
+		parts := make([]string, len(a.grants))
+		for i := range a.grants {
+			b, _ := json.Marshal(a.grants[i].g)
+			parts[i] = string(CanonicalJSON(b))
+		}
+		sort.Strings(parts)
+		arr, _ := json.Marshal(parts)
+		sum := sha256.Sum256(CanonicalJSON(arr))
+		a.hash = hex.EncodeToString(sum[:])
+	})
+	return a.hash
+}
+
+// UnavailableAuthority is an authority whose grants could not be loaded; every decision
+// against it is authority_unavailable.
+func UnavailableAuthority(code string) *Authority { return &Authority{unavailable: code} }
+
+// ResolveAuthority loads the grants of actx from src and validates and indexes them. It
+// never returns an error: an outage yields an unavailable Authority (fail-closed).
+// maxGrants <= 0 means DefaultMaxGrants.
+func ResolveAuthority(ctx context.Context, src GrantSource, actx AccessContext, maxGrants int) *Authority {
+	if src == nil {
+		return UnavailableAuthority(AuthorityGrantSourceFailed)
+	}
+	grants, err := src.LoadGrants(ctx, actx)
+	if err != nil {
+		return UnavailableAuthority(AuthorityGrantSourceFailed)
+	}
+	return NewAuthority(grants, actx, maxGrants)
+}
+
+// NewAuthority validates grants against the contract and the context's scope and builds
+// the index. Any invalid grant makes the whole set unavailable (invalid_grant_material);
+// a grant for another world, subject or issuer makes it grant_scope_mismatch; more than
+// maxGrants makes it grant_limit_exceeded.
+func NewAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int) *Authority {
+	if maxGrants <= 0 {
+		maxGrants = DefaultMaxGrants
+	}
+	if len(grants) > maxGrants {
+		return UnavailableAuthority(AuthorityGrantLimitExceeded)
+	}
+	a := &Authority{grants: make([]compiledGrant, len(grants)), index: make(map[string]*nsIndex)}
+	for i := range grants {
+		g := &grants[i]
+		if err := g.Validate(); err != nil {
+			return UnavailableAuthority(AuthorityInvalidGrantMaterial)
+		}
+		a.grants[i] = compileGrant(g)
+	}
+	for i := range grants {
+		g := &grants[i]
+		if g.NamespaceID != actx.NamespaceID || g.Subject != actx.Actor || g.Issuer != actx.Authority {
+			return UnavailableAuthority(AuthorityGrantScopeMismatch)
+		}
+	}
+	for i := range grants {
+		idx := int32(i)
+		for _, c := range grants[i].Capabilities {
+			ns := a.index[c.Resource.Namespace]
+			if ns == nil {
+				ns = &nsIndex{byAction: make(map[string]*pathNode)}
+				a.index[c.Resource.Namespace] = ns
+			}
+			for _, act := range c.Actions {
+				var root *pathNode
+				if act == WildcardAction {
+					if ns.star == nil {
+						ns.star = &pathNode{}
+					}
+					root = ns.star
+				} else {
+					root = ns.byAction[act]
+					if root == nil {
+						root = &pathNode{}
+						ns.byAction[act] = root
+					}
+				}
+				root.all = appendUnique(root.all, idx)
+				n := root
+				for _, seg := range c.Resource.Path {
+					n = n.child(seg)
+				}
+				if c.Scope == ScopeExact {
+					n.exact = appendUnique(n.exact, idx)
+				} else {
+					n.desc = appendUnique(n.desc, idx)
+				}
+			}
+		}
+	}
+	return a
+}
+
+// candidates returns, in source order, the indices of the grants that have a capability
+// in the request's resource namespace for its action (or "*") whose path could match.
+// discovery selects the ceiling-intersection rule.
+func (a *Authority) candidates(req *CapabilityRequirement, discovery bool, buf []int32) []int32 {
+	ns := a.index[req.Resource.Namespace]
+	if ns == nil {
+		return buf
+	}
+	roots := [2]*pathNode{ns.star, nil}
+	if req.Action != WildcardAction {
+		roots[1] = ns.byAction[req.Action]
+	}
+	out := buf
+	for _, root := range roots {
+		if root == nil {
+			continue
+		}
+		if discovery && len(req.Resource.Path) == 0 {
+			out = append(out, root.all...)
+			continue
+		}
+		n := root
+		found := true
+		for _, seg := range req.Resource.Path {
+			out = append(out, n.desc...)
+			c := n.children[seg]
+			if c == nil {
+				found = false
+				break
+			}
+			n = c
+		}
+		if !found {
+			continue
+		}
+		if discovery {
+			out = collectSubtree(n, out)
+		} else {
+			out = append(out, n.exact...)
+			out = append(out, n.desc...)
+		}
+	}
+	if len(out) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out
+}
+
+func collectSubtree(n *pathNode, out []int32) []int32 {
+	out = append(out, n.exact...)
+	out = append(out, n.desc...)
+	for _, c := range n.children {
+		out = collectSubtree(c, out)
+	}
+	return out
+}

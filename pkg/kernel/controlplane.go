@@ -1,0 +1,206 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"unicode/utf16"
+)
+
+// ListToolNamespaces is the namespace catalogue of a context: every tool namespace of the
+// resolved (unfiltered) registry with its sources, its tool count — every registered tool,
+// whatever the grants — and whether the context enables it. An enabled namespace without
+// tools does not appear.
+func (k *Kernel) ListToolNamespaces(ctx context.Context, actx AccessContext) (ToolNamespaceCatalog, error) {
+	return k.BeginTurn(actx).ListToolNamespaces(ctx, actx)
+}
+
+// ListToolNamespaces is Kernel.ListToolNamespaces within the turn.
+func (t *Turn) ListToolNamespaces(ctx context.Context, actx AccessContext) (ToolNamespaceCatalog, error) {
+	if err := validContext(&actx); err != nil {
+		return ToolNamespaceCatalog{}, err
+	}
+	if err := t.check(actx); err != nil {
+		return ToolNamespaceCatalog{}, err
+	}
+	reg, err := t.registry(ctx, actx)
+	if err != nil {
+		return ToolNamespaceCatalog{}, err
+	}
+	cat := buildNamespaceCatalog(reg, actx.EnabledToolNamespaces)
+	ev := t.k.event(actx, EventNamespaceCatalogListed, OutcomeSucceeded)
+	ev.Metadata = map[string]any{"totalNamespaces": cat.Summary.Total, "enabledNamespaces": cat.Summary.Enabled}
+	t.k.auditAfter(ctx, ev)
+	return cat, nil
+}
+
+func buildNamespaceCatalog(reg *registry, enabled []string) ToolNamespaceCatalog {
+	type acc struct {
+		sources map[string]bool
+		count   int
+	}
+	byNS := map[string]*acc{}
+	for _, n := range reg.names {
+		d := &reg.byName[n].handler.Definition
+		a := byNS[d.Namespace]
+		if a == nil {
+			a = &acc{sources: map[string]bool{}}
+			byNS[d.Namespace] = a
+		}
+		a.sources[d.Source] = true
+		a.count++
+	}
+	names := make([]string, 0, len(byNS))
+	for n := range byNS {
+		names = append(names, n)
+	}
+	SortLocale(names)
+	cat := ToolNamespaceCatalog{Namespaces: make([]ToolNamespaceDescriptor, 0, len(names))}
+	for _, n := range names {
+		a := byNS[n]
+		srcs := make([]string, 0, len(a.sources))
+		for s := range a.sources {
+			srcs = append(srcs, s)
+		}
+		SortLocale(srcs)
+		on := slices.Contains(enabled, n)
+		cat.Namespaces = append(cat.Namespaces, ToolNamespaceDescriptor{Namespace: n, Sources: srcs, ToolCount: a.count, Enabled: on})
+		cat.Summary.Total++
+		if on {
+			cat.Summary.Enabled++
+		} else {
+			cat.Summary.Disabled++
+		}
+	}
+	return cat
+}
+
+// UpdateToolNamespaces validates update, applies it through the settings store (which
+// applies it atomically against fresh state and may narrow it) and returns the catalogue
+// recomputed for the selection that took effect, with that selection. A malformed update
+// fails with an error matching ErrInvalidUpdate and nothing is stored; no settings store
+// fails with ErrMissingRegistration.
+func (k *Kernel) UpdateToolNamespaces(ctx context.Context, actx AccessContext, update ToolNamespaceUpdate) (ToolNamespaceCatalog, []string, error) {
+	u := ToolNamespaceUpdate{Enable: slices.Clone(update.Enable), Disable: slices.Clone(update.Disable)}
+	if err := u.Validate(); err != nil {
+		return ToolNamespaceCatalog{}, nil, err
+	}
+	if err := validContext(&actx); err != nil {
+		return ToolNamespaceCatalog{}, nil, err
+	}
+	if k.cfg.Settings == nil {
+		return ToolNamespaceCatalog{}, nil, fmt.Errorf("tool namespace settings: %w", ErrMissingRegistration)
+	}
+	sel, err := k.cfg.Settings.ApplyUpdate(ctx, actx, u)
+	if err != nil {
+		ev := k.event(actx, EventNamespaceSelectionUpdated, OutcomeFailed)
+		k.auditAfter(ctx, ev)
+		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
+	}
+	if sel, err = ValidateEnabledToolNamespaces(sel); err != nil {
+		return ToolNamespaceCatalog{}, nil, fmt.Errorf("tool namespace settings returned an invalid selection: %w", err)
+	}
+	SortLocale(sel)
+	next := cloneContext(actx)
+	next.EnabledToolNamespaces = sel
+	ev := k.event(next, EventNamespaceSelectionUpdated, OutcomeSucceeded)
+	ev.Metadata = map[string]any{"enabledNamespaces": sel}
+	k.auditAfter(ctx, ev)
+	reg, err := k.resolveRegistry(ctx, next)
+	if err != nil {
+		return ToolNamespaceCatalog{}, sel, err
+	}
+	return buildNamespaceCatalog(reg, sel), sel, nil
+}
+
+// Escalation tool constants (spec 10 §6.2).
+const (
+	EscalationToolName       = "sharedos.escalate"
+	EscalationToolNamespace  = "sharedos"
+	EscalationResource       = "sharedos"
+	EscalationAction         = "request"
+	EscalationReasonMaxLen   = 512
+	escalationDefaultMessage = "the turn asked for a human decision without saying what needs deciding"
+)
+
+// EscalationResourcePath is the resource path escalation grants name.
+func EscalationResourcePath() []string { return []string{"escalation"} }
+
+// EscalationTool is the sharedos.escalate handler a host registers. It is catalogued and
+// never executed: a driver that sees it offered ends the turn escalated instead of
+// calling it, so the handler, if it is reached anyway, always fails escalation_not_terminated.
+func EscalationTool() ToolHandler {
+	return ToolHandler{
+		Definition: ToolDefinition{
+			Name: EscalationToolName,
+			Description: "End this turn by asking a human to decide. Give the reason: what needs deciding and why. " +
+				"Nothing is granted while the ask is pending.",
+			Namespace: EscalationToolNamespace, Source: "sharedos", ReadWrite: ClassRead,
+			InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"reason"},
+				"properties": map[string]any{"reason": map[string]any{"type": "string", "minLength": 1, "maxLength": EscalationReasonMaxLen}}},
+			RequiredCapability: CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction},
+			Annotations:        &ToolAnnotations{ReadOnly: BoolPtr(true)},
+		},
+		Invoke: func(_ context.Context, actx AccessContext, call ParsedToolCall) (ToolResult, error) {
+			return FailedResult(call.ToolCall, actx.Now, CodeEscalationNotTerminated,
+				"sharedos.escalate ends the turn; the driver must not execute it"), nil
+		},
+	}
+}
+
+// EscalationOffered reports whether a catalogue offers sharedos.escalate.
+func EscalationOffered(tools []ToolDefinition) bool {
+	for i := range tools {
+		if tools[i].Name == EscalationToolName {
+			return true
+		}
+	}
+	return false
+}
+
+// EscalationReason reads the reason of an escalate call: trimmed and cut to 512 UTF-16
+// units without splitting a surrogate pair; unreadable or empty gives a standard text.
+func EscalationReason(args json.RawMessage) string {
+	var v struct {
+		Reason any `json:"reason"`
+	}
+	if json.Unmarshal(args, &v) != nil {
+		return escalationDefaultMessage
+	}
+	s, ok := v.Reason.(string)
+	if !ok {
+		return escalationDefaultMessage
+	}
+	s = JSTrim(s)
+	if s == "" {
+		return escalationDefaultMessage
+	}
+	u := utf16.Encode([]rune(s))
+	if len(u) > EscalationReasonMaxLen {
+		cut := EscalationReasonMaxLen
+		if utf16.IsSurrogate(rune(u[cut-1])) && u[cut-1] < 0xdc00 {
+			cut--
+		}
+		s = string(utf16.Decode(u[:cut]))
+	}
+	return s
+}
+
+// RecordEscalation records that the turn of actx ended asking a human: one
+// escalation.requested audit event. Nothing is granted; the host resolves it by issuing a
+// grant a later turn loads. The reviewer is the context's owner.
+func (k *Kernel) RecordEscalation(ctx context.Context, actx AccessContext, reason string, requested *CapabilityRequest) (Escalation, error) {
+	if err := validContext(&actx); err != nil {
+		return Escalation{}, err
+	}
+	esc := Escalation{Reason: reason, Reviewer: actx.Owner, RequestedAt: actx.Now, Status: "pending", RequestedAuthority: requested}
+	ev := k.event(actx, EventEscalationRequested, OutcomeEscalated)
+	ev.Reason = CodeEscalationRequested
+	ev.RequestedAuthority = requested
+	ev.Metadata = map[string]any{"detail": reason, "reviewer": actx.Owner, "reviewerAssumed": true, "resolution": "pending"}
+	if err := k.audit(ctx, ev); err != nil {
+		return Escalation{}, fmt.Errorf("record escalation: %w", err)
+	}
+	return esc, nil
+}
