@@ -5,17 +5,17 @@ type AuditEventType string
 
 // Audit event types.
 const (
-	EventAuthorityResolved          AuditEventType = "authority.resolved"
-	EventAuthorizationChecked       AuditEventType = "authorization.checked"
-	EventToolInvoked                AuditEventType = "tool.invoked"
-	EventToolCatalogListed          AuditEventType = "tool.catalog.listed"
-	EventEscalationRequested        AuditEventType = "escalation.requested"
-	EventNamespaceCatalogListed     AuditEventType = "tool.namespace.catalog.listed"
-	EventNamespaceSelectionUpdated  AuditEventType = "tool.namespace.selection.updated"
-	EventResourceInvoked            AuditEventType = "resource.invoked"
-	EventTurnEnded                  AuditEventType = "turn.ended"
-	EventEscalationAutoDecided      AuditEventType = "escalation.auto_decided"
-	EventMessageSent                AuditEventType = "message.sent"
+	EventAuthorityResolved         AuditEventType = "authority.resolved"
+	EventAuthorizationChecked      AuditEventType = "authorization.checked"
+	EventToolInvoked               AuditEventType = "tool.invoked"
+	EventToolCatalogListed         AuditEventType = "tool.catalog.listed"
+	EventEscalationRequested       AuditEventType = "escalation.requested"
+	EventNamespaceCatalogListed    AuditEventType = "tool.namespace.catalog.listed"
+	EventNamespaceSelectionUpdated AuditEventType = "tool.namespace.selection.updated"
+	EventResourceInvoked           AuditEventType = "resource.invoked"
+	EventTurnEnded                 AuditEventType = "turn.ended"
+	EventEscalationAutoDecided     AuditEventType = "escalation.auto_decided"
+	EventMessageSent               AuditEventType = "message.sent"
 )
 
 // AuditOutcome is the outcome an audit event records.

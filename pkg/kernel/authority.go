@@ -1,10 +1,10 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"slices"
 	"sort"
 	"sync"
@@ -165,13 +165,23 @@ func (a *Authority) Grant(id string) *CapabilityGrant {
 func (a *Authority) Hash() string {
 	a.hashOnce.Do(func() {
 		parts := make([]string, len(a.grants))
+		var buf bytes.Buffer
 		for i := range a.grants {
-			b, _ := json.Marshal(a.grants[i].g)
-			parts[i] = string(CanonicalJSON(b))
+			buf.Reset()
+			canonicalGrant(&buf, a.grants[i].g)
+			parts[i] = buf.String()
 		}
 		sort.Strings(parts)
-		arr, _ := json.Marshal(parts)
-		sum := sha256.Sum256(CanonicalJSON(arr))
+		buf.Reset()
+		buf.WriteByte('[')
+		for i, p := range parts {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeJSString(&buf, p)
+		}
+		buf.WriteByte(']')
+		sum := sha256.Sum256(buf.Bytes())
 		a.hash = hex.EncodeToString(sum[:])
 	})
 	return a.hash

@@ -151,7 +151,7 @@ func TestAuthorizeVectors(t *testing.T) {
 		{name: "request action star needs a star grant", grants: []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)},
 			steps: []step{{req: req("*"), want: kernel.ReasonNoMatchingGrant}}},
 		{name: "request owner differs from context owner", grants: []kernel.CapabilityGrant{star}, steps: []step{{
-			req: kernel.CapabilityRequirement{Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"P"}, Owner: &carol}, Action: "read"},
+			req:  kernel.CapabilityRequirement{Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"P"}, Owner: &carol}, Action: "read"},
 			want: kernel.ReasonInvalidRequest}}},
 		{name: "expiry lands mid-turn", grants: []kernel.CapabilityGrant{withConstraints(star, func(g *kernel.CapabilityGrant) {
 			g.Constraints.ExpiresAt = "2026-08-03T09:30:00.000Z"

@@ -108,3 +108,118 @@ func writeJSString(b *bytes.Buffer, s string) {
 	}
 	b.WriteByte('"')
 }
+
+// canonicalGrant writes g's canonical JSON directly (the same bytes CanonicalJSON gives
+// for json.Marshal(g); a test holds the two together). The authority hash needs it for
+// every grant, and the generic path costs a decode and re-encode per grant.
+func canonicalGrant(b *bytes.Buffer, g *CapabilityGrant) {
+	b.WriteString(`{"capabilities":[`)
+	for i := range g.Capabilities {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		c := &g.Capabilities[i]
+		b.WriteString(`{"actions":[`)
+		for j, a := range c.Actions {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			writeJSString(b, a)
+		}
+		b.WriteString(`],"resource":{"namespace":`)
+		writeJSString(b, c.Resource.Namespace)
+		if c.Resource.Owner != nil {
+			b.WriteString(`,"owner":`)
+			canonicalAddress(b, *c.Resource.Owner)
+		}
+		b.WriteString(`,"path":[`)
+		for j, s := range c.Resource.Path {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			writeJSString(b, s)
+		}
+		b.WriteString(`]},"scope":`)
+		writeJSString(b, string(c.Scope))
+		b.WriteByte('}')
+	}
+	b.WriteString(`],"constraints":{`)
+	k := &g.Constraints
+	sep := ""
+	if k.DelegationDepth != nil {
+		b.WriteString(`"delegationDepth":` + strconv.FormatInt(*k.DelegationDepth, 10))
+		sep = ","
+	}
+	if k.ExpiresAt != "" {
+		b.WriteString(sep + `"expiresAt":`)
+		writeJSString(b, k.ExpiresAt)
+		sep = ","
+	}
+	if k.MaxUses != nil {
+		b.WriteString(sep + `"maxUses":` + strconv.FormatInt(*k.MaxUses, 10))
+		sep = ","
+	}
+	if k.NotBefore != "" {
+		b.WriteString(sep + `"notBefore":`)
+		writeJSString(b, k.NotBefore)
+		sep = ","
+	}
+	if len(k.Purposes) > 0 {
+		b.WriteString(sep + `"purposes":[`)
+		for j, p := range k.Purposes {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			writeJSString(b, p)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString(`},"id":`)
+	writeJSString(b, g.ID)
+	b.WriteString(`,"issuedAt":`)
+	writeJSString(b, g.IssuedAt)
+	b.WriteString(`,"issuer":`)
+	canonicalAddress(b, g.Issuer)
+	if len(g.Metadata) > 0 {
+		b.WriteString(`,"metadata":`)
+		raw, _ := json.Marshal(g.Metadata)
+		b.Write(CanonicalJSON(raw))
+	}
+	b.WriteString(`,"namespaceId":`)
+	writeJSString(b, g.NamespaceID)
+	if g.ParentGrantID != "" {
+		b.WriteString(`,"parentGrantId":`)
+		writeJSString(b, g.ParentGrantID)
+	}
+	if g.RevokedAt != "" {
+		b.WriteString(`,"revokedAt":`)
+		writeJSString(b, g.RevokedAt)
+	}
+	b.WriteString(`,"subject":`)
+	canonicalAddress(b, g.Subject)
+	b.WriteByte('}')
+}
+
+func canonicalAddress(b *bytes.Buffer, a Address) {
+	key := a.Kind.idKey()
+	if key == "agentId" || key == "conversationId" {
+		b.WriteString(`{"` + key + `":`)
+		writeJSString(b, a.ID)
+		b.WriteString(`,"kind":`)
+		writeJSString(b, string(a.Kind))
+		b.WriteByte('}')
+		return
+	}
+	b.WriteString(`{"kind":`)
+	writeJSString(b, string(a.Kind))
+	b.WriteString(`,"` + key + `":`)
+	writeJSString(b, a.ID)
+	b.WriteByte('}')
+}
+
+// CanonicalGrant returns the canonical JSON of g (keys sorted, no white space).
+func CanonicalGrant(g *CapabilityGrant) []byte {
+	var b bytes.Buffer
+	canonicalGrant(&b, g)
+	return b.Bytes()
+}

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"encoding/json"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -765,19 +764,88 @@ type AuthorizationDecision struct {
 	Metadata          map[string]any     `json:"metadata,omitempty"`
 }
 
-var timestampRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$`)
-
-// ParseTimestamp parses an RFC 3339 date-time with a Z or ±hh:mm offset and returns it as
-// Unix milliseconds, the precision the contract compares at.
+// ParseTimestamp parses an RFC 3339 date-time with a Z or ±hh:mm offset (seconds
+// required, any fraction) and returns it as Unix milliseconds, the precision the contract
+// compares at. It is hand-written because it runs on every decision.
 func ParseTimestamp(s string) (int64, error) {
-	if !timestampRE.MatchString(s) {
+	bad := func() (int64, error) {
 		return 0, contractErr("", "%q is not an RFC 3339 date-time with an offset", s)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, contractErr("", "%q is not a valid date-time", s)
+	if len(s) < 20 {
+		return bad()
 	}
-	return t.UnixMilli(), nil
+	num := func(i, n int) (int, bool) {
+		v := 0
+		for j := i; j < i+n; j++ {
+			c := s[j]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 2)
+	day, ok3 := num(8, 2)
+	hour, ok4 := num(11, 2)
+	minute, ok5 := num(14, 2)
+	sec, ok6 := num(17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return bad()
+	}
+	i := 19
+	ms := 0
+	if i < len(s) && s[i] == '.' {
+		i++
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			if i-start < 3 {
+				ms = ms*10 + int(s[i]-'0')
+			}
+			i++
+		}
+		if i == start {
+			return bad()
+		}
+		for d := i - start; d < 3; d++ {
+			ms *= 10
+		}
+	}
+	offset := 0
+	switch {
+	case i == len(s)-1 && s[i] == 'Z':
+	case i == len(s)-6 && (s[i] == '+' || s[i] == '-') && s[i+3] == ':':
+		oh, ok1 := num(i+1, 2)
+		om, ok2 := num(i+4, 2)
+		if !ok1 || !ok2 || oh > 23 || om > 59 {
+			return bad()
+		}
+		offset = (oh*60 + om) * 60
+		if s[i] == '-' {
+			offset = -offset
+		}
+	default:
+		return bad()
+	}
+	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return bad()
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC)
+	return t.Unix()*1000 - int64(offset)*1000 + int64(ms), nil
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // FormatTimestamp renders Unix milliseconds the way JavaScript's toISOString does.

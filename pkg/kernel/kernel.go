@@ -229,7 +229,9 @@ func (t *Turn) Authority(ctx context.Context, actx AccessContext) *Authority {
 			ev.FailClosed = true
 			ev.Metadata = map[string]any{"authority": t.auth.unavailable}
 		} else {
-			ev.AuthorityHash = t.auth.Hash()
+			if t.k.cfg.Audit != nil {
+				ev.AuthorityHash = t.auth.Hash()
+			}
 			ev.Metadata = map[string]any{"grantIds": t.auth.GrantIDs(), "grantCount": len(t.auth.grants)}
 		}
 		ev.Metadata["hostCeiling"] = map[bool]string{true: "installed", false: "absent"}[t.k.cfg.Ceiling != nil]
@@ -353,11 +355,11 @@ func (k *Kernel) InvokeTool(ctx context.Context, actx AccessContext, call ToolCa
 
 // invocation carries one call through the pipeline.
 type invocation struct {
-	t     *Turn
-	actx  AccessContext
-	call  ToolCall
-	auth  *Authority
-	reg   *registry
+	t    *Turn
+	actx AccessContext
+	call ToolCall
+	auth *Authority
+	reg  *registry
 }
 
 func (iv *invocation) finish(ctx context.Context, res ToolResult, cause string) ToolResult {

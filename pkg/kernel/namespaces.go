@@ -40,8 +40,10 @@ func (u *ToolNamespaceUpdate) UnmarshalJSON(data []byte) error {
 
 type updateError struct{ *ContractError }
 
-func (e updateError) Is(target error) bool { return target == ErrInvalidUpdate || target == ErrContract }
-func (e updateError) Unwrap() error        { return e.ContractError }
+func (e updateError) Is(target error) bool {
+	return target == ErrInvalidUpdate || target == ErrContract
+}
+func (e updateError) Unwrap() error { return e.ContractError }
 
 func invalidUpdate(err error) error {
 	if ce, ok := err.(*ContractError); ok {

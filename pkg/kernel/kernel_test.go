@@ -1,0 +1,302 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// echoTool is a minimal tool over files with an argument-derived requirement.
+func echoTool(name, action string) kernel.ToolHandler {
+	return kernel.ToolHandler{
+		Definition: kernel.ToolDefinition{Name: name, Description: "echo", Namespace: "files", Source: "native",
+			ReadWrite: kernel.ClassRead, InputSchema: map[string]any{"type": "object"},
+			RequiredCapability: req(action)},
+		ParseArguments: func(raw json.RawMessage) (any, error) {
+			var a struct {
+				Path []string `json:"path"`
+			}
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, err
+			}
+			if err := kernel.ValidatePath(a.Path); err != nil {
+				return nil, err
+			}
+			return a.Path, nil
+		},
+		ResolveRequirement: func(actx kernel.AccessContext, call kernel.ParsedToolCall) (kernel.CapabilityRequirement, error) {
+			return req(action, call.Parsed.([]string)...), nil
+		},
+		Invoke: func(_ context.Context, actx kernel.AccessContext, call kernel.ParsedToolCall) (kernel.ToolResult, error) {
+			return kernel.ToolResult{CallID: call.ID, Tool: call.Tool, Status: kernel.StatusSucceeded, Output: call.Parsed, CompletedAt: actx.Now}, nil
+		},
+	}
+}
+
+func newKernel(t *testing.T, grants []kernel.CapabilityGrant, audit *memAudit, tools ...kernel.ToolHandler) *kernel.Kernel {
+	t.Helper()
+	cfg := kernel.Config{Grants: &grantStore{grants: grants}, Usage: newMemUsage(), Settings: &memSettings{selection: []string{}}}
+	if audit != nil {
+		cfg.Audit = audit
+	}
+	k := kernel.New(cfg)
+	for _, h := range tools {
+		if err := k.RegisterTool(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k
+}
+
+func call(tool, args string) kernel.ToolCall {
+	return kernel.ToolCall{ID: "call-1", Tool: tool, Arguments: json.RawMessage(args), TraceID: "trace-1", RequestedAt: admitted}
+}
+
+func TestInvokePipelineCodes(t *testing.T) {
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")
+	cases := []struct {
+		name   string
+		mod    func(*kernel.AccessContext, *kernel.ToolCall)
+		status kernel.ToolStatus
+		code   kernel.ReasonCode
+		cause  string
+	}{
+		{"allowed", nil, kernel.StatusSucceeded, "", ""},
+		{"trace mismatch", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.TraceID = "other" }, kernel.StatusDenied, kernel.CodeTraceMismatch, ""},
+		{"not registered", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Tool = "files.nope" }, kernel.StatusDenied, kernel.CodeToolUnavailable, kernel.CauseNotRegistered},
+		{"namespace disabled", func(a *kernel.AccessContext, _ *kernel.ToolCall) { a.EnabledToolNamespaces = nil }, kernel.StatusDenied, kernel.CodeToolUnavailable, kernel.CauseNamespaceDisabled},
+		{"not discoverable", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Tool = "t.write" }, kernel.StatusDenied, kernel.CodeToolUnavailable, string(kernel.ReasonNoMatchingGrant)},
+		{"arguments not an object", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`[1]`) }, kernel.StatusFailed, kernel.CodeInvalidToolArguments, ""},
+		{"arguments rejected", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":[".."]}`) }, kernel.StatusFailed, kernel.CodeInvalidToolArguments, ""},
+		{"outside the grant", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":["docsx"]}`) }, kernel.StatusDenied, kernel.ReasonNoMatchingGrant, ""},
+		{"invalid context", func(a *kernel.AccessContext, _ *kernel.ToolCall) { a.Purpose = " " }, kernel.StatusDenied, kernel.ReasonInvalidContext, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			audit := &memAudit{}
+			k := newKernel(t, []kernel.CapabilityGrant{g}, audit, echoTool("t.read", "read"), echoTool("t.write", "write"))
+			actx := testContext()
+			cl := call("t.read", `{"path":["docs","a"]}`)
+			if c.mod != nil {
+				c.mod(&actx, &cl)
+			}
+			res := k.InvokeTool(context.Background(), actx, cl)
+			if res.Status != c.status {
+				t.Fatalf("status %s, want %s (%+v)", res.Status, c.status, res.Error)
+			}
+			if c.code != "" && res.Error.Code != c.code {
+				t.Fatalf("code %s, want %s", res.Error.Code, c.code)
+			}
+			if res.Error != nil && (res.Error.Retryable == nil || *res.Error.Retryable) {
+				t.Fatalf("kernel errors must carry retryable:false")
+			}
+			if c.name == "invalid context" {
+				return
+			}
+			var invoked *kernel.AuditEvent
+			for _, ev := range audit.all() {
+				if ev.Type == kernel.EventToolInvoked {
+					e := ev
+					invoked = &e
+				}
+			}
+			if invoked == nil || invoked.Cause != c.cause || invoked.OperationID != "call-1" {
+				t.Fatalf("tool.invoked audit %+v, want cause %q", invoked, c.cause)
+			}
+		})
+	}
+}
+
+func TestInvokeToolResultChecks(t *testing.T) {
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants)
+	bad := echoTool("t.bad", "read")
+	bad.Invoke = func(_ context.Context, actx kernel.AccessContext, c kernel.ParsedToolCall) (kernel.ToolResult, error) {
+		return kernel.ToolResult{CallID: c.ID, Tool: c.Tool, Status: "maybe", CompletedAt: actx.Now}, nil
+	}
+	panicky := echoTool("t.panic", "read")
+	panicky.Invoke = func(context.Context, kernel.AccessContext, kernel.ParsedToolCall) (kernel.ToolResult, error) {
+		panic("secret token")
+	}
+	wide := echoTool("t.wide", "read")
+	wide.Definition.RequiredCapability = req("read", "docs")
+	wide.ResolveRequirement = func(kernel.AccessContext, kernel.ParsedToolCall) (kernel.CapabilityRequirement, error) {
+		return req("read", "doc"), nil
+	}
+	k := newKernel(t, []kernel.CapabilityGrant{g}, nil, bad, panicky, wide)
+	for tool, want := range map[string]kernel.ReasonCode{"t.bad": kernel.CodeInvalidToolResult, "t.panic": kernel.CodeToolExecutionFailed, "t.wide": kernel.CodeInvalidToolRequirement} {
+		res := k.InvokeTool(context.Background(), testContext(), call(tool, `{"path":["docs"]}`))
+		if res.Status != kernel.StatusFailed || res.Error.Code != want {
+			t.Errorf("%s: %+v, want failed %s", tool, res, want)
+		}
+		if strings.Contains(res.Error.Message, "secret") {
+			t.Errorf("%s: handler error leaked into the result", tool)
+		}
+	}
+}
+
+func TestRefusalIsAuditedAndExplained(t *testing.T) {
+	audit := &memAudit{}
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")
+	k := newKernel(t, []kernel.CapabilityGrant{g}, audit, echoTool("t.read", "read"))
+	res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["secret"]}`))
+	if res.Status != kernel.StatusDenied || res.Error.Details["requiredAuthority"] == nil {
+		t.Fatalf("result %+v", res)
+	}
+	ex := kernel.ExplainRefusal("call-1", audit.all())
+	if ex == nil || ex.Gate != kernel.GateGrant || ex.Code != kernel.ReasonNoMatchingGrant || ex.Decision == nil {
+		t.Fatalf("explanation %+v", ex)
+	}
+	if ex.Decision.RequestedAuthority == nil || ex.Decision.Consumed == nil {
+		t.Fatalf("decision audit lacks requestedAuthority/consumed: %+v", ex.Decision)
+	}
+	if kernel.ExplainRefusal("other-call", audit.all()) != nil {
+		t.Fatal("explanations must match by call id, never by recency")
+	}
+}
+
+func TestClassifyRefusal(t *testing.T) {
+	cases := []struct {
+		ev   kernel.AuditEvent
+		want kernel.RefusalGate
+	}{
+		{kernel.AuditEvent{Outcome: kernel.OutcomeSucceeded, Reason: "x"}, ""},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied}, ""},
+		{kernel.AuditEvent{Type: kernel.EventToolInvoked, Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Source: "envelope"}, kernel.GateEnvelope},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Cause: kernel.CauseNotRegistered}, kernel.GateRegistration},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Cause: kernel.CauseNamespaceDisabled}, kernel.GateRegistration},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ReasonNoMatchingGrant, FailClosed: true}, kernel.GateInfrastructure},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Cause: "grant_exhausted"}, kernel.GateGrant},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable}, ""},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ReasonHostPolicyDenied}, kernel.GateCeiling},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeTraceMismatch}, kernel.GateRequest},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ReasonUsageStoreUnavailable}, kernel.GateInfrastructure},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: "host_specific"}, ""},
+	}
+	for i, c := range cases {
+		if got := kernel.ClassifyRefusal(c.ev); got != c.want {
+			t.Errorf("case %d: gate %q, want %q", i, got, c.want)
+		}
+	}
+}
+
+func TestEscalation(t *testing.T) {
+	audit := &memAudit{}
+	g := kernel.CapabilityGrant{ID: "esc", NamespaceID: "world-a", Subject: bob, Issuer: alice, IssuedAt: "2026-08-03T08:00:00.000Z",
+		Capabilities: []kernel.Capability{{Resource: kernel.ResourceRef{Namespace: "sharedos", Path: []string{"escalation"}}, Actions: []string{"request"}, Scope: kernel.ScopeExact}}}
+	k := newKernel(t, []kernel.CapabilityGrant{g}, audit, kernel.EscalationTool())
+	actx := testContext()
+	actx.EnabledToolNamespaces = []string{"sharedos"}
+	tools, err := k.ListTools(context.Background(), actx)
+	if err != nil || !kernel.EscalationOffered(tools) {
+		t.Fatalf("escalate not offered: %v %v", tools, err)
+	}
+	res := k.InvokeTool(context.Background(), actx, call(kernel.EscalationToolName, `{"reason":"approve?"}`))
+	if res.Status != kernel.StatusFailed || res.Error.Code != kernel.CodeEscalationNotTerminated {
+		t.Fatalf("handler result %+v", res)
+	}
+	esc, err := k.RecordEscalation(context.Background(), actx, kernel.EscalationReason(json.RawMessage(`{"reason":"  approve?  "}`)), nil)
+	if err != nil || esc.Status != "pending" || esc.Reviewer != alice || esc.Reason != "approve?" {
+		t.Fatalf("escalation %+v %v", esc, err)
+	}
+	evs := audit.all()
+	last := evs[len(evs)-1]
+	if last.Type != kernel.EventEscalationRequested || last.Outcome != kernel.OutcomeEscalated || last.Reason != kernel.CodeEscalationRequested {
+		t.Fatalf("audit %+v", last)
+	}
+	long := strings.Repeat("a", 511) + "😀" + "tail"
+	if r := kernel.EscalationReason(json.RawMessage(`{"reason":"` + long + `"}`)); kernel.UTF16Len(r) != 511 {
+		t.Fatalf("a surrogate pair must not be split: len %d", kernel.UTF16Len(r))
+	}
+	if r := kernel.EscalationReason(json.RawMessage(`{"reason":3}`)); !strings.Contains(r, "without saying") {
+		t.Fatalf("reason %q", r)
+	}
+}
+
+func TestNamespaceControlPlane(t *testing.T) {
+	k := newKernel(t, nil, nil, echoTool("t.read", "read"), kernel.EscalationTool())
+	actx := testContext()
+	cat, sel, err := k.UpdateToolNamespaces(context.Background(), actx, kernel.ToolNamespaceUpdate{Enable: []string{"sharedos", "ghost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(sel, ",") != "ghost,sharedos" || cat.Summary.Total != 2 || cat.Summary.Enabled != 1 {
+		t.Fatalf("selection %v catalogue %+v", sel, cat)
+	}
+	for _, bad := range []string{`{}`, `{"enable":[]}`, `{"enable":["a"],"disable":["a"]}`, `{"enable":["a","a"]}`, `{"enable":["a"],"x":1}`, `[]`, `{"enable":"a"}`, `{"enable":[" "]}`} {
+		if _, err := kernel.ParseToolNamespaceUpdate([]byte(bad)); !errors.Is(err, kernel.ErrInvalidUpdate) {
+			t.Errorf("%s: err %v, want ErrInvalidUpdate", bad, err)
+		}
+	}
+	noStore := kernel.New(kernel.Config{})
+	if _, _, err := noStore.UpdateToolNamespaces(context.Background(), actx, kernel.ToolNamespaceUpdate{Enable: []string{"a"}}); !errors.Is(err, kernel.ErrMissingRegistration) {
+		t.Fatalf("err %v", err)
+	}
+	got, err := kernel.ApplyToolNamespaceUpdate([]string{"b", "a"}, kernel.ToolNamespaceUpdate{Enable: []string{"c", "a"}, Disable: []string{"b"}})
+	if err != nil || strings.Join(got, ",") != "a,c" {
+		t.Fatalf("apply %v %v", got, err)
+	}
+}
+
+func TestRegistration(t *testing.T) {
+	k := kernel.New(kernel.Config{})
+	if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RegisterTool(echoTool("t.read", "read")); !errors.Is(err, kernel.ErrDuplicateRegistration) {
+		t.Fatalf("err %v", err)
+	}
+	bad := echoTool("t.bad", "read")
+	bad.Definition.Annotations = &kernel.ToolAnnotations{Destructive: kernel.BoolPtr(true)}
+	if err := k.RegisterTool(bad); err == nil {
+		t.Fatal("a read tool marked destructive must be refused")
+	}
+	bad = echoTool("bad name!", "read")
+	if err := k.RegisterTool(bad); err == nil {
+		t.Fatal("an invalid name must be refused")
+	}
+}
+
+func TestListToolsFailsClosed(t *testing.T) {
+	audit := &memAudit{}
+	k := kernel.New(kernel.Config{Grants: &grantStore{mode: "throws"}, Audit: audit})
+	_ = k.RegisterTool(echoTool("t.read", "read"))
+	tools, err := k.ListTools(context.Background(), testContext())
+	if err != nil || len(tools) != 0 {
+		t.Fatalf("tools %v err %v: an outage must list nothing, without error", tools, err)
+	}
+	found := false
+	for _, ev := range audit.all() {
+		if ev.Type == kernel.EventToolCatalogListed && ev.Reason == kernel.ReasonAuthorityUnavailable && ev.FailClosed {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the withheld catalogue must be audited fail-closed")
+	}
+}
+
+func TestExplainCall(t *testing.T) {
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")
+	k := newKernel(t, []kernel.CapabilityGrant{g}, nil, echoTool("t.read", "read"), echoTool("t.write", "write"))
+	actx := testContext()
+	actx.EnabledToolNamespaces = nil
+	turn := k.BeginTurn(actx)
+	e, err := turn.ExplainCall(context.Background(), actx, call("t.write", `{"path":["docs","a"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Allowed || len(e.Findings) != 3 || e.Code != kernel.CodeToolUnavailable || e.Cause != kernel.CauseNamespaceDisabled {
+		t.Fatalf("explanation %+v", e)
+	}
+	if e.Requirement == nil || e.Requirement.Action != "write" || kernel.JoinPath(e.Requirement.Resource.Path) != "docs/a" {
+		t.Fatalf("requirement %+v: explain must resolve the exact requirement past the hidden gates", e.Requirement)
+	}
+	all, err := turn.AllTools(context.Background(), actx)
+	if err != nil || len(all) != 2 || all[0].Gate != "namespace" {
+		t.Fatalf("all tools %+v %v", all, err)
+	}
+}
