@@ -1,0 +1,54 @@
+package sqlitestore
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+func BenchmarkTryConsume(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ok, err := s.TryConsume(ctx, "w", "g", math.MaxInt64)
+		if err != nil || !ok {
+			b.Fatalf("TryConsume = %v, %v", ok, err)
+		}
+	}
+}
+
+func BenchmarkAppendAudit(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	ev := fullEvent()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev.ID = "ev-" + strconv.Itoa(i)
+		if err := s.Append(ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkListAudit(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	batch := make([]kernel.AuditEvent, 1000)
+	for i := range batch {
+		batch[i] = fullEvent()
+		batch[i].ID = "ev-" + strconv.Itoa(i)
+	}
+	if err := s.AppendBatch(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if evs, err := s.ListAudit(ctx, AuditFilter{Limit: 50}); err != nil || len(evs) != 50 {
+			b.Fatalf("ListAudit = %d, %v", len(evs), err)
+		}
+	}
+}

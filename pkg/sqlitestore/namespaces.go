@@ -1,0 +1,120 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// ApplyUpdate applies a namespace patch to the selection of (actx.NamespaceID, actx.Owner)
+// in one immediate transaction: it reads the stored selection (the default one when none
+// is stored), applies kernel.ApplyToolNamespaceUpdate, drops the NeverEnable namespaces,
+// stores the result and returns it. An invalid update or context is an error (matching
+// kernel.ErrInvalidUpdate for a malformed patch) and stores nothing.
+func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, update kernel.ToolNamespaceUpdate) ([]string, error) {
+	if err := checkKey(actx.NamespaceID, actx.Owner); err != nil {
+		return nil, fmt.Errorf("apply namespace update: %w", err)
+	}
+	// Validate a copy first (Validate trims in place) so that a bad patch never takes the
+	// write lock.
+	probe := kernel.ToolNamespaceUpdate{
+		Enable:  append([]string(nil), update.Enable...),
+		Disable: append([]string(nil), update.Disable...),
+	}
+	if err := probe.Validate(); err != nil {
+		return nil, fmt.Errorf("apply namespace update: %w", err)
+	}
+	owner := actx.Owner.String()
+	tx, err := s.db.BeginTx(ctx, nil) // immediate (see dsnParams)
+	if err != nil {
+		return nil, fmt.Errorf("apply namespace update: begin: %w", err)
+	}
+	defer tx.Rollback()
+	current, stored, err := readSelection(ctx, tx, actx.NamespaceID, owner)
+	if err != nil {
+		return nil, fmt.Errorf("apply namespace update: %w", err)
+	}
+	if !stored {
+		current = s.defaults
+	}
+	next, err := kernel.ApplyToolNamespaceUpdate(current, update)
+	if err != nil {
+		return nil, fmt.Errorf("apply namespace update: %w", err)
+	}
+	next = s.narrow(next)
+	text, err := json.Marshal(next)
+	if err != nil {
+		return nil, fmt.Errorf("apply namespace update: encode selection: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO namespace_settings (world, owner, selection) VALUES (?, ?, ?)
+		ON CONFLICT (world, owner) DO UPDATE SET selection = excluded.selection`,
+		actx.NamespaceID, owner, string(text)); err != nil {
+		return nil, fmt.Errorf("apply namespace update: write: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("apply namespace update: commit: %w", err)
+	}
+	return next, nil
+}
+
+// Selection returns the enabled namespaces of (world, owner), sorted, without the
+// NeverEnable namespaces. When nothing is stored it returns the default selection and
+// stored=false.
+func (s *Store) Selection(ctx context.Context, world string, owner kernel.Address) (selection []string, stored bool, err error) {
+	if err := checkKey(world, owner); err != nil {
+		return nil, false, fmt.Errorf("read namespace selection: %w", err)
+	}
+	sel, stored, err := readSelection(ctx, s.db, world, owner.String())
+	if err != nil {
+		return nil, false, fmt.Errorf("read namespace selection: %w", err)
+	}
+	if !stored {
+		sel = s.defaults
+	}
+	return s.narrow(sel), stored, nil
+}
+
+// narrow returns a new slice without the NeverEnable namespaces (never nil).
+func (s *Store) narrow(sel []string) []string {
+	out := make([]string, 0, len(sel))
+	for _, n := range sel {
+		if !s.never[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func checkKey(world string, owner kernel.Address) error {
+	if world == "" {
+		return errors.New("world (namespaceId) is empty")
+	}
+	if err := owner.Validate(); err != nil {
+		return fmt.Errorf("owner: %w", err)
+	}
+	return nil
+}
+
+func readSelection(ctx context.Context, q queryRower, world, owner string) ([]string, bool, error) {
+	var text string
+	err := q.QueryRowContext(ctx, `SELECT selection FROM namespace_settings WHERE world = ? AND owner = ?`,
+		world, owner).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read stored selection: %w", err)
+	}
+	var sel []string
+	if err := json.Unmarshal([]byte(text), &sel); err != nil {
+		return nil, false, fmt.Errorf("decode stored selection: %w", err)
+	}
+	if sel == nil {
+		sel = []string{}
+	}
+	return sel, true, nil
+}

@@ -1,0 +1,243 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+var (
+	alice = kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
+	bob   = kernel.Address{Kind: kernel.KindHuman, ID: "bob"}
+)
+
+func actxFor(world string, owner kernel.Address) kernel.AccessContext {
+	return kernel.AccessContext{NamespaceID: world, Owner: owner, Actor: kernel.Address{Kind: kernel.KindAgent, ID: "helper"}}
+}
+
+func TestApplyUpdate(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		update  kernel.ToolNamespaceUpdate
+		want    []string // the result (nil: an error is expected)
+		wantErr error
+	}
+	tests := []struct {
+		name  string
+		opts  Options
+		steps []step
+		// final stored selection
+		final []string
+	}{
+		{
+			name: "starts from the defaults",
+			opts: Options{DefaultNamespaces: []string{"repo", "files"}},
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"web"}}, want: []string{"files", "repo", "web"}},
+				{update: kernel.ToolNamespaceUpdate{Disable: []string{"repo"}}, want: []string{"files", "web"}},
+			},
+			final: []string{"files", "web"},
+		},
+		{
+			name: "re-enabling and re-disabling are no-ops",
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"files"}}, want: []string{"files"}},
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"files"}}, want: []string{"files"}},
+				{update: kernel.ToolNamespaceUpdate{Disable: []string{"web"}}, want: []string{"files"}},
+			},
+			final: []string{"files"},
+		},
+		{
+			name: "disabling everything stores an empty selection, not the defaults",
+			opts: Options{DefaultNamespaces: []string{"files"}},
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{Disable: []string{"files"}}, want: []string{}},
+			},
+			final: []string{},
+		},
+		{
+			name: "NeverEnable narrows the result",
+			opts: Options{DefaultNamespaces: []string{"files", "shell"}, NeverEnable: []string{"shell", " net "}},
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"net", "repo"}}, want: []string{"files", "repo"}},
+			},
+			final: []string{"files", "repo"},
+		},
+		{
+			name: "invalid updates store nothing",
+			opts: Options{DefaultNamespaces: []string{"files"}},
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{}, wantErr: kernel.ErrInvalidUpdate},
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"a"}, Disable: []string{"a"}}, wantErr: kernel.ErrInvalidUpdate},
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"a", "a"}}, wantErr: kernel.ErrInvalidUpdate},
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{""}}, wantErr: kernel.ErrInvalidUpdate},
+				{update: kernel.ToolNamespaceUpdate{Enable: make([]string, 257)}, wantErr: kernel.ErrInvalidUpdate},
+			},
+			final: nil,
+		},
+		{
+			name: "an invalid update after a valid one leaves the stored selection",
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"files"}}, want: []string{"files"}},
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{"x"}, Disable: []string{"x"}}, wantErr: kernel.ErrInvalidUpdate},
+			},
+			final: []string{"files"},
+		},
+		{
+			name: "names are trimmed and sorted like the kernel",
+			steps: []step{
+				{update: kernel.ToolNamespaceUpdate{Enable: []string{" web ", "Files", "files"}}, want: []string{"files", "Files", "web"}},
+			},
+			final: []string{"files", "Files", "web"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := openTest(t, tt.opts)
+			ctx := context.Background()
+			for i, st := range tt.steps {
+				got, err := s.ApplyUpdate(ctx, actxFor("w1", alice), st.update)
+				if st.wantErr != nil {
+					if !errors.Is(err, st.wantErr) {
+						t.Fatalf("step %d: err = %v, want %v", i, err, st.wantErr)
+					}
+					continue
+				}
+				if err != nil || !reflect.DeepEqual(got, st.want) {
+					t.Fatalf("step %d: ApplyUpdate = %q, %v; want %q", i, got, err, st.want)
+				}
+			}
+			sel, stored, err := s.Selection(ctx, "w1", alice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.final == nil {
+				if stored {
+					t.Fatalf("selection %q was stored", sel)
+				}
+				return
+			}
+			if !stored || !reflect.DeepEqual(sel, tt.final) {
+				t.Fatalf("Selection = %q (stored %v), want %q stored", sel, stored, tt.final)
+			}
+		})
+	}
+}
+
+func TestApplyUpdateDoesNotMutateArgument(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	u := kernel.ToolNamespaceUpdate{Enable: []string{" files "}}
+	if _, err := s.ApplyUpdate(context.Background(), actxFor("w", alice), u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Enable[0] != " files " {
+		t.Errorf("update was modified: %q", u.Enable)
+	}
+}
+
+func TestApplyUpdateKeyedByWorldAndOwner(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{DefaultNamespaces: []string{"files"}})
+	ctx := context.Background()
+	if _, err := s.ApplyUpdate(ctx, actxFor("w1", alice), kernel.ToolNamespaceUpdate{Enable: []string{"repo"}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		world      string
+		owner      kernel.Address
+		want       []string
+		wantStored bool
+	}{
+		{"w1", alice, []string{"files", "repo"}, true},
+		{"w2", alice, []string{"files"}, false},
+		{"w1", bob, []string{"files"}, false},
+		{"w1", kernel.Address{Kind: kernel.KindAgent, ID: "alice"}, []string{"files"}, false},
+	}
+	for _, tt := range tests {
+		got, stored, err := s.Selection(ctx, tt.world, tt.owner)
+		if err != nil || stored != tt.wantStored || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Selection(%s, %s) = %q, %v, %v; want %q, %v", tt.world, tt.owner, got, stored, err, tt.want, tt.wantStored)
+		}
+	}
+	var owner string
+	if err := s.db.QueryRow("SELECT owner FROM namespace_settings").Scan(&owner); err != nil || owner != "human:alice" {
+		t.Errorf("stored owner = %q, %v; want human:alice", owner, err)
+	}
+}
+
+func TestSelectionDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"none", Options{}, []string{}},
+		{"sorted", Options{DefaultNamespaces: []string{"repo", "files"}}, []string{"files", "repo"}},
+		{"ceiling applies", Options{DefaultNamespaces: []string{"repo", "files", "shell"}, NeverEnable: []string{"shell"}}, []string{"files", "repo"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := openTest(t, tt.opts)
+			got, stored, err := s.Selection(context.Background(), "w", alice)
+			if err != nil || stored || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Selection = %q, %v, %v; want %q, false", got, stored, err, tt.want)
+			}
+			// The returned slice must not alias the store's defaults.
+			if len(got) > 0 {
+				got[0] = "mutated"
+				again, _, _ := s.Selection(context.Background(), "w", alice)
+				if again[0] == "mutated" {
+					t.Fatal("Selection returned the store's own slice")
+				}
+			}
+		})
+	}
+}
+
+func TestSelectionHonoursCeilingAddedLater(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	if _, err := s.ApplyUpdate(ctx, actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"files", "shell"}}); err != nil {
+		t.Fatal(err)
+	}
+	narrowed, err := Open(ctx, s.Path(), Options{NeverEnable: []string{"shell"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrowed.Close()
+	got, stored, err := narrowed.Selection(ctx, "w", alice)
+	if err != nil || !stored || !reflect.DeepEqual(got, []string{"files"}) {
+		t.Fatalf("Selection = %q, %v, %v; want [files] stored", got, stored, err)
+	}
+	got, err = narrowed.ApplyUpdate(ctx, actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"repo"}})
+	if err != nil || !reflect.DeepEqual(got, []string{"files", "repo"}) {
+		t.Fatalf("ApplyUpdate = %q, %v; want [files repo]", got, err)
+	}
+}
+
+func TestApplyUpdateRejectsBadContext(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	u := kernel.ToolNamespaceUpdate{Enable: []string{"files"}}
+	for _, actx := range []kernel.AccessContext{actxFor("", alice), actxFor("w", kernel.Address{})} {
+		if _, err := s.ApplyUpdate(ctx, actx, u); err == nil {
+			t.Errorf("ApplyUpdate(%+v) succeeded", actx)
+		}
+	}
+	var n int
+	if err := s.db.QueryRow("SELECT count(*) FROM namespace_settings").Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows stored (%v)", n, err)
+	}
+	if _, _, err := s.Selection(ctx, "", alice); err == nil {
+		t.Error("Selection with an empty world succeeded")
+	}
+}

@@ -1,0 +1,386 @@
+// Package sqlitestore is the embedded SQLite default for the kernel's stateful ports: the
+// per-(world, owner) tool namespace settings, the maxUses counters, the append-only audit
+// trail, the recorded escalations and the snapshot index of the files plane.
+//
+// One database file may be shared by many processes at once (WAL mode, a busy timeout,
+// immediate write transactions and migrations guarded by the write lock). The store keeps
+// no authority of its own: it must never decide an authorization, never widen a namespace
+// selection beyond what an update and the host ceiling allow, never rewrite or delete an
+// audit event, and never modify a file that is not its own database.
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/kernel"
+
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ErrUnavailable is wrapped by every error of Open: the state database could not be
+// created, read or migrated (it is not a SQLite database, it is corrupt, it is a
+// directory, it belongs to another program, or its schema is newer than this build).
+var ErrUnavailable = errors.New("state database unavailable")
+
+// ErrDuplicate is wrapped when a record that must be unique already exists: a snapshot
+// with the same (root, path, id), or an audit event id already recorded with other content.
+var ErrDuplicate = errors.New("already recorded")
+
+// Compile-time checks that Store implements the ports it is the default for.
+var (
+	_ kernel.ToolNamespaceSettingsStore = (*Store)(nil)
+	_ kernel.UsageStore                 = (*Store)(nil)
+	_ kernel.AuditSink                  = (*Store)(nil)
+	_ fsplane.SnapshotIndex             = (*Store)(nil)
+)
+
+// Options configures a Store.
+type Options struct {
+	// DefaultNamespaces is the selection a (world, owner) has before anything is stored.
+	DefaultNamespaces []string
+	// NeverEnable is a host ceiling: these namespaces are dropped from every applied
+	// update's result and from every selection read.
+	NeverEnable []string
+}
+
+// Store is an open state database. It is safe for concurrent use by many goroutines, and
+// its file is safe to share with other processes.
+type Store struct {
+	db       *sql.DB
+	path     string
+	defaults []string
+	never    map[string]bool
+}
+
+// applicationID marks a database file as a sharedos state database ("shOS").
+const applicationID = 0x73684f53
+
+// dsnParams are the connection parameters, applied by modernc.org/sqlite to every new
+// connection. busy_timeout comes first so that later statements wait for a lock instead of
+// failing (the driver runs it before the other _pragma values whatever their order; see
+// migrateRetrying for the one case SQLite will not wait), and _txlock makes every BEGIN an
+// immediate one, so a transaction that writes holds the write lock from its start.
+const dsnParams = "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+// Open opens (creating it and its parent directory, mode 0700, when missing) the state
+// database at path and brings its schema up to date. Every failure wraps ErrUnavailable
+// and names the file, except an invalid Options value. A file that is not a SQLite
+// database is refused without being modified.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	defaults, err := kernel.ValidateEnabledToolNamespaces(opts.DefaultNamespaces)
+	if err != nil {
+		return nil, fmt.Errorf("open state database: default namespaces: %w", err)
+	}
+	kernel.SortLocale(defaults)
+	never := make(map[string]bool, len(opts.NeverEnable))
+	for _, n := range opts.NeverEnable {
+		never[kernel.JSTrim(n)] = true // namespaces are stored trimmed
+	}
+
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, unavailable(path, err)
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, unavailable(abs, err)
+	}
+	db, err := sql.Open("sqlite", dsn(abs))
+	if err != nil {
+		return nil, unavailable(abs, err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(4)
+	if err := migrateRetrying(ctx, db); err != nil {
+		db.Close()
+		return nil, unavailable(abs, err)
+	}
+	return &Store{db: db, path: abs, defaults: defaults, never: never}, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Calls after Close fail.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close state database %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func unavailable(path string, err error) error {
+	return fmt.Errorf("open state database %s: %w: %w", path, ErrUnavailable, err)
+}
+
+// dsn builds the driver's URI for an absolute path; the characters a SQLite URI treats
+// specially in a path are escaped.
+func dsn(abs string) string {
+	p := filepath.ToSlash(abs)
+	if runtime.GOOS == "windows" && !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	p = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+	return "file:" + p + dsnParams
+}
+
+// prepareFile creates the parent directory and an empty database file (mode 0600, so the
+// WAL files SQLite creates beside it get the same mode) when they are missing, and refuses
+// anything that is not a regular file starting with a valid SQLite header. It never writes
+// to an existing file.
+func prepareFile(abs string) error {
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	f, err = os.Open(abs)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var hdr [100]byte
+	n, err := io.ReadFull(f, hdr[:])
+	if n == 0 && (err == io.EOF || err == nil) {
+		return nil // an empty file is an empty database
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return err
+	}
+	if n < len(hdr) || !validHeader(hdr) {
+		return errors.New("file is not a SQLite database")
+	}
+	return nil
+}
+
+// validHeader mirrors the checks SQLite makes on a database header before using it
+// (https://www.sqlite.org/fileformat.html#the_database_header).
+func validHeader(h [100]byte) bool {
+	if !bytes.Equal(h[:16], []byte("SQLite format 3\x00")) {
+		return false
+	}
+	ps := int(h[16])<<8 | int(h[17])
+	if ps == 1 {
+		ps = 65536
+	}
+	if ps < 512 || ps&(ps-1) != 0 {
+		return false
+	}
+	if h[18] < 1 || h[18] > 2 || h[19] < 1 || h[19] > 2 {
+		return false
+	}
+	return h[21] == 64 && h[22] == 32 && h[23] == 32
+}
+
+// migrations are the schema versions: migrations[i] brings user_version i to i+1.
+var migrations = []string{
+	// 1: the first schema.
+	`
+CREATE TABLE namespace_settings (
+	world      TEXT NOT NULL,
+	owner      TEXT NOT NULL,
+	selection  TEXT NOT NULL,
+	PRIMARY KEY (world, owner)
+) WITHOUT ROWID;
+
+CREATE TABLE grant_usage (
+	world    TEXT NOT NULL,
+	grant_id TEXT NOT NULL,
+	uses     INTEGER NOT NULL CHECK (uses >= 0),
+	PRIMARY KEY (world, grant_id)
+) WITHOUT ROWID;
+
+CREATE TABLE audit_events (
+	seq          INTEGER PRIMARY KEY,
+	id           TEXT NOT NULL UNIQUE,
+	type         TEXT NOT NULL,
+	outcome      TEXT NOT NULL,
+	at           TEXT NOT NULL,
+	at_ms        INTEGER,
+	tool         TEXT NOT NULL,
+	operation_id TEXT NOT NULL,
+	trace_id     TEXT NOT NULL,
+	world        TEXT NOT NULL,
+	event        TEXT NOT NULL
+);
+CREATE INDEX audit_events_type ON audit_events (type);
+CREATE INDEX audit_events_outcome ON audit_events (outcome);
+CREATE INDEX audit_events_at ON audit_events (at_ms);
+CREATE INDEX audit_events_tool ON audit_events (tool);
+CREATE INDEX audit_events_operation ON audit_events (operation_id);
+CREATE INDEX audit_events_trace ON audit_events (trace_id);
+CREATE INDEX audit_events_world ON audit_events (world);
+CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events
+BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;
+CREATE TRIGGER audit_events_no_delete BEFORE DELETE ON audit_events
+BEGIN SELECT RAISE(ABORT, 'audit events are append-only'); END;
+
+CREATE TABLE escalations (
+	seq        INTEGER PRIMARY KEY,
+	world      TEXT NOT NULL,
+	owner      TEXT NOT NULL,
+	trace_id   TEXT NOT NULL,
+	call_id    TEXT NOT NULL,
+	escalation TEXT NOT NULL
+);
+CREATE INDEX escalations_world_owner ON escalations (world, owner);
+
+CREATE TABLE snapshots (
+	seq        INTEGER PRIMARY KEY,
+	root       TEXT NOT NULL,
+	path       TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	label      TEXT,
+	created_ms INTEGER NOT NULL,
+	entries    TEXT NOT NULL,
+	UNIQUE (root, path, id)
+);
+CREATE INDEX snapshots_list ON snapshots (root, path, created_ms DESC, seq DESC);
+`,
+}
+
+// busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it
+// matches the busy timeout.
+const busyWait = 10 * time.Second
+
+// migrateRetrying runs migrate, retrying while it fails with SQLITE_BUSY. SQLite does not
+// call the busy handler for one case that concerns us: the first connections to a fresh
+// file all run journal_mode(WAL), which reads page 1 and then upgrades to a write lock to
+// mark the file as WAL, and a read-to-write upgrade fails at once when another connection
+// holds a lock (waiting could deadlock). Once the file is in WAL mode, journal_mode(WAL)
+// only reads, so this only happens while the file is being created.
+func migrateRetrying(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyWait)
+	pause := 2 * time.Millisecond
+	for {
+		err := migrate(ctx, db)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// migrate brings the schema to the latest version. The fast path only reads user_version;
+// otherwise the version is read again under the write lock (BEGIN IMMEDIATE), so when many
+// processes open a fresh file at once exactly one of them creates the schema.
+func migrate(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	latest := len(migrations)
+	v, err := userVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if v == latest {
+		return checkAppID(ctx, conn)
+	}
+	if v > latest {
+		return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, latest)
+	}
+	tx, err := conn.BeginTx(ctx, nil) // immediate: takes the write lock
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case v == latest:
+		return checkAppID(ctx, tx)
+	case v > latest:
+		return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, latest)
+	case v == 0:
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		if n > 0 {
+			return errors.New("not a sharedos state database (it has tables but no schema version)")
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+			return fmt.Errorf("set application id: %w", err)
+		}
+	default:
+		if err := checkAppID(ctx, tx); err != nil {
+			return err
+		}
+	}
+	for i := v; i < latest; i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", latest)); err != nil {
+		return fmt.Errorf("set schema version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit migration: %w", err)
+	}
+	return nil
+}
+
+func userVersion(ctx context.Context, conn *sql.Conn) (int, error) {
+	var v int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func checkAppID(ctx context.Context, q queryRower) error {
+	var id int64
+	if err := q.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
+		return fmt.Errorf("read application id: %w", err)
+	}
+	if id != applicationID {
+		return fmt.Errorf("not a sharedos state database (application id %#x)", id)
+	}
+	return nil
+}

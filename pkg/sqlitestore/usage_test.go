@@ -1,0 +1,188 @@
+package sqlitestore
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+func TestTryConsume(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		max      int64
+		attempts int
+		wantOK   int
+	}{
+		{"below the bound", 5, 3, 3},
+		{"at the bound", 3, 3, 3},
+		{"beyond the bound", 2, 5, 2},
+		{"max 1", 1, 4, 1},
+		{"max 0 spends nothing", 0, 3, 0},
+		{"negative max spends nothing", -1, 3, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := openTest(t, Options{})
+			ctx := context.Background()
+			ok := 0
+			for i := 0; i < tt.attempts; i++ {
+				got, err := s.TryConsume(ctx, "w", "g", tt.max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got {
+					ok++
+				}
+			}
+			if ok != tt.wantOK {
+				t.Errorf("%d uses spent, want %d", ok, tt.wantOK)
+			}
+			if n, err := s.GetUsage(ctx, "w", "g"); err != nil || n != int64(tt.wantOK) {
+				t.Errorf("GetUsage = %d, %v; want %d", n, err, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestUsageKeyedByWorldAndGrant(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for _, k := range [][2]string{{"w1", "g1"}, {"w1", "g1"}, {"w1", "g2"}, {"w2", "g1"}} {
+		if ok, err := s.TryConsume(ctx, k[0], k[1], 10); !ok || err != nil {
+			t.Fatalf("TryConsume(%s, %s) = %v, %v", k[0], k[1], ok, err)
+		}
+	}
+	tests := []struct {
+		world, grant string
+		want         int64
+	}{
+		{"w1", "g1", 2}, {"w1", "g2", 1}, {"w2", "g1", 1}, {"w2", "g2", 0}, {"w3", "g1", 0},
+	}
+	for _, tt := range tests {
+		if n, err := s.GetUsage(ctx, tt.world, tt.grant); err != nil || n != tt.want {
+			t.Errorf("GetUsage(%s, %s) = %d, %v; want %d", tt.world, tt.grant, n, err, tt.want)
+		}
+	}
+	// A lower max later does not undo spent uses; it only refuses more.
+	if ok, err := s.TryConsume(ctx, "w1", "g1", 1); ok || err != nil {
+		t.Errorf("TryConsume with a lower max = %v, %v; want false", ok, err)
+	}
+}
+
+func TestUsageRejectsEmptyKeys(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for _, k := range [][2]string{{"", "g"}, {"w", ""}} {
+		if _, err := s.TryConsume(ctx, k[0], k[1], 1); err == nil {
+			t.Errorf("TryConsume(%q, %q) succeeded", k[0], k[1])
+		}
+		if _, err := s.GetUsage(ctx, k[0], k[1]); err == nil {
+			t.Errorf("GetUsage(%q, %q) succeeded", k[0], k[1])
+		}
+	}
+}
+
+// TestTryConsumeGoroutines is the in-process version of TestMultiProcessTryConsume: 8
+// goroutines, each with its own Store opened at once on a fresh file (so the migrations
+// race too), plus one shared Store, spend at most max uses in total.
+func TestTryConsumeGoroutines(t *testing.T) {
+	t.Parallel()
+	const workers, attempts, max = 8, 50, 100
+	path := filepath.Join(t.TempDir(), "state.db")
+	ctx := context.Background()
+	var spent atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*workers*attempts)
+	start := make(chan struct{})
+	consume := func(s *Store) {
+		for i := 0; i < attempts; i++ {
+			ok, err := s.TryConsume(ctx, "w", "g", max)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				spent.Add(1)
+			}
+		}
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			s, err := Open(ctx, path, Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			consume(s)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	shared, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			consume(shared)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := spent.Load(); got != max {
+		t.Errorf("%d uses spent in total, want exactly %d", got, max)
+	}
+	if n, err := shared.GetUsage(ctx, "w", "g"); err != nil || n != max {
+		t.Errorf("GetUsage = %d, %v; want %d", n, err, max)
+	}
+}
+
+// TestStoreOutageFailsClosed: a bounded grant against a closed store is refused
+// usage_store_unavailable (fail-closed), never allowed.
+func TestStoreOutageFailsClosed(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, actx := boundedKernel(s, 5, false)
+	s.Close()
+	res := k.InvokeTool(context.Background(), actx, kernel.ToolCall{ID: "c1", Tool: "t.use", Arguments: []byte(`{}`), TraceID: actx.TraceID, RequestedAt: actx.Now})
+	if res.Status != kernel.StatusDenied {
+		t.Fatalf("result %+v: a store outage must never allow", res)
+	}
+	// The call is hidden (discovery already failed closed); the decision itself names it.
+	z := k.Authorizer()
+	auth := kernel.NewAuthority(mustGrants(t, k, actx), actx, 0)
+	d, _ := z.Authorize(context.Background(), auth, actx, kernel.CapabilityRequirement{
+		Resource: kernel.ResourceRef{Namespace: "t", Path: []string{}}, Action: "use"}, kernel.AuthorizeOptions{Consume: true})
+	if d.Allowed || d.ReasonCode != kernel.ReasonUsageStoreUnavailable {
+		t.Fatalf("decision %+v, want usage_store_unavailable", d)
+	}
+}
+
+func mustGrants(t *testing.T, k *kernel.Kernel, actx kernel.AccessContext) []kernel.CapabilityGrant {
+	t.Helper()
+	var out []kernel.CapabilityGrant
+	for _, g := range k.BeginTurn(actx).Authority(context.Background(), actx).Grants() {
+		out = append(out, *g)
+	}
+	return out
+}
