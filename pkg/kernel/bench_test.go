@@ -151,3 +151,14 @@ func BenchmarkInvokeTool(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDecodeGrant(b *testing.B) {
+	data := []byte(seedGrant)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var g kernel.CapabilityGrant
+		if err := json.Unmarshal(data, &g); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

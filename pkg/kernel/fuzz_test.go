@@ -249,3 +249,20 @@ func TestCanonicalGrant(t *testing.T) {
 		}
 	}
 }
+
+func TestStrictNumbers(t *testing.T) {
+	for _, c := range []struct {
+		constraints string
+		ok          bool
+	}{
+		{`{"maxUses":3}`, true}, {`{"maxUses":3.0}`, true}, {`{"maxUses":"3"}`, false}, {`{"maxUses":3.5}`, false},
+		{`{"maxUses":0}`, false}, {`{"delegationDepth":"2"}`, false}, {`{"delegationDepth":0}`, true},
+		{`{"maxUses":null}`, false}, {`{"maxUses":true}`, false}, {`{"notBefore":"2026-01-02T00:00:00Z","expiresAt":"2026-01-01T00:00:00Z"}`, false},
+	} {
+		var k kernel.CapabilityConstraints
+		err := json.Unmarshal([]byte(c.constraints), &k)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok=%v", c.constraints, err, c.ok)
+		}
+	}
+}

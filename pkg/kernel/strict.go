@@ -163,6 +163,11 @@ func (o *strictObject) integer(key string) (int64, bool, error) {
 }
 
 func parseInt(raw json.RawMessage) (int64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		// json.Number would accept a quoted number ("3"); the contract wants a number.
+		return 0, errors.New("must be an integer")
+	}
 	var f json.Number
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()

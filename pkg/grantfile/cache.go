@@ -1,0 +1,564 @@
+package grantfile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// The snapshot cache stores the validated files of a set in a compact binary form:
+//
+//	magic | payload | CRC-32C(payload)
+//
+// The checksum only detects accidental damage (a torn or truncated write, a flipped
+// bit); it is no defence against someone who can write the cache directory, who could
+// as well write the grant files — which is why the directory must be as protected as
+// they are.
+//
+// The entry's name is the SHA-256 of cacheVersion and every (path, content) pair, so a
+// changed file, a different path or a different order is a different entry. Bump
+// cacheVersion whenever parsing or the encoding changes meaning.
+const (
+	cacheVersion = "sharedos/grantfile snapshot v1"
+	cacheMagic   = "SOSGF\x00\x01\n"
+	cacheExt     = ".grants"
+	cacheMaxAge  = 7 * 24 * time.Hour // entries not written for this long are pruned on writes
+)
+
+// cacheKey digests the paths and contents of a set, in order.
+func cacheKey(paths []string, datas [][]byte) [32]byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write([]byte(cacheVersion))
+	for i, p := range paths {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
+		h.Write([]byte(p))
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(datas[i])))])
+		h.Write(datas[i])
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+func cachePath(dir string, key [32]byte) string {
+	return filepath.Join(dir, hex.EncodeToString(key[:])+cacheExt)
+}
+
+// readCache returns the files of a cached snapshot, or ok=false on a miss or any
+// problem with the entry (which the caller then rewrites).
+func readCache(dir string, key [32]byte, paths []string) ([]*File, bool) {
+	data, err := os.ReadFile(cachePath(dir, key))
+	if err != nil {
+		return nil, false
+	}
+	files, err := decodeSnapshot(data)
+	if err != nil || len(files) != len(paths) {
+		return nil, false
+	}
+	for i, f := range files {
+		if f.Path != paths[i] {
+			return nil, false
+		}
+	}
+	return files, true
+}
+
+// writeCache stores the files under key, atomically (temporary file + rename).
+func writeCache(dir string, key [32]byte, files []*File) error {
+	data, err := encodeSnapshot(files)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*"+cacheExt)
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), cachePath(dir, key))
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return werr
+	}
+	pruneCache(dir)
+	return nil
+}
+
+// pruneCache removes entries (and stray temporary files) older than cacheMaxAge.
+func pruneCache(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-cacheMaxAge)
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), cacheExt) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------------------
+// encoding
+
+type encoder struct{ b []byte }
+
+func (e *encoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) int(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string) {
+	e.uint(uint64(len(s)))
+	e.b = append(e.b, s...)
+}
+func (e *encoder) flag(b bool) {
+	if b {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+func (e *encoder) strs(ss []string) {
+	e.flag(ss != nil)
+	if ss != nil {
+		e.uint(uint64(len(ss)))
+		for _, s := range ss {
+			e.str(s)
+		}
+	}
+}
+func (e *encoder) addr(a kernel.Address) {
+	e.str(string(a.Kind))
+	e.str(a.ID)
+}
+func (e *encoder) optAddr(a *kernel.Address) {
+	e.flag(a != nil)
+	if a != nil {
+		e.addr(*a)
+	}
+}
+func (e *encoder) optInt(p *int64) {
+	e.flag(p != nil)
+	if p != nil {
+		e.int(*p)
+	}
+}
+
+func encodeSnapshot(files []*File) ([]byte, error) {
+	e := &encoder{b: make([]byte, 0, 64<<10)}
+	e.b = append(e.b, cacheMagic...)
+	e.uint(uint64(len(files)))
+	for _, f := range files {
+		e.str(f.Path)
+		e.str(f.Context.World)
+		e.optAddr(f.Context.Actor)
+		e.optAddr(f.Context.Owner)
+		e.optAddr(f.Context.Authority)
+		e.str(f.Context.Purpose)
+		e.uint(uint64(len(f.Grants)))
+		for i := range f.Grants {
+			if err := e.grant(&f.Grants[i]); err != nil {
+				return nil, err
+			}
+		}
+		ids := make([]string, 0, len(f.Derived))
+		for id, v := range f.Derived {
+			if v {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		e.strs(ids)
+	}
+	return binary.LittleEndian.AppendUint32(e.b, crc32.Checksum(e.b[len(cacheMagic):], castagnoli)), nil
+}
+
+func (e *encoder) grant(g *kernel.CapabilityGrant) error {
+	e.str(g.ID)
+	e.str(g.NamespaceID)
+	e.addr(g.Subject)
+	e.addr(g.Issuer)
+	e.uint(uint64(len(g.Capabilities)))
+	for _, c := range g.Capabilities {
+		e.str(c.Resource.Namespace)
+		e.strs(c.Resource.Path)
+		e.optAddr(c.Resource.Owner)
+		e.strs(c.Actions)
+		e.str(string(c.Scope))
+	}
+	e.strs(g.Constraints.Purposes)
+	e.str(g.Constraints.NotBefore)
+	e.str(g.Constraints.ExpiresAt)
+	e.optInt(g.Constraints.MaxUses)
+	e.optInt(g.Constraints.DelegationDepth)
+	e.str(g.IssuedAt)
+	e.str(g.RevokedAt)
+	e.str(g.ParentGrantID)
+	e.flag(g.Metadata != nil)
+	if g.Metadata != nil {
+		return e.value(g.Metadata)
+	}
+	return nil
+}
+
+// Tags of the JSON values of metadata.
+const (
+	tagNull byte = iota
+	tagFalse
+	tagTrue
+	tagNumber
+	tagString
+	tagArray
+	tagObject
+)
+
+// value encodes a JSON value as the kernel's decoder produces it (map[string]any,
+// []any, string, json.Number, bool, nil); anything else is refused (no snapshot).
+func (e *encoder) value(v any) error {
+	switch x := v.(type) {
+	case nil:
+		e.b = append(e.b, tagNull)
+	case bool:
+		if x {
+			e.b = append(e.b, tagTrue)
+		} else {
+			e.b = append(e.b, tagFalse)
+		}
+	case json.Number:
+		e.b = append(e.b, tagNumber)
+		e.str(string(x))
+	case string:
+		e.b = append(e.b, tagString)
+		e.str(x)
+	case []any:
+		e.b = append(e.b, tagArray)
+		e.uint(uint64(len(x)))
+		for _, item := range x {
+			if err := e.value(item); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		e.b = append(e.b, tagObject)
+		e.uint(uint64(len(x)))
+		for k, item := range x {
+			e.str(k)
+			if err := e.value(item); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("metadata value of type %T cannot be cached", v)
+	}
+	return nil
+}
+
+var (
+	errCorrupt = errors.New("corrupt grant snapshot")
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// decoder reads a snapshot held in one string: every decoded string is a substring of
+// it, so decoding allocates little. Any inconsistency sets bad.
+type decoder struct {
+	s     string
+	off   int
+	bad   bool
+	depth int
+
+	// Slabs the decoded grants' small slices and pointers are cut from (capacity-limited,
+	// so an append never reaches a neighbour), to keep a cache hit to a few allocations.
+	strPool []string
+	addrs   []kernel.Address
+	ints    []int64
+	caps    []kernel.Capability
+}
+
+const slabSize = 4096
+
+func (d *decoder) strSlab(n int) []string {
+	if n > len(d.strPool) {
+		d.strPool = make([]string, max(n, slabSize))
+	}
+	out := d.strPool[:n:n]
+	d.strPool = d.strPool[n:]
+	return out
+}
+
+func (d *decoder) newAddr() *kernel.Address {
+	if len(d.addrs) == 0 {
+		d.addrs = make([]kernel.Address, slabSize/4)
+	}
+	a := &d.addrs[0]
+	d.addrs = d.addrs[1:]
+	return a
+}
+
+func (d *decoder) newInt() *int64 {
+	if len(d.ints) == 0 {
+		d.ints = make([]int64, slabSize/4)
+	}
+	p := &d.ints[0]
+	d.ints = d.ints[1:]
+	return p
+}
+
+func (d *decoder) capSlab(n int) []kernel.Capability {
+	if n > len(d.caps) {
+		d.caps = make([]kernel.Capability, max(n, slabSize/4))
+	}
+	out := d.caps[:n:n]
+	d.caps = d.caps[n:]
+	return out
+}
+
+func (d *decoder) uint() uint64 {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if d.off >= len(d.s) {
+			d.bad = true
+			return 0
+		}
+		c := d.s[d.off]
+		d.off++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+	d.bad = true
+	return 0
+}
+
+func (d *decoder) int() int64 {
+	u := d.uint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
+	return v
+}
+
+// count reads a length that cannot exceed the bytes left (each element takes ≥ 1 byte).
+func (d *decoder) count() int {
+	n := d.uint()
+	if d.bad || n > uint64(len(d.s)-d.off) {
+		d.bad = true
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) str() string {
+	n := d.count()
+	if d.bad {
+		return ""
+	}
+	s := d.s[d.off : d.off+n]
+	d.off += n
+	return s
+}
+
+func (d *decoder) flag() bool {
+	if d.off >= len(d.s) {
+		d.bad = true
+		return false
+	}
+	c := d.s[d.off]
+	d.off++
+	if c > 1 {
+		d.bad = true
+	}
+	return c == 1
+}
+
+func (d *decoder) strs() []string {
+	if !d.flag() {
+		return nil
+	}
+	n := d.count()
+	if d.bad {
+		return nil
+	}
+	out := d.strSlab(n)
+	for i := range out {
+		out[i] = d.str()
+	}
+	return out
+}
+
+func (d *decoder) addr() kernel.Address {
+	return kernel.Address{Kind: kernel.AddressKind(d.str()), ID: d.str()}
+}
+
+func (d *decoder) optAddr() *kernel.Address {
+	if !d.flag() {
+		return nil
+	}
+	a := d.newAddr()
+	*a = d.addr()
+	return a
+}
+
+func (d *decoder) optInt() *int64 {
+	if !d.flag() {
+		return nil
+	}
+	p := d.newInt()
+	*p = d.int()
+	return p
+}
+
+func decodeSnapshot(data []byte) ([]*File, error) {
+	if len(data) < len(cacheMagic)+4 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
+		return nil, errCorrupt
+	}
+	payload := data[len(cacheMagic) : len(data)-4]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+		return nil, errCorrupt
+	}
+	d := &decoder{s: string(payload)}
+	files := make([]*File, d.count())
+	for i := range files {
+		if d.bad {
+			return nil, errCorrupt
+		}
+		f := &File{Path: d.str()}
+		f.Context.World = d.str()
+		f.Context.Actor = d.optAddr()
+		f.Context.Owner = d.optAddr()
+		f.Context.Authority = d.optAddr()
+		f.Context.Purpose = d.str()
+		f.Grants = make([]kernel.CapabilityGrant, d.count())
+		for j := range f.Grants {
+			if d.bad {
+				return nil, errCorrupt
+			}
+			if err := d.grant(&f.Grants[j]); err != nil {
+				return nil, err
+			}
+		}
+		ids := d.strs()
+		f.Derived = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			f.Derived[id] = true
+		}
+		files[i] = f
+	}
+	if d.bad || d.off != len(d.s) {
+		return nil, errCorrupt
+	}
+	return files, nil
+}
+
+func (d *decoder) grant(g *kernel.CapabilityGrant) error {
+	g.ID = d.str()
+	g.NamespaceID = d.str()
+	g.Subject = d.addr()
+	g.Issuer = d.addr()
+	g.Capabilities = d.capSlab(d.count())
+	for i := range g.Capabilities {
+		c := &g.Capabilities[i]
+		c.Resource.Namespace = d.str()
+		c.Resource.Path = d.strs()
+		c.Resource.Owner = d.optAddr()
+		c.Actions = d.strs()
+		c.Scope = kernel.Scope(d.str())
+		if d.bad {
+			return errCorrupt
+		}
+	}
+	g.Constraints.Purposes = d.strs()
+	g.Constraints.NotBefore = d.str()
+	g.Constraints.ExpiresAt = d.str()
+	g.Constraints.MaxUses = d.optInt()
+	g.Constraints.DelegationDepth = d.optInt()
+	g.IssuedAt = d.str()
+	g.RevokedAt = d.str()
+	g.ParentGrantID = d.str()
+	if d.flag() {
+		m, ok := d.value().(map[string]any)
+		if !ok {
+			return errCorrupt
+		}
+		g.Metadata = m
+	}
+	if d.bad {
+		return errCorrupt
+	}
+	return nil
+}
+
+// maxValueDepth bounds metadata nesting (encoding/json's own limit).
+const maxValueDepth = 10000
+
+func (d *decoder) value() any {
+	if d.off >= len(d.s) || d.depth > maxValueDepth {
+		d.bad = true
+		return nil
+	}
+	tag := d.s[d.off]
+	d.off++
+	switch tag {
+	case tagNull:
+		return nil
+	case tagFalse:
+		return false
+	case tagTrue:
+		return true
+	case tagNumber:
+		return json.Number(d.str())
+	case tagString:
+		return d.str()
+	case tagArray:
+		n := d.count()
+		a := make([]any, n)
+		d.depth++
+		for i := range a {
+			if a[i] = d.value(); d.bad {
+				return nil
+			}
+		}
+		d.depth--
+		return a
+	case tagObject:
+		n := d.count()
+		m := make(map[string]any, n)
+		d.depth++
+		for range n {
+			k := d.str()
+			if m[k] = d.value(); d.bad {
+				return nil
+			}
+		}
+		d.depth--
+		if len(m) != n {
+			d.bad = true
+		}
+		return m
+	}
+	d.bad = true
+	return nil
+}

@@ -1,0 +1,453 @@
+package grantfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// MaxFileSize is the largest grant file Parse and Load accept (64 MiB).
+const MaxFileSize = 64 << 20
+
+// DefaultWorld is the namespaceId a grant gets when neither it nor its file's
+// context.world names one.
+const DefaultWorld = "default"
+
+// EpochIssuedAt is the issuedAt a grant without one gets: the Unix epoch, i.e. issued
+// before anything.
+const EpochIssuedAt = "1970-01-01T00:00:00.000Z"
+
+// Context is a grant file's optional context block: defaults for the access context of
+// a command (each is overridden by the corresponding flag). Empty or nil means unset.
+type Context struct {
+	World     string
+	Actor     *kernel.Address
+	Owner     *kernel.Address
+	Authority *kernel.Address
+	Purpose   string
+}
+
+// File is one validated grant file.
+type File struct {
+	// Path is the name the file was parsed or loaded under.
+	Path string
+	// Context is the file's context block (zero when absent).
+	Context Context
+	// Grants are the file's grants in document order, each accepted by the kernel's
+	// strict decoder after the loader filled namespaceId, constraints and issuedAt.
+	Grants []kernel.CapabilityGrant
+	// Derived holds the ids of grants that had no issuedAt but have a parentGrantId: the
+	// epoch default makes them issued before their parent, which Lint reports as an error.
+	// It is never nil.
+	Derived map[string]bool
+}
+
+// parsed is a File together with the trees it was read from, for line look-ups.
+type parsed struct {
+	file       *File
+	root       *node
+	grantNodes []*node // parallel to file.Grants
+	ctxLines   map[string]int
+}
+
+// Load reads and parses the grant file at path (at most MaxFileSize bytes). Errors are
+// *Error values naming path.
+func Load(path string) (*File, error) {
+	p, err := loadParsed(path)
+	if err != nil {
+		return nil, err
+	}
+	return p.file, nil
+}
+
+// Parse parses one grant file held in memory; name is used for error messages, as
+// File.Path, and to choose the format (.json ⇒ JSON, .yaml/.yml ⇒ YAML, otherwise JSON
+// when the first non-space byte is '{', else YAML). It does no I/O. An invalid file is
+// refused as a whole: the result is either a valid *File or (nil, *Error).
+func Parse(name string, data []byte) (*File, error) {
+	p, err := parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return p.file, nil
+}
+
+func readFile(path string) ([]byte, *Error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{File: path, Message: "cannot read grant file: " + unwrapPathError(err), cause: err}
+	}
+	defer f.Close()
+	// Read into one buffer of the file's size (plus one byte to notice growth), so a large
+	// file is neither copied while growing nor read past the limit.
+	size := int64(512)
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+		size = min(info.Size(), MaxFileSize) + 1
+	}
+	buf := make([]byte, 0, size)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > MaxFileSize {
+			return nil, &Error{File: path, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
+		}
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, &Error{File: path, Message: "cannot read grant file: " + unwrapPathError(err), cause: err}
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+func unwrapPathError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func loadParsed(path string) (*parsed, *Error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, data)
+}
+
+// isJSON chooses the format of a file.
+func isJSON(name string, data []byte) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json":
+		return true
+	case ".yaml", ".yml":
+		return false
+	}
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
+
+func parse(name string, data []byte) (*parsed, *Error) {
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: name, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if !utf8.Valid(data) {
+		line := 1 + bytes.Count(data[:firstInvalidUTF8(data)], []byte{'\n'})
+		return nil, &Error{File: name, Line: line, Message: "grant file is not valid UTF-8"}
+	}
+	var root *node
+	var terr *treeError
+	if isJSON(name, data) {
+		root, terr = jsonTree(data)
+	} else {
+		root, terr = yamlTree(data)
+	}
+	if terr != nil {
+		e := &Error{File: name, Line: terr.line, Message: terr.msg, cause: terr.cause}
+		e.Grant, e.Field = splitGrantPath(root, terr.path)
+		return nil, e
+	}
+	return build(name, root)
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// splitGrantPath turns an absolute path into (grant id, field inside the grant) when it
+// points inside a grant whose id is known, else ("", dotted absolute path).
+func splitGrantPath(root *node, path []string) (string, string) {
+	if len(path) >= 2 && path[0] == "grants" {
+		if i, err := strconv.Atoi(path[1]); err == nil {
+			if label := grantLabel(root, i); label != "" {
+				return label, strings.Join(path[2:], ".")
+			}
+		}
+	}
+	return "", strings.Join(path, ".")
+}
+
+// grantLabel returns the trimmed id of grant i in a (possibly partial) tree, or "".
+func grantLabel(root *node, i int) string {
+	gs, _ := root.get("grants")
+	if gs == nil || gs.kind != kArr || i < 0 || i >= len(gs.kids) {
+		return ""
+	}
+	return nodeLabel(gs.kids[i])
+}
+
+func nodeLabel(g *node) string {
+	id, _ := g.get("id")
+	if id == nil || id.kind != kStr {
+		return ""
+	}
+	return kernel.JSTrim(id.s)
+}
+
+type builder struct {
+	name string
+	root *node
+}
+
+// errAt reports a problem at an absolute dotted path of the document.
+func (b *builder) errAt(path string, line int, format string, args ...any) *Error {
+	return &Error{File: b.name, Field: path, Line: line, Message: fmt.Sprintf(format, args...)}
+}
+
+// grantErr reports a problem at field inside grant i (node g).
+func (b *builder) grantErr(i int, g *node, field string, cause error, format string, args ...any) *Error {
+	e := &Error{File: b.name, Line: lineOf(g, field), Message: fmt.Sprintf(format, args...), cause: cause}
+	if label := nodeLabel(g); label != "" {
+		e.Grant, e.Field = label, field
+	} else {
+		e.Field = "grants." + strconv.Itoa(i)
+		if field != "" {
+			e.Field += "." + field
+		}
+	}
+	return e
+}
+
+func build(name string, root *node) (*parsed, *Error) {
+	b := &builder{name: name, root: root}
+	if root.kind != kObj {
+		return nil, b.errAt("", root.line, "a grant file must be a mapping with version: 1 and grants, not %s", root.kind)
+	}
+	for i, k := range root.keys {
+		switch k {
+		case "version", "context", "grants":
+		default:
+			return nil, b.errAt(k, root.keyLines[i], "unknown key %q (a grant file has version, context and grants)", k)
+		}
+	}
+	v, vline := root.get("version")
+	if v == nil {
+		return nil, b.errAt("version", root.line, "is required (version: 1)")
+	}
+	if v.kind != kNum {
+		return nil, b.errAt("version", vline, "must be the number 1, not %s", v.kind)
+	}
+	if n, err := json.Number(v.s).Int64(); err != nil || n != 1 {
+		return nil, b.errAt("version", vline, "unsupported version %s (this sharedos reads version 1)", v.s)
+	}
+	p := &parsed{root: root, ctxLines: map[string]int{}}
+	f := &File{Path: name, Derived: map[string]bool{}}
+	p.file = f
+	if c, cline := root.get("context"); c != nil {
+		if err := b.context(c, cline, &f.Context, p.ctxLines); err != nil {
+			return nil, err
+		}
+	}
+	gs, gline := root.get("grants")
+	if gs == nil {
+		return nil, b.errAt("grants", root.line, "is required (it may be [])")
+	}
+	if gs.kind != kArr {
+		return nil, b.errAt("grants", gline, "must be a list of grants, not %s", gs.kind)
+	}
+	world := f.Context.World
+	if world == "" {
+		world = DefaultWorld
+	}
+	f.Grants = make([]kernel.CapabilityGrant, len(gs.kids))
+	p.grantNodes = gs.kids
+	seen := make(map[string]int, len(gs.kids))
+	var buf []byte
+	for i, gn := range gs.kids {
+		var err *Error
+		buf, err = b.grant(i, gn, world, buf[:0], &f.Grants[i], f.Derived)
+		if err != nil {
+			return nil, err
+		}
+		id := f.Grants[i].ID
+		if first, dup := seen[id]; dup {
+			return nil, b.grantErr(i, gn, "id", nil, "duplicate grant id %q (first at line %d)", id, lineOf(gs.kids[first], "id"))
+		}
+		seen[id] = i
+	}
+	return p, nil
+}
+
+var contextKeys = []string{"world", "actor", "owner", "authority", "purpose"}
+
+func (b *builder) context(c *node, cline int, out *Context, lines map[string]int) *Error {
+	if c.kind != kObj {
+		return b.errAt("context", cline, "must be a mapping of world, actor, owner, authority and purpose, not %s", c.kind)
+	}
+	for i, k := range c.keys {
+		field := "context." + k
+		line := c.keyLines[i]
+		lines[k] = line
+		v := c.kids[i]
+		switch k {
+		case "world", "purpose":
+			if v.kind != kStr {
+				return b.errAt(field, line, "must be a string, not %s", v.kind)
+			}
+			t := kernel.JSTrim(v.s)
+			max := 256
+			if k == "purpose" {
+				max = 512
+			}
+			if n := kernel.UTF16Len(t); n < 1 || n > max {
+				return b.errAt(field, line, "must be 1 to %d characters after trimming", max)
+			}
+			if k == "world" {
+				out.World = t
+			} else {
+				out.Purpose = t
+			}
+		case "actor", "owner", "authority":
+			a, err := nodeAddress(v)
+			if err != nil {
+				return &Error{File: b.name, Field: field, Line: line, Message: contractMessage(err), cause: err}
+			}
+			switch k {
+			case "actor":
+				out.Actor = &a
+			case "owner":
+				out.Owner = &a
+			default:
+				out.Authority = &a
+			}
+		default:
+			return b.errAt(field, line, "unknown key %q (context has %s)", k, strings.Join(contextKeys, ", "))
+		}
+	}
+	return nil
+}
+
+// nodeAddress reads an address written as kind:id shorthand or as the object form.
+func nodeAddress(v *node) (kernel.Address, error) {
+	switch v.kind {
+	case kStr:
+		return kernel.ParseAddress(v.s)
+	case kObj:
+		var a kernel.Address
+		err := json.Unmarshal(appendJSON(nil, v), &a)
+		return a, err
+	}
+	return kernel.Address{}, fmt.Errorf("must be an address (kind:id or {kind, …}), not %s", v.kind)
+}
+
+// contractMessage is the message of a contract error without its field prefix.
+func contractMessage(err error) string {
+	var ce *kernel.ContractError
+	if errors.As(err, &ce) {
+		if ce.Field != "" && !strings.Contains(ce.Message, ce.Field) && ce.Field != "kind" {
+			return ce.Field + ": " + ce.Message
+		}
+		return ce.Message
+	}
+	return err.Error()
+}
+
+// addressIDKey is the member that carries the id for each address kind.
+func addressIDKey(k kernel.AddressKind) string {
+	switch k {
+	case kernel.KindHuman:
+		return "userId"
+	case kernel.KindAgent:
+		return "agentId"
+	case kernel.KindGroup:
+		return "conversationId"
+	case kernel.KindService:
+		return "serviceId"
+	}
+	return ""
+}
+
+// addressNode is the object form of a, on line.
+func addressNode(a kernel.Address, line int) *node {
+	return &node{kind: kObj, line: line, keys: []string{"kind", addressIDKey(a.Kind)}, keyLines: []int{line, line},
+		kids: []*node{strNode(string(a.Kind), line), strNode(a.ID, line)}}
+}
+
+// grant fills the defaults of grant i, expands address shorthands and decodes it with
+// the kernel's strict decoder. buf is scratch space, returned for reuse.
+func (b *builder) grant(i int, gn *node, world string, buf []byte, out *kernel.CapabilityGrant, derived map[string]bool) ([]byte, *Error) {
+	if gn.kind != kObj {
+		return buf, b.grantErr(i, gn, "", nil, "a grant must be a mapping, not %s", gn.kind)
+	}
+	if v, _ := gn.get("namespaceId"); v == nil {
+		gn.put("namespaceId", strNode(world, 0))
+	}
+	if v, _ := gn.get("constraints"); v == nil {
+		gn.put("constraints", &node{kind: kObj})
+	}
+	noIssuedAt := false
+	if v, _ := gn.get("issuedAt"); v == nil {
+		noIssuedAt = true
+		gn.put("issuedAt", strNode(EpochIssuedAt, 0))
+	}
+	for _, k := range []string{"subject", "issuer"} {
+		if err := b.expand(i, gn, gn, k, k); err != nil {
+			return buf, err
+		}
+	}
+	if caps, _ := gn.get("capabilities"); caps != nil && caps.kind == kArr {
+		for j, c := range caps.kids {
+			if r, _ := c.get("resource"); r != nil {
+				if err := b.expand(i, gn, r, "owner", "capabilities."+strconv.Itoa(j)+".resource.owner"); err != nil {
+					return buf, err
+				}
+			}
+		}
+	}
+	// The kernel's decoder accepts a quoted number for maxUses and delegationDepth
+	// (encoding/json decodes "3" into a json.Number); a grant file may not.
+	if c, _ := gn.get("constraints"); c != nil && c.kind == kObj {
+		for _, k := range []string{"maxUses", "delegationDepth"} {
+			if v, _ := c.get(k); v != nil && v.kind != kNum {
+				return buf, b.grantErr(i, gn, "constraints."+k, nil, "must be an integer, not %s", v.kind)
+			}
+		}
+	}
+	buf = appendJSON(buf, gn)
+	if err := json.Unmarshal(buf, out); err != nil {
+		var ce *kernel.ContractError
+		if errors.As(err, &ce) {
+			return buf, b.grantErr(i, gn, ce.Field, err, "%s", ce.Message)
+		}
+		return buf, b.grantErr(i, gn, "", err, "%s", err.Error())
+	}
+	if noIssuedAt && out.ParentGrantID != "" {
+		derived[out.ID] = true
+	}
+	return buf, nil
+}
+
+// expand replaces the kind:id shorthand at parent[key] by the object form.
+func (b *builder) expand(i int, gn, parent *node, key, field string) *Error {
+	v, line := parent.get(key)
+	if v == nil || v.kind != kStr {
+		return nil
+	}
+	a, err := kernel.ParseAddress(v.s)
+	if err != nil {
+		return b.grantErr(i, gn, field, err, "%s", contractMessage(err))
+	}
+	parent.put(key, addressNode(a, max(v.line, line)))
+	return nil
+}

@@ -1,0 +1,310 @@
+package grantfile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// SetOptions tune LoadSet.
+type SetOptions struct {
+	// CacheDir, when non-empty, holds validated snapshots of loaded sets keyed by the
+	// SHA-256 of every path and its content, so that loading unchanged files again skips
+	// parsing. It must lie outside the files plane's root (whoever can write it defines
+	// authority). A missing, unreadable or corrupt entry is ignored and rewritten; a
+	// failure to write it is ignored.
+	CacheDir string
+}
+
+// Set is several grant files loaded as one grant source: their grants concatenated in
+// argument order. It is immutable and safe for concurrent use; every grant it hands out
+// is a deep copy.
+type Set struct {
+	files []*File
+	ctx   Context
+	n     int // number of grants
+
+	// The indexes are built on first use: a command that only needs the context (or
+	// none of the grants) does not pay for them.
+	once  sync.Once
+	byID  map[string]*kernel.CapabilityGrant
+	scope map[scopeKey][]*kernel.CapabilityGrant
+}
+
+type scopeKey struct {
+	world           string
+	subject, issuer kernel.Address
+}
+
+var (
+	_ kernel.GrantSource             = (*Set)(nil)
+	_ kernel.DelegationChainResolver = (*Set)(nil)
+)
+
+// LoadSet loads the grant files at paths as one grant source. A file that cannot be read
+// or fails the contract, a grant id defined twice (within or across files), or two
+// context blocks that set one field differently refuse the whole set with an *Error
+// naming the file(s). No paths gives an empty set.
+func LoadSet(paths []string, opts SetOptions) (*Set, error) {
+	datas := make([][]byte, len(paths))
+	for i, p := range paths {
+		data, err := readFile(p)
+		if err != nil {
+			return nil, err
+		}
+		datas[i] = data
+	}
+	var key [32]byte
+	if opts.CacheDir != "" {
+		key = cacheKey(paths, datas)
+		if files, ok := readCache(opts.CacheDir, key, paths); ok {
+			return newSet(files), nil
+		}
+	}
+	ps := make([]*parsed, len(paths))
+	for i, p := range paths {
+		pf, err := parse(p, datas[i])
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = pf
+	}
+	if err := checkSet(ps); err != nil {
+		return nil, err
+	}
+	files := make([]*File, len(ps))
+	for i, p := range ps {
+		files[i] = p.file
+	}
+	if opts.CacheDir != "" {
+		_ = writeCache(opts.CacheDir, key, files)
+	}
+	return newSet(files), nil
+}
+
+// checkSet refuses duplicate grant ids across files and conflicting context fields.
+func checkSet(ps []*parsed) *Error {
+	type where struct {
+		file int
+		line int
+	}
+	ids := map[string]where{}
+	for fi, p := range ps {
+		for gi := range p.file.Grants {
+			id := p.file.Grants[gi].ID
+			line := lineOf(p.grantNodes[gi], "id")
+			if w, dup := ids[id]; dup {
+				return &Error{File: p.file.Path, Grant: id, Field: "id", Line: line,
+					Message: fmt.Sprintf("duplicate grant id %q: also defined in %s", id, at(ps[w.file].file.Path, w.line))}
+			}
+			ids[id] = where{fi, line}
+		}
+	}
+	type setBy struct {
+		value string
+		file  int
+	}
+	seen := map[string]setBy{}
+	for fi, p := range ps {
+		for _, k := range contextKeys {
+			v := contextField(&p.file.Context, k)
+			if v == "" {
+				continue
+			}
+			prev, ok := seen[k]
+			if !ok {
+				seen[k] = setBy{v, fi}
+				continue
+			}
+			if prev.value != v {
+				other := ps[prev.file]
+				return &Error{File: p.file.Path, Field: "context." + k, Line: p.ctxLines[k],
+					Message: fmt.Sprintf("context.%s %q conflicts with %q in %s", k, v, prev.value, at(other.file.Path, other.ctxLines[k]))}
+			}
+		}
+	}
+	return nil
+}
+
+func at(file string, line int) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", file, line)
+	}
+	return file
+}
+
+// contextField renders one context field for comparison ("" when unset).
+func contextField(c *Context, k string) string {
+	addr := func(a *kernel.Address) string {
+		if a == nil {
+			return ""
+		}
+		return a.String()
+	}
+	switch k {
+	case "world":
+		return c.World
+	case "actor":
+		return addr(c.Actor)
+	case "owner":
+		return addr(c.Owner)
+	case "authority":
+		return addr(c.Authority)
+	}
+	return c.Purpose
+}
+
+func newSet(files []*File) *Set {
+	s := &Set{files: files}
+	for _, f := range files {
+		mergeContext(&s.ctx, &f.Context)
+		s.n += len(f.Grants)
+	}
+	return s
+}
+
+// index builds the look-up tables once.
+func (s *Set) index() {
+	s.once.Do(func() {
+		s.byID = make(map[string]*kernel.CapabilityGrant, s.n)
+		s.scope = map[scopeKey][]*kernel.CapabilityGrant{}
+		for _, f := range s.files {
+			for i := range f.Grants {
+				g := &f.Grants[i]
+				s.byID[g.ID] = g
+				k := scopeKey{g.NamespaceID, g.Subject, g.Issuer}
+				s.scope[k] = append(s.scope[k], g)
+			}
+		}
+	})
+}
+
+// mergeContext fills the unset fields of dst from src (conflicts were refused before).
+func mergeContext(dst, src *Context) {
+	if dst.World == "" {
+		dst.World = src.World
+	}
+	if dst.Purpose == "" {
+		dst.Purpose = src.Purpose
+	}
+	if dst.Actor == nil {
+		dst.Actor = src.Actor
+	}
+	if dst.Owner == nil {
+		dst.Owner = src.Owner
+	}
+	if dst.Authority == nil {
+		dst.Authority = src.Authority
+	}
+}
+
+// Context returns the merged context of the set's files: each field as set by any file
+// (they agree where several set it), unset fields empty or nil.
+func (s *Set) Context() Context {
+	return cloneContext(s.ctx)
+}
+
+func cloneContext(c Context) Context {
+	cp := func(a *kernel.Address) *kernel.Address {
+		if a == nil {
+			return nil
+		}
+		v := *a
+		return &v
+	}
+	c.Actor, c.Owner, c.Authority = cp(c.Actor), cp(c.Owner), cp(c.Authority)
+	return c
+}
+
+// Files returns deep copies of the set's files, in argument order.
+func (s *Set) Files() []*File {
+	out := make([]*File, len(s.files))
+	for i, f := range s.files {
+		c := &File{Path: f.Path, Context: cloneContext(f.Context), Derived: maps.Clone(f.Derived),
+			Grants: make([]kernel.CapabilityGrant, len(f.Grants))}
+		for j := range f.Grants {
+			c.Grants[j] = CloneGrant(&f.Grants[j])
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// Len returns the number of grants in the set.
+func (s *Set) Len() int { return s.n }
+
+// LoadGrants returns copies of exactly the grants with NamespaceID == actx.NamespaceID,
+// Subject == actx.Actor and Issuer == actx.Authority, in file order. It never fails.
+func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
+	s.index()
+	gs := s.scope[scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}]
+	out := make([]kernel.CapabilityGrant, len(gs))
+	for i, g := range gs {
+		out[i] = CloneGrant(g)
+	}
+	return out, nil
+}
+
+// ResolveGrant returns a copy of the grant with id in world namespaceID, from all the
+// set's grants (whoever they were issued to), or (nil, nil) when there is none.
+func (s *Set) ResolveGrant(_ context.Context, namespaceID, grantID string) (*kernel.CapabilityGrant, error) {
+	s.index()
+	g, ok := s.byID[grantID]
+	if !ok || g.NamespaceID != namespaceID {
+		return nil, nil
+	}
+	c := CloneGrant(g)
+	return &c, nil
+}
+
+// CloneGrant returns a deep copy of g: no slice, pointer or map is shared with it.
+func CloneGrant(g *kernel.CapabilityGrant) kernel.CapabilityGrant {
+	c := *g
+	if g.Capabilities != nil {
+		c.Capabilities = make([]kernel.Capability, len(g.Capabilities))
+		for i, cap := range g.Capabilities {
+			cap.Resource.Path = slices.Clone(cap.Resource.Path)
+			if cap.Resource.Owner != nil {
+				o := *cap.Resource.Owner
+				cap.Resource.Owner = &o
+			}
+			cap.Actions = slices.Clone(cap.Actions)
+			c.Capabilities[i] = cap
+		}
+	}
+	c.Constraints.Purposes = slices.Clone(g.Constraints.Purposes)
+	if g.Constraints.MaxUses != nil {
+		v := *g.Constraints.MaxUses
+		c.Constraints.MaxUses = &v
+	}
+	if g.Constraints.DelegationDepth != nil {
+		v := *g.Constraints.DelegationDepth
+		c.Constraints.DelegationDepth = &v
+	}
+	if g.Metadata != nil {
+		c.Metadata = cloneJSON(g.Metadata).(map[string]any)
+	}
+	return c
+}
+
+func cloneJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = cloneJSON(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = cloneJSON(e)
+		}
+		return a
+	}
+	return v
+}
