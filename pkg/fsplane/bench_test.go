@@ -1,0 +1,97 @@
+package fsplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// Bench cases shared with bench/files.sh (which times rg and grep on the same
+// patterns). FSPLANE_BENCH_ROOT names the tree; without it a small generated tree is
+// used.
+var benchGrepCases = []struct {
+	name string
+	in   GrepInput
+}{
+	{"literal", GrepInput{Pattern: "ErrUnexpectedEOF", Mode: ModeLiteral, CaseSensitive: true}},
+	{"literal-ci", GrepInput{Pattern: "unexpectedeof", Mode: ModeLiteral}},
+	{"regex", GrepInput{Pattern: `func \(\w+ \*\w+\) Read[A-Z]\w*\(`, Mode: ModeRegex, CaseSensitive: true}},
+}
+
+func benchProvider(b *testing.B) *Provider {
+	b.Helper()
+	root := os.Getenv("FSPLANE_BENCH_ROOT")
+	if root == "" {
+		root = b.TempDir()
+		for i := 0; i < 400; i++ {
+			dir := filepath.Join(root, fmt.Sprintf("pkg%02d", i%20))
+			os.MkdirAll(dir, 0o755)
+			var sb strings.Builder
+			for l := 0; l < 400; l++ {
+				fmt.Fprintf(&sb, "func (r *Reader%d) Read%d(p []byte) (int, error) { return 0, io.ErrUnexpectedEOF } // line %d\n", i, l, l)
+			}
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.go", i)), []byte(sb.String()), 0o644)
+		}
+	}
+	p, err := NewProvider(root, ProviderOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	return p
+}
+
+func benchInvoke(b *testing.B, p *Provider, action string, in any) {
+	b.Helper()
+	for i := 0; i < b.N; i++ {
+		rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "b",
+			Resource: kernel.ResourceRef{Namespace: "files", Path: []string{}}, Action: action, Input: in})
+		if err != nil || rr.Status != kernel.StatusSucceeded {
+			b.Fatalf("%v %+v", err, rr.Error)
+		}
+	}
+}
+
+// BenchmarkGrep times files.grep over the whole tree (walk, read, match, merge).
+func BenchmarkGrep(b *testing.B) {
+	p := benchProvider(b)
+	for _, c := range benchGrepCases {
+		b.Run(c.name, func(b *testing.B) { benchInvoke(b, p, ActionGrep, c.in) })
+	}
+}
+
+// BenchmarkSearch times files.search over the whole tree.
+func BenchmarkSearch(b *testing.B) {
+	p := benchProvider(b)
+	b.Run("two-terms", func(b *testing.B) {
+		benchInvoke(b, p, ActionSearch, SearchInput{Query: "unexpected EOF"})
+	})
+}
+
+// TestBenchCount prints the number of matches of each bench case (bench/files.sh
+// compares them with rg's); it runs only when FSPLANE_BENCH_COUNT is set.
+func TestBenchCount(t *testing.T) {
+	root := os.Getenv("FSPLANE_BENCH_ROOT")
+	if os.Getenv("FSPLANE_BENCH_COUNT") == "" || root == "" {
+		t.Skip("set FSPLANE_BENCH_ROOT and FSPLANE_BENCH_COUNT")
+	}
+	p, err := NewProvider(root, ProviderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, c := range benchGrepCases {
+		rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "b",
+			Resource: kernel.ResourceRef{Namespace: "files", Path: []string{}}, Action: ActionGrep, Input: c.in})
+		if err != nil || rr.Status != kernel.StatusSucceeded {
+			t.Fatalf("%v %+v", err, rr.Error)
+		}
+		out := rr.Output.(GrepOutput)
+		fmt.Printf("count %s %d truncated=%v\n", c.name, len(out.Matches), out.Truncated)
+	}
+}

@@ -1,0 +1,55 @@
+// Package fsplane is the files plane: the "files" ResourceProvider over one local
+// directory (the CLI's --root) and the 12 files.* tool handlers of spec 10 §4.
+//
+// Tools (tools.go) parse and validate arguments strictly, resolve the exact capability
+// requirement from the path argument, and hand a kernel.ResourceOperation to any
+// ResourceProvider whose namespace is "files". Provider (provider.go) is the real
+// implementation over a directory.
+//
+// # Confinement
+//
+// The provider must never read or change anything outside its root, and never give a
+// files grant power over a Git repository's internals. The rules:
+//
+//   - Every path is resolved through the one os.Root opened on the root directory, one
+//     segment at a time (sub-directories are opened as os.Roots from their parent); no
+//     path is ever built by joining strings onto the root's name. Walks (grep, search,
+//     directory snapshots) then read the entries below the directory they resolved with
+//     openat(directory handle, name, O_NOFOLLOW), so the kernel itself refuses any link
+//     met on the way.
+//   - A path is validated with kernel.ValidatePath first (invalid_path, denied).
+//   - A segment equal to ".git" in any letter case, or starting with the temporary-file
+//     prefix ".sharedos-tmp-" (any case), is refused not_permitted (denied).
+//   - A path with a symbolic link in any position (first, middle or last) is refused
+//     path_escape (denied), whether the link points inside or outside the root. The
+//     provider resolves a path one segment at a time: it Lstats the segment, refuses a
+//     link, opens the directory through os.Root, and checks that the directory it holds
+//     is the one it examined (same device and inode). A file is opened through os.Root
+//     and its open handle compared the same way. A link swapped in between the check and
+//     the use is therefore detected (path_escape) and can never redirect a read or a
+//     write, and os.Root itself refuses anything that would leave the root.
+//   - list shows a link as kind "symlink"; search, grep and snapshots skip links and
+//     special files (FIFOs, sockets, devices), which are never opened. ".git" entries,
+//     temporary files and names that are not valid path segments are hidden from list,
+//     search, grep and snapshots alike.
+//   - delete refuses the root and any directory holding a .git entry anywhere below it;
+//     a recursive delete removes links themselves, never their targets.
+//   - Writes (create, replace, append, snapshot.restore) write a temporary file
+//     ".sharedos-tmp-<random>" in the target's directory, fsync it and rename it over
+//     the target, then fsync the directory: a crash leaves the old content or the new,
+//     never a mix. Every write holds an exclusive flock(2) on the target's directory
+//     (opened through os.Root) from before its version check until after the rename, so
+//     expectedVersion is atomic across processes. Stale temporary files (left by a
+//     crashed writer) are removed under that lock.
+//   - Snapshot blobs live in ProviderOptions.SnapshotDir, which must be outside the root
+//     (NewProvider refuses otherwise); snapshot metadata lives in a SnapshotIndex.
+//
+// # Versions
+//
+// A file's version is the first 32 hexadecimal characters of the SHA-256 digest of its
+// content (as the reference host). stat, read and every write return it; a mismatching
+// expectedVersion fails version_conflict and changes nothing.
+//
+// The package must never follow a link, write outside the root, or keep state in
+// globals; it does no work at construction beyond opening the root.
+package fsplane

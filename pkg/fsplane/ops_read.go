@@ -1,0 +1,263 @@
+package fsplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// MaxListEntries caps the entries files.list returns.
+const MaxListEntries = 10000
+
+// Version returns the version token of content: the first 32 hexadecimal characters
+// of its SHA-256 digest.
+func Version(content []byte) string {
+	sum := sha256.Sum256(content)
+	return hex.EncodeToString(sum[:16])
+}
+
+func versionOfDigest(sum []byte) string { return hex.EncodeToString(sum[:16]) }
+
+// ListEntry is one entry of a list output.
+type ListEntry struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
+// ListOutput is the output of list.
+type ListOutput struct {
+	Path      []string    `json:"path"`
+	Entries   []ListEntry `json:"entries"`
+	Truncated bool        `json:"truncated"`
+}
+
+// StatOutput is the output of stat. Version is set for files only.
+type StatOutput struct {
+	Path       []string `json:"path"`
+	Kind       string   `json:"kind"`
+	SizeBytes  int64    `json:"sizeBytes"`
+	ModifiedAt string   `json:"modifiedAt"`
+	Version    string   `json:"version,omitempty"`
+}
+
+// ReadOutput is the output of read. Encoding is "utf-8" (Content is the text) or
+// "base64" (the bytes were not valid UTF-8). Version is that of the whole file, even
+// when Truncated.
+type ReadOutput struct {
+	Path      []string `json:"path"`
+	Version   string   `json:"version"`
+	Truncated bool     `json:"truncated"`
+	Encoding  string   `json:"encoding"`
+	Content   string   `json:"content"`
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return "file"
+	}
+	return "other"
+}
+
+// openTarget resolves path to its parent directory and final name, refusing a link
+// as the final segment. For the root (empty path) it returns the root and ".".
+func (p *Provider) openParent(path []string, mkdir bool) (dirRef, string, error) {
+	if len(path) == 0 {
+		return dirRef{r: p.root}, ".", nil
+	}
+	d, err := p.openDir(path[:len(path)-1], mkdir)
+	if err != nil {
+		return dirRef{}, "", err
+	}
+	return d, path[len(path)-1], nil
+}
+
+func (p *Provider) list(ctx context.Context, path []string) (any, error) {
+	d, err := p.openDirOnly(path)
+	if err != nil {
+		return nil, err
+	}
+	defer d.release()
+	f, err := d.r.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := ListOutput{Path: path, Entries: make([]ListEntry, 0, len(des))}
+	for _, de := range des {
+		if hidden(de.Name()) {
+			continue
+		}
+		out.Entries = append(out.Entries, ListEntry{Name: de.Name(), Kind: kindOf(de.Type())})
+	}
+	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].Name < out.Entries[j].Name })
+	if len(out.Entries) > MaxListEntries {
+		out.Entries = out.Entries[:MaxListEntries]
+		out.Truncated = true
+	}
+	return out, ctx.Err()
+}
+
+// openDirOnly opens path as a directory, failing not_a_directory if it is a file.
+func (p *Provider) openDirOnly(path []string) (dirRef, error) {
+	if len(path) == 0 {
+		return dirRef{r: p.root}, nil
+	}
+	parent, name, err := p.openParent(path, false)
+	if err != nil {
+		return dirRef{}, err
+	}
+	defer parent.release()
+	fi, err := parent.r.Lstat(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return dirRef{}, failed(CodeNotFound, "%s does not exist", show(path))
+		}
+		return dirRef{}, err
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir() {
+		return dirRef{}, failed(CodeNotADirectory, "%s is a file, not a directory (use files.read)", show(path))
+	}
+	child, err := openChild(parent.r, name, path, false)
+	if err != nil {
+		return dirRef{}, err
+	}
+	return dirRef{r: child, owned: true}, nil
+}
+
+func (p *Provider) stat(ctx context.Context, path []string) (any, error) {
+	parent, name, err := p.openParent(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.release()
+	fi, err := parent.r.Lstat(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, failed(CodeNotFound, "%s does not exist", show(path))
+		}
+		return nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, escapeErr(path, false)
+	}
+	out := StatOutput{Path: path, Kind: kindOf(fi.Mode()), SizeBytes: fi.Size(),
+		ModifiedAt: kernel.FormatTimestamp(fi.ModTime().UnixMilli())}
+	if fi.Mode().IsRegular() {
+		f, st, err := openFileIn(parent.r, name, path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return nil, err
+		}
+		out.SizeBytes = st.Size()
+		out.ModifiedAt = kernel.FormatTimestamp(st.ModTime().UnixMilli())
+		out.Version = versionOfDigest(h.Sum(nil))
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		out.SizeBytes = 0
+	}
+	return out, ctx.Err()
+}
+
+// readFile opens the regular file at path and returns its whole content.
+func (p *Provider) readWhole(path []string) ([]byte, os.FileInfo, error) {
+	parent, name, err := p.openParent(path, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer parent.release()
+	f, st, err := openFileIn(parent.r, name, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	b, err := readAll(f, st.Size())
+	return b, st, err
+}
+
+func readAll(f *os.File, size int64) ([]byte, error) {
+	buf := make([]byte, 0, size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *Provider) read(ctx context.Context, path []string) (any, error) {
+	parent, name, err := p.openParent(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.release()
+	if len(path) == 0 {
+		return nil, failed(CodeNotAFile, "the root is a directory, not a file (use files.list)")
+	}
+	f, _, err := openFileIn(parent.r, name, path)
+	if err != nil {
+		var oe *opError
+		if errors.As(err, &oe) && oe.code == CodeNotAFile {
+			oe.msg += " (use files.list for a directory)"
+		}
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	head := make([]byte, p.maxRead+1)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	head = head[:n]
+	h.Write(head)
+	truncated := n > p.maxRead
+	if truncated {
+		if _, err := io.Copy(h, f); err != nil {
+			return nil, err
+		}
+		head = head[:p.maxRead]
+	}
+	out := ReadOutput{Path: path, Version: versionOfDigest(h.Sum(nil)), Truncated: truncated}
+	text := head
+	if truncated {
+		// Do not count a rune cut by the limit against the text.
+		for i := 0; i < utf8.UTFMax-1 && len(text) > 0 && !utf8.Valid(text); i++ {
+			text = text[:len(text)-1]
+		}
+	}
+	if utf8.Valid(text) {
+		out.Encoding, out.Content = "utf-8", string(text)
+	} else {
+		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(head)
+	}
+	return out, ctx.Err()
+}

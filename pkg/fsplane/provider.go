@@ -1,0 +1,362 @@
+package fsplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// Provider error codes (ProtocolError.Code of a denied or failed ResourceResult). The
+// first three are "denied" (the path itself is refused; retrying cannot help), the
+// others "failed". None is retryable unless noted.
+const (
+	CodeInvalidPath       kernel.ReasonCode = "invalid_path"       // denied: a segment breaks the path rules, or the path is too long for the file system
+	CodePathEscape        kernel.ReasonCode = "path_escape"        // denied: a symbolic link in the path, or the path changed while in use
+	CodeNotPermitted      kernel.ReasonCode = "not_permitted"      // denied: a .git or temporary-file segment, or deleting the root
+	CodeNotFound          kernel.ReasonCode = "not_found"          // nothing at the path (or a parent is a file), or no such snapshot
+	CodeVersionConflict   kernel.ReasonCode = "version_conflict"   // expectedVersion differs from the current version (or the file is absent)
+	CodeAlreadyExists     kernel.ReasonCode = "already_exists"     // create on an existing path
+	CodeNotEmpty          kernel.ReasonCode = "not_empty"          // delete of a non-empty directory without recursive:true
+	CodeNotAFile          kernel.ReasonCode = "not_a_file"         // a file action on a directory or special file
+	CodeNotADirectory     kernel.ReasonCode = "not_a_directory"    // list on a file
+	CodeInvalidInput      kernel.ReasonCode = "invalid_input"      // malformed operation input (bad regex, bad snapshot id, …)
+	CodeUnsupportedAction kernel.ReasonCode = "unsupported_action" // unknown action, or snapshots not configured
+	CodeProviderError     kernel.ReasonCode = "provider_error"     // the file system failed (permissions, disk full, …); retryable
+	CodeCancelled         kernel.ReasonCode = "cancelled"          // the context ended before the operation took effect; retryable
+)
+
+// TempPrefix starts the name of every temporary file the provider writes. Such files
+// are hidden from list, search and grep, a path segment starting with it (any case) is
+// refused not_permitted, and stale ones are removed by the next write in their directory.
+const TempPrefix = ".sharedos-tmp-"
+
+// DefaultMaxReadBytes is the read limit when ProviderOptions.MaxReadBytes is 0.
+const DefaultMaxReadBytes = 256 << 10
+
+// ProviderOptions configure a Provider.
+type ProviderOptions struct {
+	// SnapshotDir holds the content-addressed snapshot blobs (created if missing). It
+	// must lie outside the root. Empty means snapshots are not available
+	// (snapshot actions fail unsupported_action).
+	SnapshotDir string
+	// Index stores snapshot metadata. Nil means an in-memory index (NewMemoryIndex)
+	// that lives as long as the provider.
+	Index SnapshotIndex
+	// Now is the clock (completedAt, snapshot times). Nil means time.Now.
+	Now func() time.Time
+	// MaxReadBytes caps the content files.read returns. 0 means DefaultMaxReadBytes.
+	MaxReadBytes int
+}
+
+// Provider is the files ResourceProvider over one directory. It is safe for
+// concurrent use by many goroutines, and its writes are safe against other processes
+// using a Provider on the same directory.
+type Provider struct {
+	root     *os.Root
+	rootPath string // absolute, symbolic links resolved
+	blobDir  string // "" when snapshots are off
+	index    SnapshotIndex
+	now      func() time.Time
+	maxRead  int
+	workers  int
+}
+
+// NewProvider opens root (which must be an existing directory) as the files plane. It
+// does no work proportional to the tree. It fails if opts.SnapshotDir is inside root.
+func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("files root %s: %w", root, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("files root %s: %w", root, err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("files root %s: %w", root, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("files root %s is not a directory", root)
+	}
+	p := &Provider{rootPath: real, index: opts.Index, now: opts.Now, maxRead: opts.MaxReadBytes,
+		workers: runtime.GOMAXPROCS(0)}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.maxRead <= 0 {
+		p.maxRead = DefaultMaxReadBytes
+	}
+	if p.index == nil {
+		p.index = NewMemoryIndex()
+	}
+	if opts.SnapshotDir != "" {
+		dir, err := checkSnapshotDir(real, opts.SnapshotDir)
+		if err != nil {
+			return nil, err
+		}
+		p.blobDir = filepath.Join(dir, "blobs")
+	}
+	r, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("open files root %s: %w", root, err)
+	}
+	p.root = r
+	return p, nil
+}
+
+// checkSnapshotDir creates dir if needed and refuses it when it resolves to a place
+// inside (or equal to) the root.
+func checkSnapshotDir(rootReal, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("snapshot directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("create snapshot directory %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("snapshot directory %s: %w", dir, err)
+	}
+	rel, err := filepath.Rel(rootReal, real)
+	if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("snapshot directory %s is inside the files root %s; it must be outside it", dir, rootReal)
+	}
+	return real, nil
+}
+
+// Namespace returns "files".
+func (p *Provider) Namespace() string { return Namespace }
+
+// RootPath returns the absolute, link-free path of the root (the key snapshots are
+// stored under).
+func (p *Provider) RootPath() string { return p.rootPath }
+
+// Close releases the root. Operations after Close fail.
+func (p *Provider) Close() error { return p.root.Close() }
+
+// opError is an expected failure that becomes a denied or failed ResourceResult.
+type opError struct {
+	status    kernel.ToolStatus
+	code      kernel.ReasonCode
+	msg       string
+	retryable bool
+}
+
+func (e *opError) Error() string { return string(e.code) + ": " + e.msg }
+
+func denied(code kernel.ReasonCode, format string, args ...any) *opError {
+	return &opError{status: kernel.StatusDenied, code: code, msg: capMessage(fmt.Sprintf(format, args...))}
+}
+
+func failed(code kernel.ReasonCode, format string, args ...any) *opError {
+	return &opError{status: kernel.StatusFailed, code: code, msg: capMessage(fmt.Sprintf(format, args...))}
+}
+
+// capMessage keeps a message within the contract's 4,096 characters.
+func capMessage(m string) string {
+	const max = 2000
+	if len(m) <= max {
+		return m
+	}
+	r := []rune(strings.ToValidUTF8(m, "\uFFFD"))
+	if len(r) <= max {
+		return string(r)
+	}
+	return string(r[:max]) + "…"
+}
+
+// show renders a path for a message, abbreviated when very long.
+func show(path []string) string {
+	if len(path) == 0 {
+		return "the root"
+	}
+	s := strings.Join(path, "/")
+	if r := []rune(s); len(r) > 300 {
+		s = string(r[:140]) + "…" + string(r[len(r)-140:])
+	}
+	return s
+}
+
+// fsError maps an error from the file system for the object at path onto an opError.
+func fsError(path []string, err error) error {
+	var oe *opError
+	if errors.As(err, &oe) {
+		return oe
+	}
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		e := failed(CodeCancelled, "the operation was cancelled before it took effect")
+		e.retryable = true
+		return e
+	case errors.Is(err, fs.ErrNotExist):
+		return failed(CodeNotFound, "%s does not exist", show(path))
+	case errors.Is(err, syscall.ENOTDIR):
+		return failed(CodeNotFound, "%s does not exist (a parent is not a directory)", show(path))
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return denied(CodeInvalidPath, "%s is too long for the file system", show(path))
+	case errors.Is(err, syscall.ELOOP) || strings.Contains(err.Error(), "path escapes"):
+		return denied(CodePathEscape, "%s passes through a symbolic link; links are never followed", show(path))
+	case errors.Is(err, fs.ErrPermission):
+		return failed(CodeProviderError, "the operating system refused access to %s", show(path))
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		e := failed(CodeProviderError, "no space left on the device while writing %s", show(path))
+		e.retryable = true
+		return e
+	}
+	e := failed(CodeProviderError, "the file system failed on %s", show(path))
+	e.retryable = true
+	return e
+}
+
+// checkSegments applies the provider's own path rules after kernel.ValidatePath.
+func checkSegments(path []string) error {
+	for _, s := range path {
+		if isGitName(s) {
+			return denied(CodeNotPermitted, "%s: the files plane never touches a .git directory (use the repo tools)", show(path))
+		}
+		if isTempName(s) {
+			return denied(CodeNotPermitted, "%s: names starting with %s are reserved for the provider's temporary files", show(path), TempPrefix)
+		}
+	}
+	return nil
+}
+
+func isGitName(s string) bool { return strings.EqualFold(s, ".git") }
+
+func isTempName(s string) bool {
+	return len(s) >= len(TempPrefix) && strings.EqualFold(s[:len(TempPrefix)], TempPrefix)
+}
+
+// hidden reports whether a directory entry is invisible to list, search, grep and
+// snapshots: .git, temporary files, and names that are not valid path segments (they
+// could never be addressed by a tool).
+func hidden(name string) bool { return isGitName(name) || isTempName(name) || !validName(name) }
+
+// validName is kernel.ValidatePathSegment with a fast path for plain ASCII names.
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 256 {
+		return len(name) > 0 && utf8.ValidString(name) && kernel.ValidatePathSegment(name) == nil
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || c == '\\' {
+			return utf8.ValidString(name) && kernel.ValidatePathSegment(name) == nil
+		}
+	}
+	return name != "." && name != ".."
+}
+
+// Invoke executes one operation. Every expected failure is a denied or failed result;
+// the returned error is reserved for faults of the provider itself (a closed provider,
+// an outage of the snapshot index or blob store).
+func (p *Provider) Invoke(ctx context.Context, op kernel.ResourceOperation) (kernel.ResourceResult, error) {
+	out, err := p.invoke(ctx, op)
+	res := kernel.ResourceResult{OperationID: op.OperationID, CompletedAt: kernel.FormatTimestamp(p.now().UnixMilli())}
+	if err != nil {
+		var oe *opError
+		if !errors.As(err, &oe) {
+			return kernel.ResourceResult{}, err
+		}
+		res.Status = oe.status
+		res.Error = &kernel.ProtocolError{Code: oe.code, Message: oe.msg, Retryable: kernel.BoolPtr(oe.retryable)}
+		return res, nil
+	}
+	res.Status = kernel.StatusSucceeded
+	res.Output = out
+	return res, nil
+}
+
+// internalError marks a fault of the provider (not of the request).
+type internalError struct{ err error }
+
+func (e *internalError) Error() string { return e.err.Error() }
+func (e *internalError) Unwrap() error { return e.err }
+
+func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any, error) {
+	if op.Resource.Namespace != Namespace {
+		return nil, failed(CodeInvalidInput, "resource namespace %q is not %q", op.Resource.Namespace, Namespace)
+	}
+	path := op.Resource.Path
+	if err := kernel.ValidatePath(path); err != nil {
+		return nil, denied(CodeInvalidPath, "the path is not valid: %v", err)
+	}
+	if err := checkSegments(path); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fsError(path, err)
+	}
+	path = clonePath(path)
+	var out any
+	var err error
+	switch op.Action {
+	case ActionList:
+		out, err = p.list(ctx, path)
+	case ActionStat:
+		out, err = p.stat(ctx, path)
+	case ActionRead:
+		out, err = p.read(ctx, path)
+	case ActionSearch:
+		var in SearchInput
+		if in, err = decodeSearchInput(op.Input); err == nil {
+			out, err = p.search(ctx, path, in)
+		}
+	case ActionGrep:
+		var in GrepInput
+		if in, err = decodeGrepInput(op.Input); err == nil {
+			out, err = p.grep(ctx, path, in)
+		}
+	case ActionCreate, ActionReplace, ActionAppend:
+		var in WriteInput
+		if in, err = decodeWriteInput(op.Action, op.Input); err == nil {
+			out, err = p.write(ctx, op.Action, path, in)
+		}
+	case ActionDelete:
+		var in DeleteInput
+		if in, err = decodeDeleteInput(op.Input); err == nil {
+			out, err = p.delete(ctx, path, in)
+		}
+	case ActionSnapshotCreate:
+		var in SnapshotCreateInput
+		var has bool
+		if in, has, err = decodeSnapshotCreateInput(op.Input); err == nil {
+			var label *string
+			if has {
+				label = &in.Label
+			}
+			out, err = p.snapshotCreate(ctx, path, label)
+		}
+	case ActionSnapshotList:
+		var in SnapshotListInput
+		if in, err = decodeSnapshotListInput(op.Input); err == nil {
+			out, err = p.snapshotList(ctx, path, in.Limit)
+		}
+	case ActionSnapshotRestore:
+		var in SnapshotRestoreInput
+		if in, err = decodeSnapshotRestoreInput(op.Input); err == nil {
+			out, err = p.snapshotRestore(ctx, path, in)
+		}
+	default:
+		return nil, failed(CodeUnsupportedAction, "the files plane has no action %q", op.Action)
+	}
+	if err != nil {
+		var ie *internalError
+		if errors.As(err, &ie) {
+			return nil, ie.err
+		}
+		return nil, fsError(path, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package fsplane
+
+const raceEnabled = false

@@ -1,0 +1,3 @@
+package fsplane
+
+const sysRenameat2 = 316

@@ -1,0 +1,276 @@
+package fsplane
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Walks (grep, search, directory snapshots) read many files, so they work on directory
+// handles rather than paths: the starting directory is resolved through os.Root like
+// every other operation, and each entry below it is opened with
+// openat(directory handle, single name, O_NOFOLLOW). The kernel therefore refuses to
+// follow a link in any position (a link swapped in at any moment fails with ELOOP or
+// ENOTDIR), no name is ever joined onto a path, and nothing outside the starting
+// directory can be reached.
+
+// sharedDir is an open directory shared by the walker and the workers reading the
+// files in it; the last user closes it.
+type sharedDir struct {
+	fd   int
+	refs atomic.Int32
+}
+
+func newSharedDir(fd int) *sharedDir {
+	d := &sharedDir{fd: fd}
+	d.refs.Store(1)
+	return d
+}
+
+func (d *sharedDir) release() {
+	if d.refs.Add(-1) == 0 {
+		syscall.Close(d.fd)
+	}
+}
+
+// dupRootFd returns a new descriptor for the directory r (the caller closes it).
+func dupRootFd(r *os.Root) (int, error) {
+	f, err := r.Open(".")
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	cerr := sc.Control(func(raw uintptr) {
+		fd, derr = dupCloexec(int(raw))
+	})
+	if cerr != nil {
+		return -1, cerr
+	}
+	return fd, derr
+}
+
+func dupCloexec(fd int) (int, error) {
+	for {
+		nfd, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return -1, e
+		}
+		return int(nfd), nil
+	}
+}
+
+func openatNoFollow(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := syscall.Openat(dirfd, name, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// walkEntry is one regular file found by a walk, numbered in path order.
+type walkEntry struct {
+	seq  int
+	path []string // from the plane root
+	dir  *sharedDir
+	name string
+}
+
+// walkFiles sends every regular file under path (a file or a directory) to out in
+// path order (segment by segment, byte-wise), then closes out. Links, special files,
+// .git directories and temporary files are skipped, as are sub-directories that cannot
+// be opened. It fails only for path itself.
+func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry) error {
+	defer close(out)
+	if len(path) == 0 {
+		fd, err := dupRootFd(p.root)
+		if err != nil {
+			return err
+		}
+		w := walker{ctx: ctx, out: out}
+		w.dir(newSharedDir(fd), path)
+		return nil
+	}
+	parent, name, err := p.openParent(path, false)
+	if err != nil {
+		return err
+	}
+	defer parent.release()
+	fi, err := parent.r.Lstat(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return failed(CodeNotFound, "%s does not exist", show(path))
+		}
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return escapeErr(path, false)
+	case fi.Mode().IsRegular():
+		fd, err := dupRootFd(parent.r)
+		if err != nil {
+			return err
+		}
+		d := newSharedDir(fd)
+		d.refs.Add(1)
+		select {
+		case out <- walkEntry{seq: 0, path: path, dir: d, name: name}:
+		case <-ctx.Done():
+			d.release()
+		}
+		d.release()
+		return nil
+	case fi.IsDir():
+		child, err := openChild(parent.r, name, path, false)
+		if err != nil {
+			return err
+		}
+		fd, err := dupRootFd(child)
+		child.Close()
+		if err != nil {
+			return err
+		}
+		w := walker{ctx: ctx, out: out}
+		w.dir(newSharedDir(fd), path)
+		return nil
+	}
+	return failed(CodeNotAFile, "%s is not a regular file or directory", show(path))
+}
+
+type walker struct {
+	ctx  context.Context
+	out  chan<- walkEntry
+	seq  int
+	dbuf []byte
+}
+
+// dir walks d (and releases it).
+func (w *walker) dir(d *sharedDir, path []string) {
+	defer d.release()
+	if w.ctx.Err() != nil {
+		return
+	}
+	if w.dbuf == nil {
+		w.dbuf = make([]byte, 32<<10)
+	}
+	ents, err := readDirents(d.fd, w.dbuf)
+	if err != nil && len(ents) == 0 {
+		return
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
+	for _, de := range ents {
+		name := de.name
+		if hidden(name) {
+			continue
+		}
+		switch de.typ {
+		case typeDir:
+			fd, err := openatNoFollow(d.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY)
+			if err != nil {
+				continue // vanished, replaced by a link, or unreadable
+			}
+			cp := make([]string, len(path)+1)
+			copy(cp, path)
+			cp[len(path)] = name
+			w.dir(newSharedDir(fd), cp)
+		case typeFile:
+			cp := make([]string, len(path)+1)
+			copy(cp, path)
+			cp[len(path)] = name
+			d.refs.Add(1)
+			select {
+			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name}:
+				w.seq++
+			case <-w.ctx.Done():
+				d.release()
+				return
+			}
+		}
+		if w.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// readWalked opens a walked file without following a link, checks it is a regular file
+// of at most max bytes, and reads it into buf (reused when large enough). It returns
+// (nil, false) for a file to skip.
+func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
+	fd, err := openatNoFollow(e.dir.fd, e.name, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, false
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max {
+		return nil, false
+	}
+	size := int(st.Size)
+	if cap(buf) < size+1 {
+		buf = make([]byte, size+1, size+size/4+512)
+	}
+	buf = buf[:cap(buf)]
+	n := 0
+	for n < size {
+		m, err := syscall.Read(fd, buf[n:size])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		if m == 0 {
+			break // shrank meanwhile: what is there
+		}
+		n += m
+	}
+	return buf[:n], true
+}
+
+// runWorkers starts the workers over the walk of path and calls work for each file in
+// a worker's goroutine (worker numbers 0..p.workers-1). It returns the error of the
+// walk of path itself.
+func (p *Provider) runWorkers(ctx context.Context, path []string, work func(worker int, e walkEntry)) error {
+	jobs := make(chan walkEntry, 512)
+	var walkErr error
+	done := make(chan struct{})
+	go func() {
+		walkErr = p.walkFiles(ctx, path, jobs)
+		close(done)
+	}()
+	n := p.workers
+	if n < 1 {
+		n = 1
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for e := range jobs {
+				if ctx.Err() == nil {
+					work(i, e)
+				}
+				e.dir.release()
+			}
+		}(i)
+	}
+	wg.Wait()
+	<-done
+	return walkErr
+}
