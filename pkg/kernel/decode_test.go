@@ -16,7 +16,7 @@ func TestStrictDecoders(t *testing.T) {
 	req := kernel.RequiredAuthority(actx, req("read", "a"))
 	def := kernel.EscalationTool().Definition
 	values := map[string]any{
-		"ToolCall": &kernel.ToolCall{ID: "c", Tool: "files.read", Arguments: json.RawMessage(`{"path":["a"]}`), TraceID: "t", RequestedAt: admitted},
+		"ToolCall":              &kernel.ToolCall{ID: "c", Tool: "files.read", Arguments: json.RawMessage(`{"path":["a"]}`), TraceID: "t", RequestedAt: admitted},
 		"ToolResult(succeeded)": &kernel.ToolResult{CallID: "c", Tool: "t", Status: kernel.StatusSucceeded, Output: map[string]any{"a": "b"}, CompletedAt: admitted},
 		"ToolResult(denied)": &kernel.ToolResult{CallID: "c", Tool: "t", Status: kernel.StatusDenied, CompletedAt: admitted,
 			Error: &kernel.ProtocolError{Code: "no_matching_grant", Message: "no", Retryable: kernel.BoolPtr(false)}},
