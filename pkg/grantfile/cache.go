@@ -31,8 +31,8 @@ import (
 // changed file, a different path or a different order is a different entry. Bump
 // cacheVersion whenever parsing or the encoding changes meaning.
 const (
-	cacheVersion = "sharedos/grantfile snapshot v1"
-	cacheMagic   = "SOSGF\x00\x01\n"
+	cacheVersion = "sharedos/grantfile snapshot v2"
+	cacheMagic   = "SOSGF\x00\x02\n"
 	cacheExt     = ".grants"
 	cacheMaxAge  = 7 * 24 * time.Hour // entries not written for this long are pruned on writes
 )
@@ -59,26 +59,26 @@ func cachePath(dir string, key [32]byte) string {
 
 // readCache returns the files of a cached snapshot, or ok=false on a miss or any
 // problem with the entry (which the caller then rewrites).
-func readCache(dir string, key [32]byte, paths []string) ([]*File, bool) {
+func readCache(dir string, key [32]byte, paths []string) ([]*File, map[scopeKey]string, bool) {
 	data, err := os.ReadFile(cachePath(dir, key))
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	files, err := decodeSnapshot(data)
+	files, hashes, err := decodeSnapshot(data)
 	if err != nil || len(files) != len(paths) {
-		return nil, false
+		return nil, nil, false
 	}
 	for i, f := range files {
 		if f.Path != paths[i] {
-			return nil, false
+			return nil, nil, false
 		}
 	}
-	return files, true
+	return files, hashes, true
 }
 
 // writeCache stores the files under key, atomically (temporary file + rename).
-func writeCache(dir string, key [32]byte, files []*File) error {
-	data, err := encodeSnapshot(files)
+func writeCache(dir string, key [32]byte, files []*File, hashes map[scopeKey]string) error {
+	data, err := encodeSnapshot(files, hashes)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (e *encoder) optInt(p *int64) {
 	}
 }
 
-func encodeSnapshot(files []*File) ([]byte, error) {
+func encodeSnapshot(files []*File, hashes map[scopeKey]string) ([]byte, error) {
 	e := &encoder{b: make([]byte, 0, 64<<10)}
 	e.b = append(e.b, cacheMagic...)
 	e.uint(uint64(len(files)))
@@ -191,6 +191,21 @@ func encodeSnapshot(files []*File) ([]byte, error) {
 		}
 		slices.Sort(ids)
 		e.strs(ids)
+	}
+	// The authority hash of each (world, subject, issuer) scope, in a stable order.
+	keys := make([]scopeKey, 0, len(hashes))
+	for k := range hashes {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b scopeKey) int {
+		return strings.Compare(a.world+"\x00"+a.subject.String()+"\x00"+a.issuer.String(), b.world+"\x00"+b.subject.String()+"\x00"+b.issuer.String())
+	})
+	e.uint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k.world)
+		e.addr(k.subject)
+		e.addr(k.issuer)
+		e.str(hashes[k])
 	}
 	return binary.LittleEndian.AppendUint32(e.b, crc32.Checksum(e.b[len(cacheMagic):], castagnoli)), nil
 }
@@ -431,19 +446,19 @@ func (d *decoder) optInt() *int64 {
 	return p
 }
 
-func decodeSnapshot(data []byte) ([]*File, error) {
+func decodeSnapshot(data []byte) ([]*File, map[scopeKey]string, error) {
 	if len(data) < len(cacheMagic)+4 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
-		return nil, errCorrupt
+		return nil, nil, errCorrupt
 	}
 	payload := data[len(cacheMagic) : len(data)-4]
 	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
-		return nil, errCorrupt
+		return nil, nil, errCorrupt
 	}
 	d := &decoder{s: string(payload)}
 	files := make([]*File, d.count())
 	for i := range files {
 		if d.bad {
-			return nil, errCorrupt
+			return nil, nil, errCorrupt
 		}
 		f := &File{Path: d.str()}
 		f.Context.World = d.str()
@@ -454,10 +469,10 @@ func decodeSnapshot(data []byte) ([]*File, error) {
 		f.Grants = make([]kernel.CapabilityGrant, d.count())
 		for j := range f.Grants {
 			if d.bad {
-				return nil, errCorrupt
+				return nil, nil, errCorrupt
 			}
 			if err := d.grant(&f.Grants[j]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		ids := d.strs()
@@ -467,10 +482,18 @@ func decodeSnapshot(data []byte) ([]*File, error) {
 		}
 		files[i] = f
 	}
-	if d.bad || d.off != len(d.s) {
-		return nil, errCorrupt
+	n := d.count()
+	hashes := make(map[scopeKey]string, n)
+	for i := 0; i < n && !d.bad; i++ {
+		k := scopeKey{world: d.str()}
+		k.subject = d.addr()
+		k.issuer = d.addr()
+		hashes[k] = d.str()
 	}
-	return files, nil
+	if d.bad || d.off != len(d.s) {
+		return nil, nil, errCorrupt
+	}
+	return files, hashes, nil
 }
 
 func (d *decoder) grant(g *kernel.CapabilityGrant) error {

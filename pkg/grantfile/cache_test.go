@@ -1,6 +1,8 @@
 package grantfile
 
 import (
+	"context"
+	"github.com/sharedos/sharedos/pkg/kernel"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,25 +25,27 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		files = append(files, mustParse(t, name, string(readFixture(t, name))))
 	}
 	files[0].Derived["g-child"] = true
-	data, err := encodeSnapshot(files)
+	hashes := map[scopeKey]string{{world: "w", subject: kernel.Address{Kind: kernel.KindAgent, ID: "a"},
+		issuer: kernel.Address{Kind: kernel.KindHuman, ID: "h"}}: "abc"}
+	data, err := encodeSnapshot(files, hashes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeSnapshot(data)
+	got, gotHashes, err := decodeSnapshot(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, files) {
-		t.Errorf("snapshot round trip changed the files")
+	if !reflect.DeepEqual(got, files) || !reflect.DeepEqual(gotHashes, hashes) {
+		t.Errorf("snapshot round trip changed the files or hashes")
 	}
 	// Every truncation and every single-byte change is detected.
 	for i := 0; i < len(data); i += 7 {
-		if _, err := decodeSnapshot(data[:i]); err == nil {
+		if _, _, err := decodeSnapshot(data[:i]); err == nil {
 			t.Fatalf("truncation at %d accepted", i)
 		}
 		bad := append([]byte(nil), data...)
 		bad[i] ^= 0x20
-		if _, err := decodeSnapshot(bad); err == nil {
+		if _, _, err := decodeSnapshot(bad); err == nil {
 			t.Fatalf("flipped byte %d accepted", i)
 		}
 	}
@@ -76,7 +80,7 @@ func TestCache(t *testing.T) {
 	// snapshot under the same key.
 	planted := ref.Files()
 	planted[0].Grants[0].Capabilities[0].Actions = []string{"planted"}
-	data, err := encodeSnapshot(planted)
+	data, err := encodeSnapshot(planted, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +111,7 @@ func TestCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if files, err := decodeSnapshot(raw); err != nil || !reflect.DeepEqual(files, ref.Files()) {
+		if files, _, err := decodeSnapshot(raw); err != nil || !reflect.DeepEqual(files, ref.Files()) {
 			t.Fatalf("corrupt entry was not rewritten: %v", err)
 		}
 	}
@@ -157,5 +161,48 @@ func TestCacheUnwritable(t *testing.T) {
 	s, err := LoadSet([]string{filepath.Join("testdata", "full.yaml")}, SetOptions{CacheDir: blocker})
 	if err != nil || s.Len() != 3 {
 		t.Fatalf("LoadSet with an unusable cache dir = %v, %v", s, err)
+	}
+}
+
+// TestSnapshotHashes: the set is a kernel.SnapshotGrantSource whose authority hash is the
+// kernel's for the same grants, computed once and carried by the cache.
+func TestSnapshotHashes(t *testing.T) {
+	t.Parallel()
+	src := writeFiles(t, map[string]string{"a.yaml": string(readFixture(t, "full.yaml"))})
+	paths := []string{filepath.Join(src, "a.yaml")}
+	cache := filepath.Join(t.TempDir(), "cache")
+	ctx := context.Background()
+	s, err := LoadSet(paths, SetOptions{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.index()
+	for k := range s.scope {
+		actx := kernel.AccessContext{NamespaceID: k.world, Actor: k.subject, Authority: k.issuer}
+		snap, err := s.LoadGrantSnapshot(ctx, actx)
+		if err != nil || !snap.Validated || len(snap.Grants) == 0 {
+			t.Fatalf("snapshot %+v %v", snap, err)
+		}
+		if want := kernel.HashGrants(snap.Grants); snap.Hash != want {
+			t.Fatalf("hash %s, want the kernel's %s", snap.Hash, want)
+		}
+		// The hit serves the hash from the cache entry: plant another one to prove it.
+		entry := cacheEntries(t, cache)[0]
+		files := s.Files()
+		data, err := encodeSnapshot(files, map[scopeKey]string{k: "planted"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(entry, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hit, err := LoadSet(paths, SetOptions{CacheDir: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap, _ := hit.LoadGrantSnapshot(ctx, actx); snap.Hash != "planted" {
+			t.Fatalf("cache hit recomputed the hash: %s", snap.Hash)
+		}
+		break
 	}
 }

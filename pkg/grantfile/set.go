@@ -33,6 +33,11 @@ type Set struct {
 	once  sync.Once
 	byID  map[string]*kernel.CapabilityGrant
 	scope map[scopeKey][]*kernel.CapabilityGrant
+
+	// hashes holds the authority hash of each scope's grants, from the cached snapshot
+	// or computed on first use (the authority hash is computed once per snapshot).
+	mu     sync.Mutex
+	hashes map[scopeKey]string
 }
 
 type scopeKey struct {
@@ -42,6 +47,7 @@ type scopeKey struct {
 
 var (
 	_ kernel.GrantSource             = (*Set)(nil)
+	_ kernel.SnapshotGrantSource     = (*Set)(nil)
 	_ kernel.DelegationChainResolver = (*Set)(nil)
 )
 
@@ -61,8 +67,10 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	var key [32]byte
 	if opts.CacheDir != "" {
 		key = cacheKey(paths, datas)
-		if files, ok := readCache(opts.CacheDir, key, paths); ok {
-			return newSet(files), nil
+		if files, hashes, ok := readCache(opts.CacheDir, key, paths); ok {
+			s := newSet(files)
+			s.hashes = hashes
+			return s, nil
 		}
 	}
 	ps := make([]*parsed, len(paths))
@@ -80,10 +88,11 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	for i, p := range ps {
 		files[i] = p.file
 	}
+	s := newSet(files)
 	if opts.CacheDir != "" {
-		_ = writeCache(opts.CacheDir, key, files)
+		_ = writeCache(opts.CacheDir, key, files, s.allHashes())
 	}
-	return newSet(files), nil
+	return s, nil
 }
 
 // checkSet refuses duplicate grant ids across files and conflicting context fields.
@@ -247,6 +256,48 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 		out[i] = CloneGrant(g)
 	}
 	return out, nil
+}
+
+// LoadGrantSnapshot is LoadGrants plus what the set's snapshot already knows: the grants
+// passed the strict contract when they were parsed (a cached snapshot holds only sets that
+// did), and the authority hash of each (world, subject, issuer) scope is computed once per
+// snapshot and kept in the cache with it.
+func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) (kernel.GrantSnapshot, error) {
+	grants, _ := s.LoadGrants(ctx, actx)
+	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}), Validated: true}, nil
+}
+
+func (s *Set) hashOf(k scopeKey) string {
+	s.index()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.hashes[k]; ok {
+		return h
+	}
+	h := hashScope(s.scope[k])
+	if s.hashes == nil {
+		s.hashes = map[scopeKey]string{}
+	}
+	s.hashes[k] = h
+	return h
+}
+
+// allHashes computes the authority hash of every scope of the set (for the cache).
+func (s *Set) allHashes() map[scopeKey]string {
+	s.index()
+	out := make(map[scopeKey]string, len(s.scope))
+	for k := range s.scope {
+		out[k] = s.hashOf(k)
+	}
+	return out
+}
+
+func hashScope(gs []*kernel.CapabilityGrant) string {
+	grants := make([]kernel.CapabilityGrant, len(gs))
+	for i, g := range gs {
+		grants[i] = *g
+	}
+	return kernel.HashGrants(grants)
 }
 
 // ResolveGrant returns a copy of the grant with id in world namespaceID, from all the

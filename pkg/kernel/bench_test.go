@@ -162,3 +162,23 @@ func BenchmarkDecodeGrant(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAuthorityHash is the first-call cost of a turn's authority identity (1,000 grants).
+func BenchmarkAuthorityHash(b *testing.B) {
+	grants := benchGrants(1000)
+	actx := testContext()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		auth := kernel.NewAuthority(grants, actx, 0)
+		_ = auth.Hash()
+	}
+}
+
+func BenchmarkNewAuthority(b *testing.B) {
+	grants := benchGrants(1000)
+	actx := testContext()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		kernel.NewAuthority(grants, actx, 0)
+	}
+}

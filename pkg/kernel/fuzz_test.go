@@ -2,7 +2,10 @@ package kernel_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +267,22 @@ func TestStrictNumbers(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("%s: err %v, want ok=%v", c.constraints, err, c.ok)
 		}
+	}
+}
+
+// TestAuthorityHash pins the hash to its definition: hex(SHA-256(canonical JSON of the
+// sorted canonical JSON of each grant)), independent of grant order.
+func TestAuthorityHash(t *testing.T) {
+	g1 := grant("b", []string{"read"}, kernel.ScopeExact, "x\"y")
+	g2 := grant("a", []string{"list"}, kernel.ScopeDescendants)
+	actx := testContext()
+	h1 := kernel.NewAuthority([]kernel.CapabilityGrant{g1, g2}, actx, 0).Hash()
+	h2 := kernel.NewAuthority([]kernel.CapabilityGrant{g2, g1}, actx, 0).Hash()
+	parts := []string{string(kernel.CanonicalGrant(&g1)), string(kernel.CanonicalGrant(&g2))}
+	sort.Strings(parts)
+	arr, _ := json.Marshal(parts)
+	sum := sha256.Sum256(kernel.CanonicalJSON(arr))
+	if want := hex.EncodeToString(sum[:]); h1 != want || h2 != want {
+		t.Fatalf("hash %s / %s, want %s", h1, h2, want)
 	}
 }

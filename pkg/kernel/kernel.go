@@ -94,9 +94,12 @@ func validateHandler(h *ToolHandler) error {
 	return nil
 }
 
+// digestDefinition identifies a definition inside the catalogue hash. encoding/json is
+// deterministic (struct fields in order, map keys sorted), so the digest is stable for a
+// definition; the catalogue hash is an opaque audit identity, not a cross-host format.
 func digestDefinition(d *ToolDefinition) [32]byte {
 	b, _ := json.Marshal(d)
-	return sha256.Sum256(CanonicalJSON(b))
+	return sha256.Sum256(b)
 }
 
 // RegisterTool adds a static, process-wide tool. It fails on an invalid definition or a

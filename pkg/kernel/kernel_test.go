@@ -300,3 +300,44 @@ func TestExplainCall(t *testing.T) {
 		t.Fatalf("all tools %+v %v", all, err)
 	}
 }
+
+// snapshotSource is a SnapshotGrantSource test double.
+type snapshotSource struct{ snap kernel.GrantSnapshot }
+
+func (s snapshotSource) LoadGrants(context.Context, kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
+	return nil, errors.New("LoadGrantSnapshot must be preferred")
+}
+
+func (s snapshotSource) LoadGrantSnapshot(context.Context, kernel.AccessContext) (kernel.GrantSnapshot, error) {
+	return s.snap, nil
+}
+
+func TestSnapshotGrantSource(t *testing.T) {
+	ctx := context.Background()
+	actx := testContext()
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants)
+	want := kernel.NewAuthority([]kernel.CapabilityGrant{g}, actx, 0).Hash()
+	if h := kernel.HashGrants([]kernel.CapabilityGrant{g}); h != want {
+		t.Fatalf("HashGrants %s, want %s", h, want)
+	}
+	auth := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g}, Hash: "precomputed", Validated: true}}, actx, 0)
+	if auth.Unavailable() != "" || auth.Hash() != "precomputed" {
+		t.Fatalf("snapshot authority: %q %q", auth.Unavailable(), auth.Hash())
+	}
+	bad := g
+	bad.IssuedAt = "not a time"
+	if u := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{bad}}}, actx, 0).Unavailable(); u != kernel.AuthorityInvalidGrantMaterial {
+		t.Fatalf("an unvalidated snapshot must be validated: %q", u)
+	}
+	other := g
+	other.Subject = carol
+	if u := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{other}, Validated: true}}, actx, 0).Unavailable(); u != kernel.AuthorityGrantScopeMismatch {
+		t.Fatalf("the scope check applies to validated snapshots too: %q", u)
+	}
+	// A validated snapshot whose grant has an unparsable instant still never allows.
+	var z kernel.Authorizer
+	a := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{bad}, Validated: true}}, actx, 0)
+	if d, _ := z.Authorize(ctx, a, actx, req("read", "x"), kernel.AuthorizeOptions{}); d.Allowed {
+		t.Fatalf("allowed with an unparsable issuedAt: %+v", d)
+	}
+}

@@ -13,6 +13,27 @@ type GrantSource interface {
 	LoadGrants(ctx context.Context, actx AccessContext) ([]CapabilityGrant, error)
 }
 
+// GrantSnapshot is the grants of one context as a SnapshotGrantSource keeps them.
+type GrantSnapshot struct {
+	Grants []CapabilityGrant
+	// Hash, when non-empty, is HashGrants(Grants) as the source computed it once for its
+	// snapshot; the kernel uses it as the authority hash instead of recomputing it. It is
+	// audit identity only and never affects a decision.
+	Hash string
+	// Validated says the source already checked every grant against the contract (its
+	// strict decoder); the kernel then does not validate them again. The scope check
+	// (world, subject, issuer) and the grant limit still apply.
+	Validated bool
+}
+
+// SnapshotGrantSource is an optional extension of GrantSource for sources that keep a
+// validated, indexed snapshot (grant files cached by content digest): the kernel calls
+// LoadGrantSnapshot instead of LoadGrants and skips the work the snapshot already did.
+type SnapshotGrantSource interface {
+	GrantSource
+	LoadGrantSnapshot(ctx context.Context, actx AccessContext) (GrantSnapshot, error)
+}
+
 // DelegationChainResolver looks up a delegation ancestor by (world, grant id) over every
 // trusted grant, including ones not issued to the actor. It returns (nil, nil) when the
 // grant does not exist and an error only for an outage.
