@@ -1,0 +1,224 @@
+package repoplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// CommitOutput is the output of repo.commit (see the tool's outputSchema).
+type CommitOutput struct {
+	Path    []string  `json:"path"`
+	Hash    string    `json:"hash"`
+	Parents []string  `json:"parents"`
+	Branch  *string   `json:"branch"`
+	Message string    `json:"message"`
+	Author  Signature `json:"author"`
+}
+
+// Commit trailers naming who acted, for whom, in which world.
+const (
+	TrailerActedBy    = "Acted-by"
+	TrailerOnBehalfOf = "On-behalf-of"
+	TrailerWorld      = "World"
+)
+
+// commitMessage appends the provenance trailers to a (validated, one-line) message.
+func commitMessage(msg string, actx kernel.AccessContext) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return ' '
+			}
+			return r
+		}, s)
+	}
+	return msg + "\n\n" +
+		TrailerActedBy + ": " + clean(actx.Actor.String()) + "\n" +
+		TrailerOnBehalfOf + ": " + clean(actx.Authority.String()) + "\n" +
+		TrailerWorld + ": " + clean(actx.NamespaceID) + "\n"
+}
+
+// commit records the index as a new commit on the current branch (or detached HEAD).
+// It holds index.lock for the whole operation and the branch's ref lock while moving
+// it, checking under that lock that the branch still points where it did.
+func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel.AccessContext, now time.Time) (any, *opError) {
+	lock, oe := acquireLock(r.git, "index")
+	if oe != nil {
+		return nil, oe
+	}
+	defer lock.release()
+	idx, _, err := r.loadIndex()
+	if err != nil {
+		return nil, internal("read the index", err)
+	}
+	ents := make([]*idxEntry, 0, len(idx.entries))
+	for _, e := range idx.entries {
+		if e.stage() != 0 {
+			return nil, failed(CodeUnmerged, "%s has unresolved merge conflicts; stage the resolution first", e.name)
+		}
+		if !e.intentToAdd() {
+			ents = append(ents, e)
+		}
+	}
+	head, oe := r.readHead()
+	if oe != nil {
+		return nil, oe
+	}
+	parentTree, oe := r.commitTree(head.hash)
+	if oe != nil {
+		return nil, oe
+	}
+	tw := &treeWriter{r: r}
+	tree, node, err := tw.build("", "", ents, idx.tree)
+	if err != nil {
+		return nil, internal("write the tree", err)
+	}
+	if len(ents) == 0 && head.unborn || tree == parentTree {
+		return nil, failed(CodeNothingToCommit, "nothing to commit: the index matches HEAD")
+	}
+	full := commitMessage(msg, actx)
+	sig := object.Signature{Name: id.Name, Email: id.Email, When: now}
+	c := &object.Commit{Author: sig, Committer: sig, Message: full, TreeHash: tree}
+	if !head.unborn {
+		c.ParentHashes = []plumbing.Hash{head.hash}
+	}
+	obj := r.st.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return nil, internal("encode the commit", err)
+	}
+	if _, err := r.st.SetEncodedObject(obj); err != nil {
+		return nil, internal("store the commit", err)
+	}
+	ch := obj.Hash()
+	if err := ctx.Err(); err != nil {
+		return nil, internal("commit", err)
+	}
+
+	target := head.ref
+	if target == "" {
+		target = "HEAD"
+	}
+	refLock, oe := acquireLock(r.git, target)
+	if oe != nil {
+		return nil, oe
+	}
+	defer refLock.release()
+	if head.ref != "" {
+		cur, ok, oe := r.readRef(head.ref)
+		if oe != nil {
+			return nil, oe
+		}
+		if ok == head.unborn || cur != head.hash {
+			return nil, busy("%s moved while committing; retry", head.ref)
+		}
+	} else {
+		cur, oe := r.readHead()
+		if oe != nil {
+			return nil, oe
+		}
+		if cur.ref != "" || cur.hash != head.hash {
+			return nil, busy("HEAD moved while committing; retry")
+		}
+	}
+	if err := refLock.commit([]byte(ch.String() + "\n")); err != nil {
+		return nil, internal("update "+target, err)
+	}
+	subject := "commit: "
+	if head.unborn {
+		subject = "commit (initial): "
+	}
+	r.appendReflog(head.ref, head.hash, ch, sig, subject+msg)
+
+	// keep the index, now with a complete cache tree so the next status is cheap
+	idx.tree = node
+	_ = lock.commit(encodeIndex(prepareWrite(idx)))
+
+	out := CommitOutput{Path: r.path, Hash: ch.String(), Parents: []string{}, Branch: head.branch(),
+		Message: full, Author: sigOf(sig)}
+	for _, p := range c.ParentHashes {
+		out.Parents = append(out.Parents, p.String())
+	}
+	return out, nil
+}
+
+// treeWriter turns index entries into tree objects, reusing every subtree whose
+// cache-tree node is still valid.
+type treeWriter struct{ r *repo }
+
+func (tw *treeWriter) build(name, prefix string, ents []*idxEntry, node *cacheTree) (plumbing.Hash, *cacheTree, error) {
+	if node != nil && node.count >= 0 && node.count == len(ents) && tw.r.st.HasEncodedObject(plumbing.Hash(node.hash)) == nil {
+		return plumbing.Hash(node.hash), &cacheTree{name: name, count: node.count, hash: node.hash, children: node.children}, nil
+	}
+	out := &cacheTree{name: name, count: len(ents)}
+	var tes []object.TreeEntry
+	for i := 0; i < len(ents); {
+		rest := ents[i].name[len(prefix):]
+		slash := strings.IndexByte(rest, '/')
+		if slash < 0 {
+			tes = append(tes, object.TreeEntry{Name: rest, Mode: filemode.FileMode(ents[i].mode), Hash: ents[i].hash})
+			i++
+			continue
+		}
+		sub := rest[:slash]
+		j := i + 1
+		for j < len(ents) && strings.HasPrefix(ents[j].name, prefix+sub+"/") {
+			j++
+		}
+		h, child, err := tw.build(sub, prefix+sub+"/", ents[i:j], node.child(sub))
+		if err != nil {
+			return plumbing.ZeroHash, nil, err
+		}
+		tes = append(tes, object.TreeEntry{Name: sub, Mode: filemode.Dir, Hash: h})
+		out.children = append(out.children, child)
+		i = j
+	}
+	sort.Sort(object.TreeEntrySorter(tes))
+	var buf bytes.Buffer
+	for _, te := range tes {
+		fmt.Fprintf(&buf, "%o %s\x00", uint32(te.Mode), te.Name)
+		buf.Write(te.Hash[:])
+	}
+	h, err := tw.r.writeObject(plumbing.TreeObject, buf.Bytes())
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	out.hash = h
+	return h, out, nil
+}
+
+// appendReflog records the update in logs/HEAD and the branch's log, as git does when
+// core.logAllRefUpdates is on (the default). Failures are ignored: the commit stands.
+func (r *repo) appendReflog(ref string, old, new plumbing.Hash, sig object.Signature, msg string) {
+	if !r.reflog {
+		return
+	}
+	line := fmt.Sprintf("%s %s %s <%s> %d %s\t%s\n", old, new, sig.Name, sig.Email,
+		sig.When.Unix(), sig.When.Format("-0700"), msg)
+	logs := []string{"logs/HEAD"}
+	if ref != "" {
+		logs = append(logs, "logs/"+ref)
+	}
+	for _, name := range logs {
+		if err := r.git.MkdirAll(path.Dir(name), 0o777); err != nil {
+			continue
+		}
+		f, err := r.git.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscallNoFollow, 0o666)
+		if err != nil {
+			continue
+		}
+		_, _ = f.WriteString(line)
+		_ = f.Close()
+	}
+}

@@ -1,0 +1,46 @@
+package repoplane
+
+import (
+	"io/fs"
+	"os"
+)
+
+// dirEnt is one name of a directory listing with its file type (fs.ModeDir,
+// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else).
+type dirEnt struct {
+	name string
+	typ  fs.FileMode
+}
+
+// fileStat is what the walker needs of an lstat: the type and permission bits, the
+// size, git's index stat data, and the identity of the file (to check that a file
+// opened later is the one that was inspected).
+type fileStat struct {
+	mode     fs.FileMode
+	size     int64
+	sd       statData
+	dev, ino uint64
+	fi       fs.FileInfo // where the platform has no device and inode numbers
+}
+
+// dirHandle is an open directory: its root (to open children without leaving it) and a
+// descriptor of the directory itself (to list it and lstat its children relative to it).
+type dirHandle struct {
+	root *os.Root
+	f    *os.File
+}
+
+func openDirHandle(root *os.Root) (*dirHandle, error) {
+	f, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	return &dirHandle{root: root, f: f}, nil
+}
+
+func (d *dirHandle) close() { _ = d.f.Close() }
+
+// statFromInfo converts an os.FileInfo (the portable path).
+func statFromInfo(fi fs.FileInfo) fileStat {
+	return fileStat{mode: fi.Mode(), size: fi.Size(), sd: statOf(fi), fi: fi}
+}

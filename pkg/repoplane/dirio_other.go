@@ -1,0 +1,46 @@
+//go:build !(linux && (amd64 || arm64))
+
+package repoplane
+
+import (
+	"io/fs"
+	"os"
+)
+
+func (d *dirHandle) list(buf []byte) ([]dirEnt, error) {
+	des, err := d.f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEnt, len(des))
+	for i, de := range des {
+		t := de.Type()
+		if t != fs.ModeDir && t != fs.ModeSymlink && t != 0 {
+			t = fs.ModeIrregular
+		}
+		out[i] = dirEnt{name: de.Name(), typ: t}
+	}
+	return out, nil
+}
+
+func (d *dirHandle) lstat(name string) (fileStat, error) {
+	fi, err := d.root.Lstat(name)
+	if err != nil {
+		return fileStat{}, err
+	}
+	return statFromInfo(fi), nil
+}
+
+func sameFile(st fileStat, f *os.File) bool {
+	si, err := f.Stat()
+	return err == nil && si.Mode().IsRegular() && st.fi != nil && os.SameFile(st.fi, si)
+}
+
+// statOf extracts the portable part of git's index stat data (times and size); the
+// fields this platform does not expose stay zero and are then not compared.
+func statOf(fi fs.FileInfo) statData {
+	t := fi.ModTime()
+	sd := statData{size: uint32(fi.Size()), mtimeS: uint32(t.Unix()), mtimeN: uint32(t.Nanosecond())}
+	sd.ctimeS, sd.ctimeN = sd.mtimeS, sd.mtimeN
+	return sd
+}

@@ -1,0 +1,50 @@
+// Package repoplane is the repo plane of sharedos: the "repo" ResourceProvider over the
+// git repositories beneath a root directory, and its five tool handlers (repo.status,
+// repo.diff, repo.log, repo.stage, repo.commit) per spec 10 §5.
+//
+// Git is implemented in-process on go-git's object store plus this package's own index
+// reader/writer and working-tree walk; no git binary is ever run.
+//
+// # Hardening
+//
+// A repository is untrusted input: anyone able to write into the working tree can
+// write its .git directory too. The provider therefore guarantees, whatever the
+// repository contains, that no tool executes a program and that nothing outside the
+// root is read or written:
+//
+//   - Nothing is ever executed. The package does not import os/exec; hooks
+//     (including core.hooksPath), clean/smudge filters, diff.*.textconv, external diff
+//     drivers, core.fsmonitor, credential helpers, pagers, editors and signing programs
+//     are configuration that is simply never consulted. Content is hashed and diffed
+//     byte for byte (no filters, no end-of-line conversion).
+//   - Only .git/config is read. System and global configuration (~/.gitconfig,
+//     $XDG_CONFIG_HOME/git, core.excludesFile) are never opened; the commit identity
+//     comes from ProviderOptions or the acting principal, never from git config.
+//   - Everything is opened through os.Root descriptors: the root, then each path
+//     segment (a symbolic link in the repository path is path_escape), then .git. go-git's
+//     storage runs on a billy.Filesystem over the .git os.Root, so no name it resolves
+//     can leave .git. Layouts that redirect git elsewhere are refused with
+//     not_permitted before anything else is read: a .git file (gitdir:), a symbolic
+//     .git, objects/info/alternates, commondir, core.worktree, include.path and
+//     includeIf, links among git's own files, bare repositories and unknown formats.
+//   - Paths git records are validated: an index or tree entry naming "..", ".git" (in
+//     any case or NTFS/HFS spelling) or an absolute path is refused; pathspecs and the
+//     repository path may not name .git at all.
+//   - The working tree is walked one directory descriptor at a time, links are never
+//     followed, and nested repositories are never entered. Staging refuses symbolic
+//     links and paths through them.
+//   - Writes follow git's lock protocol: index.lock and <ref>.lock are created with
+//     O_EXCL, written and renamed into place, and removed on every failure, so
+//     concurrent sharedos processes and real git never corrupt the index or lose a
+//     commit; the loser gets repo_busy (retryable). A branch is only moved if, under its
+//     lock, it still points at the commit the new one was built on.
+//
+// # Speed
+//
+// Status and unstaged diff compare the working tree with the index in one walk that
+// prunes ignored directories (unless they hold tracked files) and trusts index stat
+// data (with git's racy-timestamp rule) instead of re-hashing files; HEAD is compared
+// with the index through the index's cache tree, so unchanged directories cost one hash
+// comparison. Stage visits only the pathspec's subtrees; log stops after maxCount
+// commits; diff is capped in files and bytes.
+package repoplane

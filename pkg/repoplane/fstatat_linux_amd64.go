@@ -1,0 +1,5 @@
+package repoplane
+
+import "syscall"
+
+const fstatatTrap = syscall.SYS_NEWFSTATAT

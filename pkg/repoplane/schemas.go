@@ -1,0 +1,180 @@
+package repoplane
+
+// Tool descriptions, shown to models.
+const (
+	descStatus = "Show the working-tree status of the git repository at path: branch, HEAD commit, and " +
+		"one entry per changed, staged or untracked file with porcelain-style letters for the index " +
+		"(staging) and the working tree. Ignored files are not listed."
+	descDiff = "Show changes of the git repository at path as unified patches: the working tree against " +
+		"the index, or with staged:true the index against HEAD. pathspec limits it to files or " +
+		"directories. Large diffs are cut (truncated:true)."
+	descLog = "List the most recent commits reachable from HEAD of the git repository at path, newest " +
+		"first (maxCount, default 20, at most 100)."
+	descStage = "Stage (git add) the additions, modifications and deletions under each pathspec entry " +
+		"of the git repository at path. Ignored files, symbolic links and anything under .git are " +
+		"never staged."
+	descCommit = "Commit the staged changes of the git repository at path on the current branch with a " +
+		"one-line message. Trailers naming the acting principal, the authority and the world are " +
+		"appended."
+)
+
+func obj(props map[string]any, required ...string) map[string]any {
+	req := make([]any, len(required))
+	for i, r := range required {
+		req[i] = r
+	}
+	return map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": req}
+}
+
+func repoPathSchema() map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 0, "maxItems": 64}
+}
+
+// pathspecSchema is RepoPathspecSchema of spec 10 §5.
+func pathspecSchema() map[string]any {
+	entry := map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "maxItems": 64}
+	return map[string]any{"type": "array", "items": entry, "minItems": 1, "maxItems": 64}
+}
+
+func statusInputSchema() map[string]any {
+	return obj(map[string]any{"path": repoPathSchema()}, "path")
+}
+
+func diffInputSchema() map[string]any {
+	return obj(map[string]any{"path": repoPathSchema(), "staged": map[string]any{"type": "boolean"},
+		"pathspec": pathspecSchema()}, "path")
+}
+
+func logInputSchema() map[string]any {
+	return obj(map[string]any{"path": repoPathSchema(),
+		"maxCount": map[string]any{"type": "integer", "minimum": 1, "maximum": 100}}, "path")
+}
+
+func stageInputSchema() map[string]any {
+	return obj(map[string]any{"path": repoPathSchema(), "pathspec": pathspecSchema()}, "path", "pathspec")
+}
+
+func commitInputSchema() map[string]any {
+	return obj(map[string]any{"path": repoPathSchema(),
+		"message": map[string]any{"type": "string", "minLength": 1, "maxLength": 500}}, "path", "message")
+}
+
+// --- output schemas ---------------------------------------------------------------
+
+func described(s map[string]any, d string) map[string]any {
+	s["description"] = d
+	return s
+}
+
+func outRepoPath() map[string]any {
+	return described(map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+		"The repository path, as given.")
+}
+
+func relPath(d string) map[string]any {
+	return described(map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}, d)
+}
+
+func str(d string) map[string]any { return described(map[string]any{"type": "string"}, d) }
+
+func nullableStr(d string) map[string]any {
+	return described(map[string]any{"type": []any{"string", "null"}}, d)
+}
+
+func boolean(d string) map[string]any { return described(map[string]any{"type": "boolean"}, d) }
+
+func integer(d string) map[string]any {
+	return described(map[string]any{"type": "integer", "minimum": 0}, d)
+}
+
+func letter(d string, letters ...string) map[string]any {
+	e := make([]any, len(letters))
+	for i, l := range letters {
+		e[i] = l
+	}
+	return described(map[string]any{"type": "string", "enum": e}, d)
+}
+
+func signatureSchema() map[string]any {
+	return obj(map[string]any{
+		"name":  str("Name."),
+		"email": str("Email address."),
+		"time":  str("RFC 3339 time with the commit's own UTC offset."),
+	}, "name", "email", "time")
+}
+
+func statusOutputSchema() map[string]any {
+	entry := obj(map[string]any{
+		"path":    relPath("File path relative to the repository, as segments."),
+		"oldPath": relPath("For a staged rename (staging \"R\"): the path in HEAD."),
+		"staging": letter("Index against HEAD: \".\" unchanged, \"A\" added, \"M\" modified, \"D\" deleted, "+
+			"\"R\" renamed (identical content), \"T\" type changed, \"U\" unmerged, \"?\" untracked.",
+			".", "A", "M", "D", "R", "T", "U", "?"),
+		"worktree": letter("Working tree against the index: \".\" unchanged, \"M\" modified, \"D\" deleted, "+
+			"\"T\" type changed, \"A\" intended to add (git add -N), \"U\" unmerged, \"?\" untracked.",
+			".", "M", "D", "T", "A", "U", "?"),
+	}, "path", "staging", "worktree")
+	return obj(map[string]any{
+		"path":      outRepoPath(),
+		"branch":    nullableStr("Current branch (short name, also on an unborn branch); null when HEAD is detached."),
+		"head":      nullableStr("Commit hash of HEAD; null before the first commit."),
+		"detached":  boolean("True when HEAD names a commit rather than a branch."),
+		"clean":     boolean("True when entries is empty."),
+		"entries":   described(map[string]any{"type": "array", "items": entry}, "Changed and staged files sorted by path, then untracked files sorted by path (git's porcelain order); untracked files are listed one by one (git status -uall), a nested repository as one entry. Ignored files are never listed."),
+		"truncated": boolean("True when more than 10000 entries existed and only the first were returned."),
+	}, "path", "branch", "head", "detached", "clean", "entries", "truncated")
+}
+
+func diffOutputSchema() map[string]any {
+	file := obj(map[string]any{
+		"path":      relPath("File path (the new path of a rename), relative to the repository."),
+		"oldPath":   relPath("For a rename: the old path."),
+		"status":    letter("\"A\" added, \"M\" modified, \"D\" deleted, \"R\" renamed (identical content), \"T\" type changed.", "A", "M", "D", "R", "T"),
+		"additions": integer("Lines added (0 for binary files)."),
+		"deletions": integer("Lines deleted (0 for binary files)."),
+		"binary":    boolean("True when either side holds a NUL byte in its first 8000 bytes or is larger than 8 MiB."),
+		"patch":     str("git-style unified patch of this file (3 context lines); empty or cut when the byte budget ran out."),
+	}, "path", "status", "additions", "deletions", "binary", "patch")
+	return obj(map[string]any{
+		"path":      outRepoPath(),
+		"staged":    boolean("True: index against HEAD; false: working tree against the index."),
+		"files":     described(map[string]any{"type": "array", "items": file}, "Changed files sorted by path. Untracked files are not part of a diff."),
+		"truncated": boolean("True when files were left out (file cap) or patch text was cut (byte cap)."),
+	}, "path", "staged", "files", "truncated")
+}
+
+func logOutputSchema() map[string]any {
+	commit := obj(map[string]any{
+		"hash":      str("Commit hash (40 hex)."),
+		"parents":   described(map[string]any{"type": "array", "items": map[string]any{"type": "string"}}, "Parent hashes."),
+		"author":    signatureSchema(),
+		"committer": signatureSchema(),
+		"message":   str("Full commit message, trailers included."),
+	}, "hash", "parents", "author", "committer", "message")
+	return obj(map[string]any{
+		"path":    outRepoPath(),
+		"commits": described(map[string]any{"type": "array", "items": commit}, "Commits reachable from HEAD, newest committer time first; empty before the first commit."),
+	}, "path", "commits")
+}
+
+func stageOutputSchema() map[string]any {
+	entry := obj(map[string]any{
+		"path":   relPath("File path relative to the repository."),
+		"status": letter("What staging did to the index entry: \"A\" added, \"M\" updated, \"D\" removed, \"T\" type changed.", "A", "M", "D", "T"),
+	}, "path", "status")
+	return obj(map[string]any{
+		"path":   outRepoPath(),
+		"staged": described(map[string]any{"type": "array", "items": entry}, "Index entries this call changed, sorted by path; empty when everything under the pathspec was already staged."),
+	}, "path", "staged")
+}
+
+func commitOutputSchema() map[string]any {
+	return obj(map[string]any{
+		"path":    outRepoPath(),
+		"hash":    str("The new commit's hash."),
+		"parents": described(map[string]any{"type": "array", "items": map[string]any{"type": "string"}}, "Parent hashes (empty for the first commit)."),
+		"branch":  nullableStr("The branch that now points at the commit; null when HEAD was detached."),
+		"message": str("The full message as recorded, trailers included."),
+		"author":  signatureSchema(),
+	}, "path", "hash", "parents", "branch", "message", "author")
+}

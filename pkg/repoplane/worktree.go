@@ -1,0 +1,472 @@
+package repoplane
+
+import (
+	"context"
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// statData is the part of lstat that git records per index entry.
+type statData struct {
+	ctimeS, ctimeN, mtimeS, mtimeN, dev, ino, uid, gid, size uint32
+}
+
+// pathspec is a list of repository-relative paths ("a/b"); nil means everything.
+type pathspec []string
+
+func newPathspec(ps [][]string) pathspec {
+	if ps == nil {
+		return nil
+	}
+	out := make(pathspec, len(ps))
+	for i, p := range ps {
+		out[i] = strings.Join(p, "/")
+	}
+	return out
+}
+
+// match reports whether path is one of the entries or lies beneath one.
+func (s pathspec) match(path string) bool {
+	if s == nil {
+		return true
+	}
+	for _, e := range s {
+		if path == e || strings.HasPrefix(path, e) && len(path) > len(e) && path[len(e)] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+// touchesDir reports whether anything beneath directory dir can match.
+func (s pathspec) touchesDir(dir string) bool {
+	if s == nil {
+		return true
+	}
+	if s.match(dir) {
+		return true
+	}
+	for _, e := range s {
+		if strings.HasPrefix(e, dir) && len(e) > len(dir) && e[len(dir)] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+// wtChange is one difference between the index and the working tree, or an untracked
+// path (code '?').
+type wtChange struct {
+	path    string
+	code    byte      // 'M' modified, 'D' deleted, 'T' type changed, 'A' intent to add, '?' untracked
+	entry   *idxEntry // the index side; nil when untracked
+	newMode uint32    // the working-tree mode; 0 when deleted; modeGitlink for a nested repository
+	newHash plumbing.Hash
+	hashed  bool     // newHash is known
+	stat    statData // lstat data of the working-tree file (when present)
+}
+
+// walker compares the working tree with the index in one pass over both. Directories
+// are opened one level at a time from descriptors (never by re-resolving a full path),
+// symbolic links are never followed, ignored directories are not descended into unless
+// they hold tracked files, and a tracked file whose stat data still match its index
+// entry is not read (unless it is racily clean: modified in the same second the index
+// was written, git's rule).
+type walker struct {
+	*walkShared
+	out []wtChange
+	buf []byte
+	h   hash.Hash
+}
+
+// walkShared is the state all goroutines of one walk share. Subdirectories are handed
+// to another goroutine while a slot is free (git's preload-index does the same with
+// threads), otherwise walked inline.
+type walkShared struct {
+	ctx       context.Context
+	r         *repo
+	idxSec    uint32 // mtime (seconds) of the index file; 0 when there was none
+	untracked bool   // list untracked files
+	spec      pathspec
+	sem       chan struct{}
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	merged    []wtChange
+	err       error
+	failed    atomic.Bool
+}
+
+func newWalker(ctx context.Context, r *repo, idxSec uint32, untracked bool, spec pathspec) *walker {
+	sh := &walkShared{ctx: ctx, r: r, idxSec: idxSec, untracked: untracked, spec: spec,
+		sem: make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 0))}
+	return sh.newLocal()
+}
+
+func (sh *walkShared) newLocal() *walker {
+	return &walker{walkShared: sh, buf: make([]byte, 64<<10), h: sha1.New()}
+}
+
+func (w *walker) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.failed.Store(true)
+}
+
+// run walks the whole working tree against entries (the sorted index); the changes
+// are left in w.out (unordered).
+func (w *walker) run(entries []*idxEntry) error {
+	w.walkDir(w.r.wt, "", entries, false, w.r.baseIgnore())
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out = append(w.out, w.merged...)
+	w.merged = nil
+	return w.err
+}
+
+// spawn walks sub in another goroutine when a slot is free; it reports false otherwise.
+// The goroutine owns sub and closes it.
+func (w *walker) spawn(sub *os.Root, prefix string, ents []*idxEntry, ignored bool, ir *ignoreRules) bool {
+	select {
+	case w.sem <- struct{}{}:
+	default:
+		return false
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer func() { <-w.sem }()
+		defer sub.Close()
+		cw := w.newLocal()
+		cw.walkDir(sub, prefix, ents, ignored, ir)
+		w.mu.Lock()
+		w.merged = append(w.merged, cw.out...)
+		w.mu.Unlock()
+	}()
+	return true
+}
+
+func (w *walker) add(c wtChange) { w.out = append(w.out, c) }
+
+// walkDir visits directory root (path prefix, "" or ending in "/"); ents are the index
+// entries beneath it, sorted. The directory is listed only when untracked files are
+// wanted and it is not ignored; otherwise only its tracked entries are looked up.
+func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored bool, ir *ignoreRules) {
+	if w.failed.Load() {
+		return
+	}
+	if err := w.ctx.Err(); err != nil {
+		w.fail(err)
+		return
+	}
+	d, err := openDirHandle(root)
+	if err != nil {
+		w.fail(fmt.Errorf("open directory %q: %w", prefix, err))
+		return
+	}
+	defer d.close()
+	listing := w.untracked && !ignored
+	var names map[string]fs.FileMode // listed names not yet matched with the index
+	if listing {
+		list, err := d.list(w.buf)
+		if err != nil {
+			w.fail(fmt.Errorf("read directory %q: %w", prefix, err))
+			return
+		}
+		names = make(map[string]fs.FileMode, len(list))
+		for _, de := range list {
+			names[de.name] = de.typ
+		}
+		if t, ok := names[".gitignore"]; ok && t == 0 {
+			if data := loadIgnoreFile(root, ".gitignore"); data != nil {
+				ir = ir.with(data, splitPath(strings.TrimSuffix(prefix, "/")))
+			}
+		}
+	}
+	for i := 0; i < len(ents); {
+		rest := ents[i].name[len(prefix):]
+		slash := strings.IndexByte(rest, '/')
+		j := i + 1
+		if slash < 0 {
+			for j < len(ents) && ents[j].name == ents[i].name {
+				j++
+			}
+			_, seen := names[rest]
+			delete(names, rest)
+			if w.spec.match(ents[i].name) && (seen || !listing) {
+				w.checkEntry(d, prefix, rest, ents[i:j], listing, ir)
+			} else if w.spec.match(ents[i].name) {
+				w.missing(ents[i:j])
+			}
+		} else {
+			name := rest[:slash]
+			sub := prefix + name + "/"
+			for j < len(ents) && strings.HasPrefix(ents[j].name, sub) {
+				j++
+			}
+			typ, seen := names[name]
+			delete(names, name)
+			if w.spec.touchesDir(prefix + name) {
+				w.checkDir(d, prefix, name, ents[i:j], ignored, listing, ir, typ, seen)
+			}
+		}
+		i = j
+	}
+	for name, typ := range names {
+		w.untrackedEntry(d, prefix, name, typ, ir)
+	}
+}
+
+// missing reports tracked entries whose file is gone.
+func (w *walker) missing(group []*idxEntry) {
+	for _, e := range group {
+		if e.stage() == 0 && !e.skipWorktree() && w.spec.match(e.name) {
+			w.add(wtChange{path: e.name, code: 'D', entry: e})
+		}
+	}
+}
+
+// checkEntry compares one tracked file (group: its index entries, several when unmerged).
+func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry, listing bool, ir *ignoreRules) {
+	e := group[0]
+	if len(group) > 1 || e.stage() != 0 || e.skipWorktree() {
+		return // unmerged entries are reported as such; skip-worktree entries are not checked
+	}
+	st, err := d.lstat(name)
+	if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
+		w.add(wtChange{path: e.name, code: 'D', entry: e})
+		return
+	}
+	if err != nil {
+		w.fail(fmt.Errorf("inspect %q: %w", e.name, err))
+		return
+	}
+	mode := st.mode
+	c := wtChange{path: e.name, entry: e, stat: st.sd}
+	switch {
+	case e.mode == modeGitlink:
+		// a submodule's own repository is never opened; only its presence is checked
+		if !mode.IsDir() {
+			c.code = 'D'
+			w.add(c)
+		}
+		return
+	case mode.IsDir():
+		w.add(wtChange{path: e.name, code: 'D', entry: e})
+		if listing {
+			w.untrackedEntry(d, prefix, name, fs.ModeDir, ir)
+		}
+		return
+	case mode&fs.ModeSymlink != 0:
+		c.newMode = modeSymlink
+		if e.mode != modeSymlink {
+			c.code = 'T'
+			w.add(c)
+			return
+		}
+	case mode.IsRegular():
+		c.newMode = modeRegular
+		if w.r.fileMode && mode&0o100 != 0 || !w.r.fileMode && e.mode == modeExecutable {
+			c.newMode = modeExecutable
+		}
+		if e.mode == modeSymlink {
+			c.code = 'T'
+			w.add(c)
+			return
+		}
+	default: // a socket, fifo or device is not content git tracks
+		w.add(wtChange{path: e.name, code: 'D', entry: e})
+		return
+	}
+	if e.intentToAdd() { // git add -N: present in the index only as an intention
+		c.code = 'A'
+		w.add(c)
+		return
+	}
+	if c.newMode == e.mode && w.statClean(e, st.sd) {
+		return
+	}
+	h, err := w.hashPath(d, name, st)
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	c.newHash, c.hashed = h, true
+	if h == plumbing.Hash(e.hash) && c.newMode == e.mode {
+		return
+	}
+	c.code = 'M'
+	w.add(c)
+}
+
+// statClean reports whether the recorded stat data still match and are trustworthy.
+func (w *walker) statClean(e *idxEntry, sd statData) bool {
+	if e.size != sd.size || e.mtimeS != sd.mtimeS || e.mtimeN != 0 && e.mtimeN != sd.mtimeN {
+		return false
+	}
+	if w.r.ctime && (e.ctimeS != sd.ctimeS || e.ctimeN != 0 && e.ctimeN != sd.ctimeN) {
+		return false
+	}
+	if e.ino != 0 && sd.ino != 0 && e.ino != sd.ino || e.uid != sd.uid || e.gid != sd.gid {
+		return false
+	}
+	// racily clean: the file may have changed in the same second the index was written
+	return w.idxSec == 0 || e.mtimeS < w.idxSec
+}
+
+// checkDir handles a directory holding tracked entries (typ/seen: from the listing).
+func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, ignored, listing bool, ir *ignoreRules, typ fs.FileMode, seen bool) {
+	isDir := seen && typ == fs.ModeDir
+	if !listing {
+		st, err := d.lstat(name)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
+			w.fail(fmt.Errorf("inspect %q: %w", prefix+name, err))
+			return
+		}
+		isDir = err == nil && st.mode.IsDir()
+	}
+	var sub *os.Root
+	if isDir {
+		var err error
+		sub, err = d.root.OpenRoot(name)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
+			w.fail(fmt.Errorf("open %q: %w", prefix+name, err))
+			return
+		}
+	}
+	if sub == nil {
+		// gone, or replaced by a file or a link (never followed): every entry is deleted
+		w.missing(group)
+		if listing && seen {
+			w.untrackedEntry(d, prefix, name, typ, ir)
+		}
+		return
+	}
+	cignored := ignored
+	if listing && ir.match(splitPath(prefix+name), true) {
+		cignored = true
+	}
+	if w.spawn(sub, prefix+name+"/", group, cignored, ir) {
+		return
+	}
+	defer sub.Close()
+	w.walkDir(sub, prefix+name+"/", group, cignored, ir)
+}
+
+// untrackedEntry handles a listed name with no index entry.
+func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMode, ir *ignoreRules) {
+	if isDotGit(name) || w.failed.Load() {
+		return
+	}
+	p := prefix + name
+	switch typ {
+	case fs.ModeDir:
+		if !w.spec.touchesDir(p) || ir.match(splitPath(p), true) {
+			return
+		}
+		sub, err := d.root.OpenRoot(name)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
+				return
+			}
+			w.fail(fmt.Errorf("open %q: %w", p, err))
+			return
+		}
+		if fi, err := sub.Lstat(".git"); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+			// a nested repository is shown as one entry and never entered
+			sub.Close()
+			if w.spec.match(p) {
+				w.add(wtChange{path: p, code: '?', newMode: modeGitlink})
+			}
+			return
+		}
+		if w.spawn(sub, p+"/", nil, false, ir) {
+			return
+		}
+		defer sub.Close()
+		w.walkDir(sub, p+"/", nil, false, ir)
+	case fs.ModeSymlink, 0:
+		if !w.spec.match(p) || ir.match(splitPath(p), false) {
+			return
+		}
+		c := wtChange{path: p, code: '?', newMode: modeRegular}
+		if typ == fs.ModeSymlink {
+			c.newMode = modeSymlink
+		}
+		w.add(c)
+	}
+}
+
+func isNotDir(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && (errors.Is(pe.Err, syscall.ENOTDIR) || strings.Contains(pe.Err.Error(), "not a directory"))
+}
+
+// hashPath computes the blob id of a working-tree file or link (name in d, lstat st)
+// without following links and without any content conversion or filter.
+func (w *walker) hashPath(d *dirHandle, name string, st fileStat) (plumbing.Hash, error) {
+	if st.mode&fs.ModeSymlink != 0 {
+		t, err := d.root.Readlink(name)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("read link %s: %w", name, err)
+		}
+		return blobHash(w.h, []byte(t)), nil
+	}
+	f, err := openChecked(d.root, name, st)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	defer f.Close()
+	w.h.Reset()
+	w.h.Write([]byte("blob " + strconv.FormatInt(st.size, 10) + "\x00"))
+	n, err := io.CopyBuffer(w.h, f, w.buf)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read %s: %w", name, err)
+	}
+	if n != st.size {
+		return plumbing.ZeroHash, nil // changed while read: reported as modified
+	}
+	var out plumbing.Hash
+	copy(out[:], w.h.Sum(nil))
+	return out, nil
+}
+
+// openChecked opens a regular file without following a link and checks it is the file
+// lstat described (a file swapped for another in between is refused, not read).
+func openChecked(root *os.Root, name string, st fileStat) (*os.File, error) {
+	f, err := root.OpenFile(name, openReadNoFollow, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	if !sameFile(st, f) {
+		f.Close()
+		return nil, fmt.Errorf("%s changed while it was read", name)
+	}
+	return f, nil
+}
+
+// blobHash is git's object id of data as a blob.
+func blobHash(h hash.Hash, data []byte) plumbing.Hash {
+	h.Reset()
+	h.Write([]byte("blob " + strconv.Itoa(len(data)) + "\x00"))
+	h.Write(data)
+	var out plumbing.Hash
+	copy(out[:], h.Sum(nil))
+	return out
+}
