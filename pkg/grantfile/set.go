@@ -262,8 +262,17 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 // passed the strict contract when they were parsed (a cached snapshot holds only sets that
 // did), and the authority hash of each (world, subject, issuer) scope is computed once per
 // snapshot and kept in the cache with it.
+//
+// Unlike LoadGrants, the grants are shallow copies that share their slices and maps with
+// the set: the kernel only reads them, and copying a thousand grants deeply on every
+// start-up is the CLI's largest cost after parsing. Callers must not modify them.
 func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) (kernel.GrantSnapshot, error) {
-	grants, _ := s.LoadGrants(ctx, actx)
+	s.index()
+	gs := s.scope[scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}]
+	grants := make([]kernel.CapabilityGrant, len(gs))
+	for i, g := range gs {
+		grants[i] = *g
+	}
 	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}), Validated: true}, nil
 }
 

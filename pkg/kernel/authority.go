@@ -83,7 +83,6 @@ func (c *compiledGrant) purposeOK(purpose string) bool {
 type pathNode struct {
 	children    map[string]*pathNode
 	exact, desc []int32
-	all         []int32 // root only: every grant under this key, in source order
 }
 
 func (n *pathNode) child(seg string) *pathNode {
@@ -105,9 +104,41 @@ func appendUnique(list []int32, idx int32) []int32 {
 	return append(list, idx)
 }
 
+// actionIndex holds the grants with a capability for one (resource namespace, action):
+// all of them in source order (what discovery on a root ceiling needs), and a path trie
+// built on first use by a request with a path.
+type actionIndex struct {
+	all  []int32
+	once sync.Once
+	trie *pathNode
+}
+
+func (x *actionIndex) root(a *Authority, ns, action string) *pathNode {
+	x.once.Do(func() {
+		root := &pathNode{}
+		for _, gi := range x.all {
+			for _, c := range a.grants[gi].g.Capabilities {
+				if c.Resource.Namespace != ns || !slices.Contains(c.Actions, action) {
+					continue
+				}
+				n := root
+				for _, seg := range c.Resource.Path {
+					n = n.child(seg)
+				}
+				if c.Scope == ScopeExact {
+					n.exact = appendUnique(n.exact, gi)
+				} else {
+					n.desc = appendUnique(n.desc, gi)
+				}
+			}
+		}
+		x.trie = root
+	})
+	return x.trie
+}
+
 type nsIndex struct {
-	byAction map[string]*pathNode
-	star     *pathNode
+	byAction map[string]*actionIndex // literal actions, and "*" for the wildcard
 }
 
 // Authority is the validated, indexed set of grants resolved for one context: the
@@ -242,33 +273,16 @@ func newAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int, v
 		for _, c := range grants[i].Capabilities {
 			ns := a.index[c.Resource.Namespace]
 			if ns == nil {
-				ns = &nsIndex{byAction: make(map[string]*pathNode)}
+				ns = &nsIndex{byAction: make(map[string]*actionIndex)}
 				a.index[c.Resource.Namespace] = ns
 			}
 			for _, act := range c.Actions {
-				var root *pathNode
-				if act == WildcardAction {
-					if ns.star == nil {
-						ns.star = &pathNode{}
-					}
-					root = ns.star
-				} else {
-					root = ns.byAction[act]
-					if root == nil {
-						root = &pathNode{}
-						ns.byAction[act] = root
-					}
+				x := ns.byAction[act]
+				if x == nil {
+					x = &actionIndex{}
+					ns.byAction[act] = x
 				}
-				root.all = appendUnique(root.all, idx)
-				n := root
-				for _, seg := range c.Resource.Path {
-					n = n.child(seg)
-				}
-				if c.Scope == ScopeExact {
-					n.exact = appendUnique(n.exact, idx)
-				} else {
-					n.desc = appendUnique(n.desc, idx)
-				}
+				x.all = appendUnique(x.all, idx)
 			}
 		}
 	}
@@ -283,38 +297,40 @@ func (a *Authority) candidates(req *CapabilityRequirement, discovery bool, buf [
 	if ns == nil {
 		return buf
 	}
-	roots := [2]*pathNode{ns.star, nil}
-	if req.Action != WildcardAction {
-		roots[1] = ns.byAction[req.Action]
+	keys := [2]string{WildcardAction, req.Action}
+	n := 2
+	if req.Action == WildcardAction {
+		n = 1
 	}
 	out := buf
-	for _, root := range roots {
-		if root == nil {
+	for _, key := range keys[:n] {
+		x := ns.byAction[key]
+		if x == nil {
 			continue
 		}
 		if discovery && len(req.Resource.Path) == 0 {
-			out = append(out, root.all...)
+			out = append(out, x.all...)
 			continue
 		}
-		n := root
+		node := x.root(a, req.Resource.Namespace, key)
 		found := true
 		for _, seg := range req.Resource.Path {
-			out = append(out, n.desc...)
-			c := n.children[seg]
+			out = append(out, node.desc...)
+			c := node.children[seg]
 			if c == nil {
 				found = false
 				break
 			}
-			n = c
+			node = c
 		}
 		if !found {
 			continue
 		}
 		if discovery {
-			out = collectSubtree(n, out)
+			out = collectSubtree(node, out)
 		} else {
-			out = append(out, n.exact...)
-			out = append(out, n.desc...)
+			out = append(out, node.exact...)
+			out = append(out, node.desc...)
 		}
 	}
 	if len(out) > 1 {

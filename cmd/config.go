@@ -1,0 +1,395 @@
+package cmd
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// GlobalOptions are the persistent flags every command shares (spec 40 §2).
+type GlobalOptions struct {
+	Config     string
+	Root       string
+	State      string
+	Grants     []string
+	As         string
+	Owner      string
+	Authority  string
+	World      string
+	Purpose    string
+	Now        string
+	Namespaces string
+	Trace      string
+	CallID     string
+	Output     string
+}
+
+func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&g.Config, "config", "", "configuration file (default $XDG_CONFIG_HOME/sharedos/config.yaml when present)")
+	fs.StringVar(&g.Root, "root", ".", "root directory of the files and repo planes")
+	fs.StringVar(&g.State, "state", "", "SQLite state database (default $XDG_STATE_HOME/sharedos/state.db)")
+	fs.StringArrayVar(&g.Grants, "grants", nil, "grant file (repeatable; SHAREDOS_GRANTS takes a :-separated list)")
+	fs.StringVar(&g.As, "as", "", "context actor, kind:id (default: the grant files' context.actor)")
+	fs.StringVar(&g.Owner, "owner", "", "whose resources, kind:id (default: context.owner, else the actor)")
+	fs.StringVar(&g.Authority, "authority", "", "whose grants are exercised, kind:id (default: context.authority, else the owner)")
+	fs.StringVar(&g.World, "world", "", "world (namespaceId) of the context (default: context.world, else \"default\")")
+	fs.StringVar(&g.Purpose, "purpose", "", "declared purpose (default: context.purpose, else \"cli\")")
+	fs.StringVar(&g.Now, "now", "", "the turn's instant, RFC 3339 (default: the wall clock)")
+	fs.StringVar(&g.Namespaces, "namespaces", "", "this run's enabled tool namespaces, comma-separated, not stored (default: the stored selection)")
+	fs.StringVar(&g.Trace, "trace", "", "trace id of this run (default: a random UUID)")
+	fs.StringVar(&g.CallID, "call-id", "", "id of the tool call (default: a random UUID)")
+	fs.StringVarP(&g.Output, "output", "o", "", "output format: table, json or yaml (default: table on a terminal, json otherwise)")
+}
+
+// Settings are the resolved configuration of one run: every value after flag > env >
+// config file > default, with paths made absolute.
+type Settings struct {
+	ConfigFile string // absolute; "" when no configuration file was read
+
+	Root   string   // absolute
+	State  string   // absolute
+	Grants []string // absolute
+
+	As, Owner, Authority string // raw addresses ("" when unset)
+	World, Purpose       string // "" when unset (the grant files' context decides)
+	Now                  string // raw --now ("" = wall clock)
+	Namespaces           []string
+	NamespacesSet        bool
+	Trace, CallID        string
+	Output               string // "" = default for the terminal
+
+	DefaultNamespaces []string
+	MaxGrants         int
+	RepoAuthorName    string
+	RepoAuthorEmail   string
+	CeilingNamespaces []string
+	FrozenPaths       []string
+	FrozenActions     []string
+}
+
+// keyKind is the type of a configuration key.
+type keyKind int
+
+const (
+	kString keyKind = iota
+	kStrings
+	kInt
+	kMap
+)
+
+type keySpec struct {
+	kind     keyKind
+	children map[string]keySpec
+	path     bool // a path, relative to the config file's folder
+}
+
+// configSchema lists every key a configuration file may hold; anything else is an error.
+var configSchema = map[string]keySpec{
+	"root":              {kind: kString, path: true},
+	"state":             {kind: kString, path: true},
+	"grants":            {kind: kStrings, path: true},
+	"as":                {kind: kString},
+	"owner":             {kind: kString},
+	"authority":         {kind: kString},
+	"world":             {kind: kString},
+	"purpose":           {kind: kString},
+	"output":            {kind: kString},
+	"defaultNamespaces": {kind: kStrings},
+	"limits":            {kind: kMap, children: map[string]keySpec{"maxGrants": {kind: kInt}}},
+	"repo": {kind: kMap, children: map[string]keySpec{"author": {kind: kMap, children: map[string]keySpec{
+		"name": {kind: kString}, "email": {kind: kString}}}}},
+	"ceiling": {kind: kMap, children: map[string]keySpec{
+		"namespaces": {kind: kStrings}, "frozenPaths": {kind: kStrings}, "frozenActions": {kind: kStrings}}},
+}
+
+// configPath finds the configuration file: --config, else SHAREDOS_CONFIG, else
+// $XDG_CONFIG_HOME/sharedos/config.yaml when it exists. explicit reports whether the
+// user named it (then it must exist).
+func configPath(g *GlobalOptions, flags *pflag.FlagSet, env func(string) string) (path string, explicit bool) {
+	if flags.Changed("config") {
+		return g.Config, true
+	}
+	if p := env("SHAREDOS_CONFIG"); p != "" {
+		return p, true
+	}
+	dir := env("XDG_CONFIG_HOME")
+	if dir == "" {
+		home := env("HOME")
+		if home == "" {
+			return "", false
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	p := filepath.Join(dir, "sharedos", "config.yaml")
+	if _, err := os.Stat(p); err == nil {
+		return p, false
+	}
+	return "", false
+}
+
+// loadConfigFile reads and validates a configuration file into a nested map for viper,
+// with relative paths resolved against the file's folder.
+func loadConfigFile(path string) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, configError("pass --config FILE naming an existing file, or unset SHAREDOS_CONFIG",
+				"config file %s does not exist", path)
+		}
+		return nil, configError("check the file's permissions", "read config file %s: %v", path, unwrapPathErr(err))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, configError("the config file must be a YAML mapping of the keys listed in the README",
+			"config file %s: %v", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return map[string]any{}, nil
+	}
+	dir := filepath.Dir(path)
+	return decodeConfigMap(path, dir, doc.Content[0], configSchema, "")
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, prefix string) (map[string]any, error) {
+	if n.Kind != yaml.MappingNode {
+		what := "the file"
+		if prefix != "" {
+			what = "key " + strings.TrimSuffix(prefix, ".")
+		}
+		return nil, configError("see the README for the configuration keys",
+			"config file %s:%d: %s must be a mapping", file, n.Line, what)
+	}
+	out := make(map[string]any, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := prefix + k.Value
+		spec, ok := schema[k.Value]
+		if !ok {
+			return nil, configError("remove it, or check its spelling against the README's list of keys",
+				"config file %s:%d: unknown key %q", file, k.Line, name)
+		}
+		bad := func(want string) error {
+			return configError("see the README for the configuration keys",
+				"config file %s:%d: key %q must be %s", file, v.Line, name, want)
+		}
+		switch spec.kind {
+		case kString:
+			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+				return nil, bad("a string")
+			}
+			s := v.Value
+			if spec.path && s != "" && !filepath.IsAbs(s) {
+				s = filepath.Join(dir, s)
+			}
+			out[k.Value] = s
+		case kStrings:
+			var list []string
+			switch {
+			case v.Kind == yaml.ScalarNode && v.Tag != "!!null":
+				list = []string{v.Value}
+			case v.Kind == yaml.SequenceNode:
+				for _, e := range v.Content {
+					if e.Kind != yaml.ScalarNode || e.Tag == "!!null" {
+						return nil, bad("a list of strings")
+					}
+					list = append(list, e.Value)
+				}
+			default:
+				return nil, bad("a list of strings")
+			}
+			if spec.path {
+				for i, s := range list {
+					if s != "" && !filepath.IsAbs(s) {
+						list[i] = filepath.Join(dir, s)
+					}
+				}
+			}
+			if list == nil {
+				list = []string{}
+			}
+			out[k.Value] = list
+		case kInt:
+			n, err := strconv.Atoi(v.Value)
+			if v.Kind != yaml.ScalarNode || err != nil {
+				return nil, bad("an integer")
+			}
+			out[k.Value] = n
+		case kMap:
+			m, err := decodeConfigMap(file, dir, v, spec.children, name+".")
+			if err != nil {
+				return nil, err
+			}
+			out[k.Value] = m
+		}
+	}
+	return out, nil
+}
+
+// envName is the environment variable of a flag: SHAREDOS_ + upper case, dashes to underscores.
+func envName(flag string) string {
+	return "SHAREDOS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// resolveSettings applies flag > SHAREDOS_* environment > config file > default to every
+// setting. Viper holds the layers; grant files are resolved here because their
+// environment form is a :-separated list.
+func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) string, getwd func() (string, error)) (*Settings, error) {
+	s := &Settings{}
+	v := viper.New()
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
+	cfgPath, _ := configPath(g, flags, env)
+	var fileCfg map[string]any
+	if cfgPath != "" {
+		abs, err := absPath(cfgPath, getwd)
+		if err != nil {
+			return nil, configError("", "config file %s: %v", cfgPath, err)
+		}
+		s.ConfigFile = abs
+		if fileCfg, err = loadConfigFile(abs); err != nil {
+			return nil, err
+		}
+		if err := v.MergeConfigMap(fileCfg); err != nil {
+			return nil, configError("", "config file %s: %v", abs, err)
+		}
+	}
+	// Flags and their environment variables.
+	for _, name := range []string{"root", "state", "as", "owner", "authority", "world", "purpose", "output",
+		"now", "namespaces", "trace", "call-id"} {
+		key := name
+		if err := v.BindEnv(key, envName(name)); err != nil {
+			return nil, internalError(err)
+		}
+		if f := flags.Lookup(name); f != nil && f.Changed {
+			if err := v.BindPFlag(key, f); err != nil {
+				return nil, internalError(err)
+			}
+		}
+	}
+	v.SetDefault("root", ".")
+	s.Root = v.GetString("root")
+	s.State = v.GetString("state")
+	s.As = v.GetString("as")
+	s.Owner = v.GetString("owner")
+	s.Authority = v.GetString("authority")
+	s.World = v.GetString("world")
+	s.Purpose = v.GetString("purpose")
+	s.Output = v.GetString("output")
+	s.Now = v.GetString("now")
+	s.Trace = v.GetString("trace")
+	s.CallID = v.GetString("call-id")
+	if v.IsSet("namespaces") {
+		s.NamespacesSet = true
+		s.Namespaces = splitList(v.GetString("namespaces"))
+	}
+	s.DefaultNamespaces = v.GetStringSlice("defaultNamespaces")
+	s.MaxGrants = v.GetInt("limits.maxGrants")
+	if v.IsSet("limits.maxGrants") && s.MaxGrants < 1 {
+		return nil, configError("set limits.maxGrants to a positive integer", "config file %s: limits.maxGrants must be positive", s.ConfigFile)
+	}
+	s.RepoAuthorName = v.GetString("repo.author.name")
+	s.RepoAuthorEmail = v.GetString("repo.author.email")
+	s.CeilingNamespaces = v.GetStringSlice("ceiling.namespaces")
+	s.FrozenPaths = v.GetStringSlice("ceiling.frozenPaths")
+	s.FrozenActions = v.GetStringSlice("ceiling.frozenActions")
+
+	// Grant files: --grants, else SHAREDOS_GRANTS (":"-separated), else the config file.
+	switch {
+	case flags.Changed("grants"):
+		s.Grants = append([]string(nil), g.Grants...)
+	case env("SHAREDOS_GRANTS") != "":
+		s.Grants = filepath.SplitList(env("SHAREDOS_GRANTS"))
+	case fileCfg != nil && fileCfg["grants"] != nil:
+		s.Grants = fileCfg["grants"].([]string)
+	}
+
+	var err error
+	if s.Root, err = absPath(s.Root, getwd); err != nil {
+		return nil, usageError("", "--root %s: %v", s.Root, err)
+	}
+	for i, p := range s.Grants {
+		if p == "" {
+			return nil, usageError("name a grant file", "--grants: empty file name")
+		}
+		if s.Grants[i], err = absPath(p, getwd); err != nil {
+			return nil, usageError("", "--grants %s: %v", p, err)
+		}
+	}
+	if s.State == "" {
+		if s.State, err = defaultStatePath(env); err != nil {
+			return nil, err
+		}
+	}
+	if s.State, err = absPath(s.State, getwd); err != nil {
+		return nil, usageError("", "--state %s: %v", s.State, err)
+	}
+	if s.Output != "" {
+		if s.Output, err = parseFormat(s.Output); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// defaultStatePath is $XDG_STATE_HOME/sharedos/state.db, else ~/.local/state/sharedos/state.db.
+func defaultStatePath(env func(string) string) (string, error) {
+	if d := env("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "sharedos", "state.db"), nil
+	}
+	home := env("HOME")
+	if home == "" {
+		return "", usageError("pass --state FILE or set XDG_STATE_HOME", "cannot place the state database: neither XDG_STATE_HOME nor HOME is set")
+	}
+	return filepath.Join(home, ".local", "state", "sharedos", "state.db"), nil
+}
+
+func absPath(p string, getwd func() (string, error)) (string, error) {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p), nil
+	}
+	wd, err := getwd()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(wd, p), nil
+}
+
+// splitList splits a comma-separated list, dropping empty items and surrounding space.
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseAddressFlag parses an address given by flag (or its env/config equivalent).
+func parseAddressFlag(flag, value string) (kernel.Address, error) {
+	a, err := kernel.ParseAddress(value)
+	if err == nil {
+		err = a.Validate()
+	}
+	if err != nil {
+		return kernel.Address{}, usageError("an address is kind:id with kind human, agent, group or service (e.g. agent:helper), or its JSON object form",
+			"invalid address for --%s: %q: %v", flag, value, err)
+	}
+	return a, nil
+}

@@ -1,0 +1,371 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharedos/sharedos/pkg/grantfile"
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// ExplainOptions are the options of `explain`.
+type ExplainOptions struct {
+	f          *Factory
+	Name       string
+	Args       ArgsOptions
+	PrintGrant bool
+}
+
+func newExplainCmd(f *Factory) *cobra.Command {
+	opts := &ExplainOptions{f: f}
+	c := &cobra.Command{
+		Use:   "explain NAME",
+		Short: "Dry-run a tool call: every gate that would refuse it, and the fix",
+		Long: `Run the 'tools call' pipeline without consuming a use, executing anything or writing
+audit records, and report every gate that would refuse the call, the requirement the
+arguments resolve to, the candidate grants and why each was rejected, and the fixes: the
+namespace to enable, the grant (in grant-file format) that covers exactly the requirement,
+or the argument to correct.
+
+Exit codes: 0 the call would be allowed, 3 it would be refused (for any reason,
+including invalid arguments).`,
+		Example: `  sharedos explain files.replace -a path=notes/todo.md -a content=done
+  sharedos explain files.read -a path=secret.md --print-grant >> grants/reader.yaml`,
+		Args:              exactArgs(1, "one tool name"),
+		ValidArgsFunction: completeToolNames,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			opts.Args.jsonSet = c.Flags().Changed("args")
+			return runExplain(c.Context(), opts)
+		},
+	}
+	opts.Args.bind(c.Flags())
+	c.Flags().BoolVar(&opts.PrintGrant, "print-grant", false, "print only the grant to add, as a YAML list item to append under a grant file's grants:")
+	return c
+}
+
+// explanation is the JSON output of `explain` (spec 40 §4).
+type explanation struct {
+	Tool         string                        `json:"tool"`
+	Allowed      bool                          `json:"allowed"`
+	Refusal      *refusal                      `json:"refusal,omitempty"`
+	Findings     []kernel.GateFinding          `json:"findings"`
+	Requirement  *kernel.CapabilityRequirement `json:"requirement,omitempty"`
+	MatchedGrant *kernel.CapabilityGrant       `json:"matchedGrant,omitempty"`
+	Candidates   []candidate                   `json:"candidates"`
+	Fixes        []fix                         `json:"fixes"`
+	Context      kernel.AccessContext          `json:"context"`
+}
+
+type refusal struct {
+	Gate  kernel.RefusalGate `json:"gate"`
+	Code  kernel.ReasonCode  `json:"code"`
+	Cause string             `json:"cause,omitempty"`
+}
+
+// candidate is a grant the decision considered, and why it did not authorize the call.
+type candidate struct {
+	GrantID  string `json:"grantId"`
+	Rejected string `json:"rejected"`
+	Reason   string `json:"reason"`
+}
+
+// fix is one way to change the outcome.
+type fix struct {
+	Kind      string                  `json:"kind"`
+	Namespace string                  `json:"namespace,omitempty"`
+	Command   string                  `json:"command,omitempty"`
+	Grant     *kernel.CapabilityGrant `json:"grant,omitempty"`
+	YAML      string                  `json:"yaml,omitempty"`
+	Message   string                  `json:"message,omitempty"`
+}
+
+// Fix kinds.
+const (
+	FixEnableNamespace = "enable_namespace"
+	FixAddGrant        = "add_grant"
+	FixArguments       = "fix_arguments"
+)
+
+func runExplain(ctx context.Context, opts *ExplainOptions) error {
+	f := opts.f
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	args, err := opts.Args.build(f.IOStreams.In, findDefinition(opts.Name))
+	if err != nil {
+		return err
+	}
+	h, err := f.Host(ctx, hostNeeds{authority: true})
+	if err != nil {
+		return err
+	}
+	if h.GrantErr != nil {
+		warnGrants(f.IOStreams, h.GrantErr)
+	}
+	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
+	ex, err := h.Turn.ExplainCall(ctx, h.Ctx, call)
+	if err != nil {
+		return kernelError(err, h)
+	}
+	out := buildExplanation(ctx, h, ex)
+	if opts.PrintGrant {
+		for _, fx := range out.Fixes {
+			if fx.Kind == FixAddGrant {
+				fmt.Fprint(f.IOStreams.Out, fx.YAML)
+			}
+		}
+	} else if p.format != FormatTable {
+		if err := p.data(out); err != nil {
+			return err
+		}
+	} else {
+		printExplanation(p, h, out)
+	}
+	if !out.Allowed {
+		return &resultExit{code: ExitDenied}
+	}
+	return nil
+}
+
+func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) explanation {
+	out := explanation{Tool: ex.Tool, Allowed: ex.Allowed, Findings: ex.Findings, Requirement: ex.Requirement,
+		Candidates: []candidate{}, Fixes: []fix{}, Context: h.Ctx}
+	if len(ex.Findings) > 0 {
+		fd := ex.Findings[0]
+		out.Refusal = &refusal{Gate: fd.Gate, Code: fd.Code, Cause: fd.Cause}
+	}
+	auth := h.Turn.Authority(ctx, h.Ctx)
+	if ex.Allowed && ex.Decision != nil && ex.Decision.MatchedGrantID != "" {
+		if g := auth.Grant(ex.Decision.MatchedGrantID); g != nil {
+			c := grantfile.CloneGrant(g)
+			out.MatchedGrant = &c
+		}
+	}
+	// Candidates: the execution decision's, then any the discovery check saw besides.
+	seen := map[string]bool{}
+	for _, diag := range []*kernel.Diagnostic{ex.DecisionDiag, ex.DiscoveryDiag} {
+		if diag == nil {
+			continue
+		}
+		for _, r := range diag.RejectedGrants {
+			if seen[r.GrantID] {
+				continue
+			}
+			seen[r.GrantID] = true
+			g := auth.Grant(r.GrantID)
+			text := rejectionText(g, r, h.Ctx)
+			if r.Reason == kernel.RejectCapability && g != nil && ex.Requirement != nil {
+				text = capabilityMiss(g, *ex.Requirement, h.Ctx.Owner)
+			}
+			out.Candidates = append(out.Candidates, candidate{GrantID: r.GrantID, Reason: string(r.Reason), Rejected: text})
+		}
+	}
+	// The index offers only grants with the requested action; for a refusal, also name
+	// the grants that reach the same resource namespace and say what they lack.
+	if !ex.Allowed && ex.Requirement != nil && auth.Unavailable() == "" {
+		for _, g := range auth.Grants() {
+			if seen[g.ID] || !reachesNamespace(g, ex.Requirement.Resource.Namespace) {
+				continue
+			}
+			seen[g.ID] = true
+			out.Candidates = append(out.Candidates, candidate{GrantID: g.ID, Reason: string(kernel.RejectCapability),
+				Rejected: capabilityMiss(g, *ex.Requirement, h.Ctx.Owner)})
+		}
+	}
+	// Fixes, one per kind of refusing gate.
+	addedGrant := false
+	for _, fd := range ex.Findings {
+		switch {
+		case fd.Cause == kernel.CauseNamespaceDisabled:
+			out.Fixes = append(out.Fixes, fix{Kind: FixEnableNamespace, Namespace: ex.Namespace,
+				Command: "sharedos namespaces enable " + ex.Namespace})
+		case fd.Code == kernel.CodeInvalidToolArguments || fd.Code == kernel.CodeToolRequirementResolutionFailed:
+			msg := fd.Message
+			if ex.ArgumentsError != "" {
+				msg = ex.ArgumentsError
+			}
+			out.Fixes = append(out.Fixes, fix{Kind: FixArguments,
+				Message: fmt.Sprintf("%s; 'sharedos tools describe %s' shows what the tool takes", msg, ex.Tool)})
+		case fd.Gate == kernel.GateGrant && !addedGrant && ex.Requirement != nil:
+			g := fixGrant(h.Ctx, *ex.Requirement)
+			out.Fixes = append(out.Fixes, fix{Kind: FixAddGrant, Grant: &g, YAML: grantfile.FormatGrantYAML(g)})
+			addedGrant = true
+		}
+	}
+	return out
+}
+
+// fixGrant is the grant that covers exactly req for the context: subject = actor, issuer
+// = authority, in the context's world, one exact capability on the requirement's
+// resource (owner = the context's owner) with its one action, issued at the turn's
+// instant. Its id is derived from the requirement, so the same ask gives the same grant.
+func fixGrant(actx kernel.AccessContext, req kernel.CapabilityRequirement) kernel.CapabilityGrant {
+	owner := actx.Owner
+	res := kernel.ResourceRef{Namespace: req.Resource.Namespace, Path: append([]string{}, req.Resource.Path...), Owner: &owner}
+	ra := kernel.RequiredAuthority(actx, kernel.CapabilityRequirement{Resource: res, Action: req.Action})
+	return kernel.CapabilityGrant{
+		ID:           "fix-" + strings.TrimPrefix(ra.ID, "capreq-")[:12],
+		NamespaceID:  actx.NamespaceID,
+		Subject:      actx.Actor,
+		Issuer:       actx.Authority,
+		Capabilities: []kernel.Capability{{Resource: res, Actions: []string{req.Action}, Scope: kernel.ScopeExact}},
+		Constraints:  kernel.CapabilityConstraints{},
+		IssuedAt:     actx.Now,
+	}
+}
+
+// rejectionText says in words why a candidate grant was rejected.
+func rejectionText(g *kernel.CapabilityGrant, r kernel.RejectedGrant, actx kernel.AccessContext) string {
+	switch r.Reason {
+	case kernel.RejectIssuer:
+		return "issued by another principal than the context's authority " + actx.Authority.String()
+	case kernel.RejectSubject:
+		return "issued to another subject than the actor " + actx.Actor.String()
+	case kernel.RejectNamespace:
+		return "belongs to another world than " + actx.NamespaceID
+	case kernel.RejectWindow:
+		return windowText(g, actx.Now)
+	case kernel.RejectPurpose:
+		if g != nil {
+			return fmt.Sprintf("wrong purpose: allows %s, the context's purpose is %q", strings.Join(g.Constraints.Purposes, ", "), actx.Purpose)
+		}
+		return "wrong purpose"
+	case kernel.RejectVerifier:
+		return "refused by the grant verifier"
+	case kernel.RejectCapability:
+		return "does not cover this resource or action"
+	case kernel.RejectDelegation:
+		return "delegation chain: " + dash(r.Detail)
+	case kernel.RejectExhausted:
+		if g != nil && g.Constraints.MaxUses != nil {
+			return fmt.Sprintf("exhausted: all %d uses are spent", *g.Constraints.MaxUses)
+		}
+		return "exhausted: all uses are spent"
+	case kernel.RejectRevoked:
+		return "revoked"
+	case kernel.RejectCeiling:
+		return "refused by the host ceiling"
+	}
+	return string(r.Reason)
+}
+
+func reachesNamespace(g *kernel.CapabilityGrant, ns string) bool {
+	for _, c := range g.Capabilities {
+		if c.Resource.Namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// capabilityMiss says what a grant's capabilities lack for req: the action, the path or
+// the owner (a request is covered only by one capability matching all of them).
+func capabilityMiss(g *kernel.CapabilityGrant, req kernel.CapabilityRequirement, ctxOwner kernel.Address) string {
+	where := req.Resource.Namespace + ":" + kernel.JoinPath(req.Resource.Path)
+	for _, c := range g.Capabilities {
+		if c.Resource.Namespace != req.Resource.Namespace {
+			continue
+		}
+		probe := req
+		probe.Action = kernel.WildcardAction
+		cc := c
+		cc.Actions = []string{kernel.WildcardAction}
+		if kernel.CapabilityMatches(&cc, &probe, ctxOwner, false) {
+			return fmt.Sprintf("does not cover the action %q on %s (it allows %s)", req.Action, where, strings.Join(c.Actions, ", "))
+		}
+	}
+	for _, c := range g.Capabilities {
+		if c.Resource.Namespace == req.Resource.Namespace && (slices.Contains(c.Actions, req.Action) || slices.Contains(c.Actions, kernel.WildcardAction)) {
+			owner := ""
+			if c.Resource.Owner != nil && *c.Resource.Owner != ctxOwner {
+				owner = ", owned by " + c.Resource.Owner.String()
+			}
+			return fmt.Sprintf("allows %q but not on %s (it covers %s:%s, %s%s)", req.Action, where,
+				c.Resource.Namespace, kernel.JoinPath(c.Resource.Path), c.Scope, owner)
+		}
+	}
+	return "does not cover this resource or action"
+}
+
+func windowText(g *kernel.CapabilityGrant, now string) string {
+	if g == nil {
+		return "not active at " + now
+	}
+	at, _ := kernel.ParseTimestamp(now)
+	before := func(ts string) bool { t, err := kernel.ParseTimestamp(ts); return err == nil && t <= at }
+	after := func(ts string) bool { t, err := kernel.ParseTimestamp(ts); return err == nil && t > at }
+	switch {
+	case g.RevokedAt != "" && before(g.RevokedAt):
+		return "revoked at " + g.RevokedAt
+	case g.Constraints.ExpiresAt != "" && before(g.Constraints.ExpiresAt):
+		return "expired at " + g.Constraints.ExpiresAt
+	case g.Constraints.NotBefore != "" && after(g.Constraints.NotBefore):
+		return "not yet active: active from " + g.Constraints.NotBefore
+	case after(g.IssuedAt):
+		return "not yet active: issued at " + g.IssuedAt
+	}
+	return "not active at " + now
+}
+
+func printExplanation(p *printer, h *Host, out explanation) {
+	st := p.st()
+	if out.Allowed {
+		p.line("%s %s would be allowed", p.styled(cell{text: "allowed:", style: &st.ok}), out.Tool)
+	} else {
+		r := out.Refusal
+		p.line("%s %s would be refused: %s (gate %s%s)", p.styled(cell{text: "refused:", style: &st.bad}), out.Tool,
+			r.Code, r.Gate, map[bool]string{true: ", cause " + r.Cause, false: ""}[r.Cause != ""])
+	}
+	p.line("context: %s acting for %s under %s's grants, world %s, purpose %q, at %s",
+		h.Ctx.Actor, h.Ctx.Owner, h.Ctx.Authority, h.Ctx.NamespaceID, h.Ctx.Purpose, h.Ctx.Now)
+	if out.Requirement != nil {
+		p.line("requires: %s on %s:%s", out.Requirement.Action, out.Requirement.Resource.Namespace,
+			kernel.JoinPath(out.Requirement.Resource.Path))
+	}
+	if out.MatchedGrant != nil {
+		p.line("matched grant: %s", out.MatchedGrant.ID)
+	}
+	if len(out.Findings) > 0 {
+		p.line("")
+		t := p.table("GATE", "CODE", "CAUSE", "WHY")
+		for _, fd := range out.Findings {
+			t.row(string(fd.Gate), string(fd.Code), dash(fd.Cause), fd.Message)
+		}
+		_ = t.render()
+	}
+	if len(out.Candidates) > 0 {
+		p.line("")
+		t := p.table("CANDIDATE GRANT", "REJECTED")
+		for _, c := range out.Candidates {
+			t.row(c.GrantID, c.Rejected)
+		}
+		_ = t.render()
+	}
+	if !out.Allowed && len(out.Fixes) == 0 {
+		r := out.Refusal
+		p.line("")
+		p.line("hint: %s", refusalHint(findDefinition(out.Tool), out.Tool, string(r.Gate), string(r.Code), r.Cause))
+	}
+	for _, fx := range out.Fixes {
+		p.line("")
+		switch fx.Kind {
+		case FixEnableNamespace:
+			p.line("fix: enable the tool namespace %s:\n  %s", fx.Namespace, fx.Command)
+		case FixArguments:
+			p.line("fix: correct the arguments: %s", fx.Message)
+		case FixAddGrant:
+			target := "the grant file"
+			if len(h.Settings.Grants) > 0 {
+				target = h.Settings.Grants[0]
+			}
+			p.line("fix: append this grant under grants: of %s (or run with --print-grant >> FILE):", target)
+			fmt.Fprint(p.ios.Out, fx.YAML)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
+)
+
+// Factory builds a run's dependencies lazily, each at most once: the settings, the
+// output printer, the state database and the embedded kernel (the Host). A command asks
+// only for what it needs, so `grants lint`, `version` and `completion` never open the
+// state database and nothing reads the files tree at start-up.
+type Factory struct {
+	IOStreams *IOStreams
+	Env       func(string) string
+	Getwd     func() (string, error)
+	Clock     func() time.Time
+	Global    GlobalOptions
+
+	flags       *pflag.FlagSet
+	settings    *Settings
+	settingsErr error
+	settingsOK  bool
+	store       *sqlitestore.Store
+	host        *Host
+}
+
+// Settings resolves the configuration once.
+func (f *Factory) Settings() (*Settings, error) {
+	if !f.settingsOK {
+		f.settingsOK = true
+		f.settings, f.settingsErr = resolveSettings(&f.Global, f.flags, f.Env, f.Getwd)
+	}
+	return f.settings, f.settingsErr
+}
+
+// Format is the output format to use, even when the settings failed: an explicit
+// valid --output, else SHAREDOS_OUTPUT or the config file's output, else the
+// terminal default.
+func (f *Factory) Format() string {
+	if f.settingsOK && f.settingsErr == nil && f.settings.Output != "" {
+		return f.settings.Output
+	}
+	for _, v := range []string{f.Global.Output, f.Env("SHAREDOS_OUTPUT")} {
+		if fm, err := parseFormat(v); err == nil {
+			return fm
+		}
+	}
+	return defaultFormat(f.IOStreams)
+}
+
+// Printer returns a printer for the resolved format; it fails on a bad --output.
+func (f *Factory) Printer() (*printer, error) {
+	s, err := f.Settings()
+	if err != nil {
+		return nil, err
+	}
+	format := s.Output
+	if format == "" {
+		format = defaultFormat(f.IOStreams)
+	}
+	return newPrinter(f.IOStreams, format, f.IOStreams.ColorEnabled(f.Env)), nil
+}
+
+// standalonePrinter is Printer for commands that need no configuration (version,
+// grants lint): a broken config file does not stop them, only a bad --output does.
+func (f *Factory) standalonePrinter() (*printer, error) {
+	if p, err := f.Printer(); err == nil {
+		return p, nil
+	}
+	if f.Global.Output != "" {
+		if _, err := parseFormat(f.Global.Output); err != nil {
+			return nil, err
+		}
+	}
+	return newPrinter(f.IOStreams, f.Format(), f.IOStreams.ColorEnabled(f.Env)), nil
+}
+
+// Store opens the state database (once).
+func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
+	if f.store != nil {
+		return f.store, nil
+	}
+	s, err := f.Settings()
+	if err != nil {
+		return nil, err
+	}
+	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces,
+		NeverEnable: s.CeilingNamespaces})
+	if err != nil {
+		if !errors.Is(err, sqlitestore.ErrUnavailable) {
+			return nil, configError("defaultNamespaces must list namespace identifiers", "%v", err)
+		}
+		return nil, stateError(err, stateHint(s.State))
+	}
+	f.store = st
+	return st, nil
+}
+
+func stateHint(path string) string {
+	return fmt.Sprintf("the state database %s is unreadable or not a sharedos database; move it aside (a new one is created) or pass --state FILE", path)
+}
+
+// close releases what the run opened.
+func (f *Factory) close() {
+	if f.store != nil {
+		_ = f.store.Close()
+	}
+}

@@ -1,0 +1,96 @@
+package cmd
+
+import (
+	"path/filepath"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharedos/sharedos/pkg/grantfile"
+)
+
+func newGrantsCmd(f *Factory) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "grants",
+		Short: "Work with grant files",
+		Args:  noArgs,
+	}
+	c.AddCommand(newGrantsLintCmd(f))
+	return c
+}
+
+// GrantsLintOptions are the options of `grants lint`.
+type GrantsLintOptions struct {
+	f      *Factory
+	Files  []string
+	Strict bool
+}
+
+func newGrantsLintCmd(f *Factory) *cobra.Command {
+	opts := &GrantsLintOptions{f: f}
+	c := &cobra.Command{
+		Use:   "lint FILE...",
+		Short: "Validate grant files: contract, delegation, suspicious breadth",
+		Long: `Check grant files as one set: every grant against the contract (naming the grant, the
+field and the line), duplicate ids, delegation chains (errors), and suspicious breadth
+such as "*" actions, whole-namespace capabilities and grants without expiry (warnings).
+
+Exit codes: 0 clean (warnings allowed), 1 errors (or warnings with --strict).`,
+		Example: `  sharedos grants lint grants/reader.yaml grants/writer.yaml --strict`,
+		Args:    minArgs(1, "one or more grant files"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Files = args
+			return runGrantsLint(opts)
+		},
+	}
+	c.Flags().BoolVar(&opts.Strict, "strict", false, "treat warnings as errors")
+	return c
+}
+
+func runGrantsLint(opts *GrantsLintOptions) error {
+	f := opts.f
+	p, err := f.standalonePrinter()
+	if err != nil {
+		return err
+	}
+	paths := make([]string, len(opts.Files))
+	for i, name := range opts.Files {
+		paths[i] = filepath.Clean(name)
+	}
+	findings := grantfile.Lint(paths)
+	if findings == nil {
+		findings = []grantfile.Finding{}
+	}
+	fail := grantfile.HasErrors(findings, opts.Strict)
+	switch {
+	case p.format != FormatTable:
+		if err := p.data(findings); err != nil {
+			return err
+		}
+	case len(findings) == 0:
+		if f.IOStreams.StdoutTTY {
+			p.line("%d grant file(s): no findings", len(paths))
+		}
+	default:
+		st := p.st()
+		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE")
+		for _, fd := range findings {
+			loc := fd.File
+			if fd.Line > 0 {
+				loc += ":" + strconv.Itoa(fd.Line)
+			}
+			sev := cell{text: fd.Severity, style: &st.warn}
+			if fd.Severity == grantfile.SeverityError {
+				sev.style = &st.bad
+			}
+			t.rowCells(cell{text: loc}, sev, cell{text: dash(fd.Grant)}, cell{text: dash(fd.Field)}, cell{text: fd.Message})
+		}
+		if err := t.render(); err != nil {
+			return err
+		}
+	}
+	if fail {
+		return &resultExit{code: ExitCommandFailed}
+	}
+	return nil
+}

@@ -1,0 +1,522 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/repoplane"
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
+)
+
+func newToolsCmd(f *Factory) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "tools",
+		Short: "List, describe and call the tools of the context",
+		Args:  noArgs,
+	}
+	c.AddCommand(newToolsListCmd(f), newToolsDescribeCmd(f), newToolsCallCmd(f))
+	return c
+}
+
+// ---- tools list ------------------------------------------------------------------
+
+// ToolsListOptions are the options of `tools list`.
+type ToolsListOptions struct {
+	f   *Factory
+	All bool
+}
+
+func newToolsListCmd(f *Factory) *cobra.Command {
+	opts := &ToolsListOptions{f: f}
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List the usable tools of the context (registered, namespace enabled, granted)",
+		Long: `List the tools the context can use: registered, in an enabled tool namespace, and
+discoverable under some grant. With --all, list every registered tool and the first gate
+that hides it (namespace off, no grant, ceiling).`,
+		Example: `  sharedos tools list
+  sharedos tools list --all -o json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runToolsList(c.Context(), opts) },
+	}
+	c.Flags().BoolVar(&opts.All, "all", false, "list every registered tool with the gate that hides it")
+	return c
+}
+
+// toolStatus is one row of `tools list --all`.
+type toolStatus struct {
+	Tool      string `json:"tool"`
+	Namespace string `json:"namespace"`
+	Source    string `json:"source"`
+	ReadWrite string `json:"readWrite"`
+	Usable    bool   `json:"usable"`
+	Gate      string `json:"gate,omitempty"`
+	Cause     string `json:"cause,omitempty"`
+}
+
+func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
+	f := opts.f
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	h, err := f.Host(ctx, hostNeeds{authority: true})
+	if err != nil {
+		return err
+	}
+	if h.GrantErr != nil {
+		warnGrants(f.IOStreams, h.GrantErr)
+	}
+	if opts.All {
+		statuses, err := allTools(ctx, h)
+		if err != nil {
+			return err
+		}
+		if p.format != FormatTable {
+			return p.data(statuses)
+		}
+		st := p.st()
+		t := p.table("TOOL", "NAMESPACE", "CLASS", "USABLE", "GATE", "CAUSE")
+		for _, s := range statuses {
+			usable := cell{text: "no", style: &st.bad}
+			if s.Usable {
+				usable = cell{text: "yes", style: &st.ok}
+			}
+			t.rowCells(cell{text: s.Tool}, cell{text: s.Namespace}, cell{text: s.ReadWrite}, usable,
+				cell{text: dash(s.Gate)}, cell{text: dash(s.Cause)})
+		}
+		return t.render()
+	}
+	defs, err := h.Turn.ListTools(ctx, h.Ctx)
+	if err != nil {
+		return kernelError(err, h)
+	}
+	if p.format != FormatTable {
+		return p.data(defs)
+	}
+	t := p.table("TOOL", "NAMESPACE", "CLASS", "DESCRIPTION")
+	for i := range defs {
+		d := &defs[i]
+		t.row(d.Name, d.Namespace, d.Class(), summary(d.Description, 60))
+	}
+	if err := t.render(); err != nil {
+		return err
+	}
+	if len(defs) == 0 && f.IOStreams.StdoutTTY {
+		fmt.Fprintf(f.IOStreams.ErrOut, "no usable tools for %s (enabled namespaces: %s); see 'sharedos tools list --all'\n",
+			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces))
+	}
+	return nil
+}
+
+// allTools is every registered tool with the first gate that hides it.
+func allTools(ctx context.Context, h *Host) ([]toolStatus, error) {
+	gs, err := h.Turn.AllTools(ctx, h.Ctx)
+	if err != nil {
+		return nil, kernelError(err, h)
+	}
+	out := make([]toolStatus, len(gs))
+	for i, g := range gs {
+		gate := g.Gate
+		if g.Cause == string(kernel.ReasonHostPolicyDenied) {
+			gate = string(kernel.GateCeiling)
+		}
+		out[i] = toolStatus{Tool: g.Definition.Name, Namespace: g.Definition.Namespace, Source: g.Definition.Source,
+			ReadWrite: string(g.Definition.ReadWrite), Usable: g.Usable, Gate: gate, Cause: g.Cause}
+	}
+	return out, nil
+}
+
+// kernelError maps an error of a kernel listing: the catalogue could not be resolved
+// (tool_catalog_unavailable) or the audit record could not be written (state).
+func kernelError(err error, h *Host) error {
+	if errors.Is(err, kernel.ErrToolCatalogUnavailable) {
+		return catalogError(err)
+	}
+	if errors.Is(err, kernel.ErrInvalidContext) {
+		return usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
+	}
+	return stateError(err, stateHint(h.Settings.State))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ",")
+}
+
+// summary is the first sentence of s, cut to n characters.
+func summary(s string, n int) string {
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i+1]
+	}
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// ---- tools describe --------------------------------------------------------------
+
+// ToolsDescribeOptions are the options of `tools describe`.
+type ToolsDescribeOptions struct {
+	f    *Factory
+	Name string
+}
+
+func newToolsDescribeCmd(f *Factory) *cobra.Command {
+	opts := &ToolsDescribeOptions{f: f}
+	return &cobra.Command{
+		Use:               "describe NAME",
+		Short:             "Show one tool's definition, its argument schema and its gate status",
+		Example:           `  sharedos tools describe files.read`,
+		Args:              exactArgs(1, "one tool name"),
+		ValidArgsFunction: completeToolNames,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runToolsDescribe(c.Context(), opts)
+		},
+	}
+}
+
+// toolDescription is the JSON output of `tools describe`.
+type toolDescription struct {
+	Tool   kernel.ToolDefinition `json:"tool"`
+	Usable bool                  `json:"usable"`
+	Gate   string                `json:"gate,omitempty"`
+	Cause  string                `json:"cause,omitempty"`
+}
+
+func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
+	f := opts.f
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	h, err := f.Host(ctx, hostNeeds{authority: true})
+	if err != nil {
+		return err
+	}
+	if h.GrantErr != nil {
+		warnGrants(f.IOStreams, h.GrantErr)
+	}
+	gs, err := h.Turn.AllTools(ctx, h.Ctx)
+	if err != nil {
+		return kernelError(err, h)
+	}
+	var d *toolDescription
+	for _, g := range gs {
+		if g.Definition.Name == opts.Name {
+			gate := g.Gate
+			if g.Cause == string(kernel.ReasonHostPolicyDenied) {
+				gate = string(kernel.GateCeiling)
+			}
+			d = &toolDescription{Tool: g.Definition, Usable: g.Usable, Gate: gate, Cause: g.Cause}
+		}
+	}
+	if d == nil {
+		return usageError("run 'sharedos tools list --all' to see every registered tool", "no tool named %q is registered", opts.Name)
+	}
+	if p.format != FormatTable {
+		return p.data(d)
+	}
+	st := p.st()
+	def := &d.Tool
+	status := p.styled(cell{text: "usable", style: &st.ok})
+	if !d.Usable {
+		status = p.styled(cell{text: "not usable", style: &st.bad}) + fmt.Sprintf(" (gate %s, cause %s)", d.Gate, d.Cause)
+	}
+	p.line("%s  %s", st.bold.Render(def.Name), status)
+	p.line("namespace:   %s (source %s)", def.Namespace, def.Source)
+	p.line("class:       %s", def.Class())
+	p.line("requires:    %s on %s:%s", def.RequiredCapability.Action, def.RequiredCapability.Resource.Namespace,
+		kernel.JoinPath(def.RequiredCapability.Resource.Path))
+	p.line("description: %s", def.Description)
+	props, _ := def.InputSchema["properties"].(map[string]any)
+	if len(props) == 0 {
+		return nil
+	}
+	required := map[string]bool{}
+	if req, ok := def.InputSchema["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				required[s] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(props))
+	for n := range props {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	p.line("")
+	t := p.table("ARGUMENT", "TYPE", "REQUIRED", "-a FORM")
+	for _, n := range names {
+		prop, _ := props[n].(map[string]any)
+		typ := schemaType(prop)
+		form := "text"
+		switch typ {
+		case "":
+			typ, form = "any", "text (stays a string)"
+		case "array":
+			items, _ := prop["items"].(map[string]any)
+			switch schemaType(items) {
+			case "string":
+				typ, form = "path", "a/b/c"
+			case "array":
+				typ, form = "pathspec", "a/b,c/d"
+			default:
+				form = "JSON"
+			}
+		case "integer", "number":
+			form = "number"
+		case "boolean":
+			form = "true|false"
+		case "object":
+			form = "JSON"
+		}
+		t.row(n, typ, map[bool]string{true: "yes", false: "no"}[required[n]], form)
+	}
+	return t.render()
+}
+
+// ---- tools call ------------------------------------------------------------------
+
+// ToolsCallOptions are the options of `tools call`.
+type ToolsCallOptions struct {
+	f    *Factory
+	Name string
+	Args ArgsOptions
+}
+
+func newToolsCallCmd(f *Factory) *cobra.Command {
+	opts := &ToolsCallOptions{f: f}
+	c := &cobra.Command{
+		Use:   "call NAME",
+		Short: "Call a tool once, fully authorized",
+		Long: `Call a tool once. The call goes through every gate of the kernel (registered,
+namespace enabled, discoverable, arguments, requirement, authorization) and is audited.
+
+Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
+		Example: `  sharedos tools call files.read -a path=notes/todo.md
+  sharedos tools call files.create --args '{"path":["drafts","a.md"],"content":"hello"}'
+  echo '{"path":[]}' | sharedos tools call files.list --args-file -`,
+		Args:              exactArgs(1, "one tool name"),
+		ValidArgsFunction: completeToolNames,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			opts.Args.jsonSet = c.Flags().Changed("args")
+			return runToolsCall(c.Context(), opts)
+		},
+	}
+	opts.Args.bind(c.Flags())
+	return c
+}
+
+func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
+	f := opts.f
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	def := findDefinition(opts.Name)
+	args, err := opts.Args.build(f.IOStreams.In, def)
+	if err != nil {
+		return err
+	}
+	h, err := f.Host(ctx, hostNeeds{authority: true})
+	if err != nil {
+		return err
+	}
+	if h.GrantErr != nil {
+		warnGrants(f.IOStreams, h.GrantErr)
+	}
+	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
+
+	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
+	if opts.Name == kernel.EscalationToolName {
+		tools, err := h.Turn.ListTools(ctx, h.Ctx)
+		if err != nil {
+			return kernelError(err, h)
+		}
+		if kernel.EscalationOffered(tools) {
+			return escalate(ctx, p, h, call)
+		}
+	}
+
+	res := h.Turn.InvokeTool(ctx, h.Ctx, call)
+	if p.format != FormatTable {
+		if err := p.data(res); err != nil {
+			return err
+		}
+		return exitResult(res)
+	}
+	if err := printResultTable(ctx, p, h, def, res); err != nil {
+		return err
+	}
+	return exitResult(res)
+}
+
+func exitResult(res kernel.ToolResult) error {
+	if code := exitForStatus(res.Status); code != ExitOK {
+		return &resultExit{code: code}
+	}
+	return nil
+}
+
+// nsOnly is a resource provider that only names its namespace: enough to build a plane's
+// tool definitions without opening anything.
+type nsOnly string
+
+func (n nsOnly) Namespace() string { return string(n) }
+
+func (n nsOnly) Invoke(context.Context, kernel.ResourceOperation) (kernel.ResourceResult, error) {
+	return kernel.ResourceResult{}, errors.New("definition-only provider")
+}
+
+// staticDefinitions are the definitions of the tools every sharedos host registers (the
+// CLI has no per-context tool providers), built without a root, a database or a kernel.
+func staticDefinitions() []kernel.ToolDefinition {
+	files, _ := fsplane.Tools(nsOnly(fsplane.Namespace))
+	repo, _ := repoplane.Tools(nsOnly(repoplane.Namespace))
+	hs := append(append(files, repo...), kernel.EscalationTool())
+	defs := make([]kernel.ToolDefinition, len(hs))
+	for i := range hs {
+		defs[i] = hs[i].Definition
+	}
+	return defs
+}
+
+// findDefinition returns the definition of a registered tool, or nil (unknown names
+// still reach the kernel, which refuses and audits them). Arguments are coerced with it
+// before anything is opened, so bad arguments change no state.
+func findDefinition(name string) *kernel.ToolDefinition {
+	for _, d := range staticDefinitions() {
+		if d.Name == name {
+			return &d
+		}
+	}
+	return nil
+}
+
+// escalationOutput is what an escalated call prints.
+type escalationOutput struct {
+	Status     string            `json:"status"`
+	Escalation kernel.Escalation `json:"escalation"`
+}
+
+func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) error {
+	reason := kernel.EscalationReason(call.Arguments)
+	esc, err := h.Kernel.RecordEscalation(ctx, h.Ctx, reason, nil)
+	if err != nil {
+		return stateError(err, stateHint(h.Settings.State))
+	}
+	rec := sqlitestore.EscalationRecord{World: h.Ctx.NamespaceID, Owner: h.Ctx.Owner, TraceID: h.Ctx.TraceID,
+		CallID: call.ID, Escalation: esc}
+	if err := h.Store.RecordEscalation(ctx, rec); err != nil {
+		return stateError(err, stateHint(h.Settings.State))
+	}
+	out := escalationOutput{Status: "escalated", Escalation: esc}
+	if p.format != FormatTable {
+		if err := p.data(out); err != nil {
+			return err
+		}
+	} else {
+		st := p.st()
+		p.line("%s: the turn asks %s to decide", p.styled(cell{text: "escalated", style: &st.warn}), esc.Reviewer)
+		p.line("reason:    %s", esc.Reason)
+		p.line("requested: %s (status %s)", esc.RequestedAt, esc.Status)
+		p.line("hint: nothing was granted; a reviewer resolves it by adding a grant to the grant file (see 'sharedos escalations list')")
+	}
+	return &resultExit{code: ExitEscalated}
+}
+
+// printResultTable renders a result for a person: the output of a success as YAML, or
+// the refusal with its gate, cause, code and how to change the outcome.
+func printResultTable(ctx context.Context, p *printer, h *Host, def *kernel.ToolDefinition, res kernel.ToolResult) error {
+	st := p.st()
+	switch res.Status {
+	case kernel.StatusSucceeded:
+		p.line("%s %s (call %s)", p.styled(cell{text: "succeeded:", style: &st.ok}), res.Tool, res.CallID)
+		if res.Output == nil {
+			return nil
+		}
+		return writeYAML(p.ios.Out, res.Output)
+	case kernel.StatusDenied:
+		gate, cause := "", ""
+		if events, err := h.Store.ListAudit(ctx, sqlitestore.AuditFilter{OperationID: res.CallID, Oldest: true}); err == nil {
+			if ex := kernel.ExplainRefusal(res.CallID, events); ex != nil {
+				gate, cause = string(ex.Gate), ex.Cause
+			}
+		}
+		p.line("%s %s — %s", p.styled(cell{text: "denied:", style: &st.bad}), res.Error.Code, res.Error.Message)
+		p.line("gate:  %s", dash(gate))
+		if cause != "" {
+			p.line("cause: %s", cause)
+		}
+		p.line("hint: %s", refusalHint(def, res.Tool, gate, string(res.Error.Code), cause))
+	default:
+		p.line("%s %s — %s", p.styled(cell{text: "failed:", style: &st.bad}), res.Error.Code, res.Error.Message)
+		p.line("hint: %s", failureHint(res))
+	}
+	return nil
+}
+
+// refusalHint is one sentence on how to change a refusal's outcome.
+func refusalHint(def *kernel.ToolDefinition, tool, gate, code, cause string) string {
+	explain := fmt.Sprintf("run 'sharedos explain %s' with the same arguments for the grant to add", tool)
+	switch {
+	case cause == kernel.CauseNotRegistered:
+		return "no tool of this name is registered; 'sharedos tools list --all' lists the registered tools"
+	case cause == kernel.CauseNamespaceDisabled && def != nil:
+		return fmt.Sprintf("enable its tool namespace: 'sharedos namespaces enable %s' (or pass --namespaces %s for this run)", def.Namespace, def.Namespace)
+	case code == string(kernel.ReasonAuthorityUnavailable) || cause == string(kernel.ReasonAuthorityUnavailable):
+		return "the grant files were refused or could not be loaded; 'sharedos grants lint FILE' shows what is wrong"
+	case gate == string(kernel.GateCeiling):
+		return "the host ceiling of the config file (ceiling.frozenPaths / ceiling.frozenActions) refuses this; no grant can override it"
+	case code == string(kernel.ReasonGrantExhausted) || cause == string(kernel.ReasonGrantExhausted):
+		return "the matching grant has used all its maxUses; issue a new grant (" + explain + ")"
+	case code == string(kernel.ReasonDelegationChainInvalid) || code == string(kernel.ReasonDelegationChainUnverified):
+		return "the matching grant's delegation chain does not hold; 'sharedos grants lint FILE' shows the broken link"
+	case code == string(kernel.ReasonUsageStoreUnavailable) || code == string(kernel.ReasonHostPolicyUnavailable):
+		return "an infrastructure port failed (fail-closed); check the state database and retry"
+	case code == string(kernel.ReasonInvalidRequest):
+		return "the call names a resource of another owner; call it with --owner set to that owner"
+	case code == string(kernel.CodeTraceMismatch) || code == string(kernel.ReasonInvalidContext):
+		return "the context is invalid; check --now, --trace and --purpose"
+	case gate == string(kernel.GateGrant) || code == string(kernel.ReasonNoMatchingGrant):
+		return "no grant covers this call; " + explain
+	}
+	return explain
+}
+
+func failureHint(res kernel.ToolResult) string {
+	switch res.Error.Code {
+	case kernel.CodeInvalidToolArguments:
+		return fmt.Sprintf("correct the arguments; 'sharedos tools describe %s' shows what the tool takes", res.Tool)
+	case kernel.CodeToolCatalogUnavailable:
+		return "a tool provider failed; no partial catalogue is served"
+	case kernel.CodeEscalationNotTerminated:
+		return "sharedos.escalate ends a turn and is never executed"
+	}
+	if res.Error.Retryable != nil && *res.Error.Retryable {
+		return "the failure is transient; retry the call"
+	}
+	return "the call was allowed but the tool could not complete it; the message says why"
+}

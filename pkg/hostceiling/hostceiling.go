@@ -1,0 +1,102 @@
+// Package hostceiling is the host ceiling (spec 20 §3.5, ADR 0020) a sharedos host
+// configures in its config file: frozen resource paths and frozen actions that no grant
+// can reach. It only ever narrows an allow into a refusal; it never widens, never sees
+// grants beyond the decision it is shown, and keeps no state.
+package hostceiling
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// Ceiling refuses every request on a frozen path (or below it) and every frozen action.
+// The zero value refuses nothing. A Ceiling is immutable and safe for concurrent use.
+type Ceiling struct {
+	paths   []frozenPath
+	actions []frozenAction
+}
+
+type frozenPath struct {
+	namespace string
+	path      []string
+	spec      string
+}
+
+type frozenAction struct {
+	namespace string // "" = every resource namespace
+	action    string
+	spec      string
+}
+
+var _ kernel.HostCeiling = (*Ceiling)(nil)
+
+// New parses the ceiling's configuration. A frozen path is "namespace:seg/seg" (the
+// segments follow the contract's path rules; "namespace:" freezes the whole namespace);
+// a frozen action is "action" (in every resource namespace) or "namespace:action".
+func New(frozenPaths, frozenActions []string) (*Ceiling, error) {
+	c := &Ceiling{}
+	for _, spec := range frozenPaths {
+		ns, rest, ok := strings.Cut(spec, ":")
+		if !ok || strings.TrimSpace(ns) != ns || ns == "" {
+			return nil, fmt.Errorf("frozen path %q: want namespace:seg/seg (e.g. files:Workspace/secret)", spec)
+		}
+		var path []string
+		if rest != "" {
+			path = strings.Split(rest, "/")
+		}
+		if err := kernel.ValidatePath(path); err != nil {
+			return nil, fmt.Errorf("frozen path %q: %v", spec, err)
+		}
+		c.paths = append(c.paths, frozenPath{namespace: ns, path: path, spec: spec})
+	}
+	for _, spec := range frozenActions {
+		fa := frozenAction{action: spec, spec: spec}
+		if ns, act, ok := strings.Cut(spec, ":"); ok && !isAction(spec) {
+			fa.namespace, fa.action = ns, act
+		}
+		if strings.TrimSpace(fa.action) != fa.action || fa.action == "" || strings.TrimSpace(fa.namespace) != fa.namespace {
+			return nil, fmt.Errorf("frozen action %q: want action or namespace:action", spec)
+		}
+		c.actions = append(c.actions, fa)
+	}
+	return c, nil
+}
+
+// isAction reports whether spec is itself a standard action containing a colon
+// (snapshot:create and its kin), which "namespace:action" must not split; write
+// "files:snapshot:create" to freeze it in one namespace only.
+func isAction(spec string) bool {
+	return strings.HasPrefix(spec, "snapshot:")
+}
+
+// Empty reports whether the ceiling refuses nothing.
+func (c *Ceiling) Empty() bool { return c == nil || (len(c.paths) == 0 && len(c.actions) == 0) }
+
+// Narrow keeps allow unless req touches a frozen path or a frozen action; then it
+// returns a refusal with metadata {"ceiling": "frozen_path"|"frozen_action", "rule": spec}.
+func (c *Ceiling) Narrow(allow kernel.AuthorizationDecision, req kernel.CapabilityRequirement, _ kernel.AccessContext) (kernel.AuthorizationDecision, error) {
+	if rule, kind := c.refuses(req); rule != "" {
+		return kernel.AuthorizationDecision{Allowed: false, ReasonCode: kernel.ReasonHostPolicyDenied,
+			MatchedGrantID: allow.MatchedGrantID, Metadata: map[string]any{"ceiling": kind, "rule": rule}}, nil
+	}
+	return allow, nil
+}
+
+func (c *Ceiling) refuses(req kernel.CapabilityRequirement) (rule, kind string) {
+	if c == nil {
+		return "", ""
+	}
+	for _, fp := range c.paths {
+		if fp.namespace == req.Resource.Namespace && kernel.PathWithin(fp.path, req.Resource.Path) {
+			return fp.spec, "frozen_path"
+		}
+	}
+	for _, fa := range c.actions {
+		if fa.action == req.Action && (fa.namespace == "" || fa.namespace == req.Resource.Namespace) {
+			return fa.spec, "frozen_action"
+		}
+	}
+	return "", ""
+}

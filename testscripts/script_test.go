@@ -1,0 +1,146 @@
+// Package testscripts runs the end-to-end scripts of the sharedos command line: every
+// *.txtar file below this folder is a testscript (github.com/rogpeppe/go-internal) that
+// runs the real command, built into this test binary, in a sandbox.
+//
+// UPDATE_SCRIPTS=1 rewrites the expected output of `cmp` commands in place.
+package testscripts
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sharedos/sharedos/cmd"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"sharedos": func() { os.Exit(cmd.Main()) },
+	})
+}
+
+// TestScripts runs each folder of scripts as a subtest.
+func TestScripts(t *testing.T) {
+	dirs := scriptDirs(t)
+	for _, dir := range dirs {
+		t.Run(dir, func(t *testing.T) {
+			t.Parallel()
+			testscript.Run(t, params(dir))
+		})
+	}
+}
+
+func scriptDirs(t *testing.T) []string {
+	t.Helper()
+	set := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".txtar") {
+			set[filepath.Dir(path)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := make([]string, 0, len(set))
+	for d := range set {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	if len(dirs) == 0 {
+		t.Fatal("no scripts found")
+	}
+	return dirs
+}
+
+func params(dir string) testscript.Params {
+	return testscript.Params{
+		Dir:                 dir,
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		UpdateScripts:       os.Getenv("UPDATE_SCRIPTS") == "1",
+		Setup: func(env *testscript.Env) error {
+			// Never the real home or state: everything lives under the script's $WORK.
+			for k, sub := range map[string]string{"HOME": "home", "XDG_STATE_HOME": "xdg/state",
+				"XDG_CONFIG_HOME": "xdg/config", "XDG_CACHE_HOME": "xdg/cache"} {
+				p := filepath.Join(env.WorkDir, sub)
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					return err
+				}
+				env.Setenv(k, p)
+			}
+			// A fixed git identity for scripts that build repositories with the git binary.
+			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+			env.Setenv("GIT_AUTHOR_NAME", "Script")
+			env.Setenv("GIT_AUTHOR_EMAIL", "script@example.invalid")
+			env.Setenv("GIT_COMMITTER_NAME", "Script")
+			env.Setenv("GIT_COMMITTER_EMAIL", "script@example.invalid")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"appendfile": appendFile,
+			"sametext":   sameText,
+			"exits":      exits,
+		},
+	}
+}
+
+// appendfile DST SRC appends the content of SRC ("stdout" or "stderr" for the last
+// command's output) to the file DST.
+func appendFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: appendfile DST SRC")
+	}
+	data := ts.ReadFile(args[1])
+	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_WRONLY|os.O_APPEND, 0)
+	ts.Check(err)
+	_, err = f.WriteString(data)
+	ts.Check(err)
+	ts.Check(f.Close())
+}
+
+// sametext A B succeeds when files A and B have equal content (stdout/stderr allowed);
+// unlike cmp it never rewrites scripts and prints both on failure.
+func sameText(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: sametext A B")
+	}
+	a, b := ts.ReadFile(args[0]), ts.ReadFile(args[1])
+	eq := bytes.Equal([]byte(a), []byte(b))
+	if eq == neg {
+		ts.Fatalf("%s and %s %s:\n--- %s\n%s--- %s\n%s", args[0], args[1],
+			map[bool]string{true: "are equal", false: "differ"}[eq], args[0], a, args[1], b)
+	}
+}
+
+// exits N PROG [ARGS...] runs PROG like exec and requires its exit status to be N
+// (exec only distinguishes zero from non-zero).
+func exits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
