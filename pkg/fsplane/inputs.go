@@ -3,7 +3,6 @@ package fsplane
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -263,7 +262,20 @@ func decodeSnapshotListInput(in any) (SnapshotListInput, error) {
 	return v, nil
 }
 
-var snapshotIDRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,128}$`)
+// validSnapshotID reports whether s matches ^[A-Za-z0-9-]{1,128}$ (a hand-written check:
+// the regexp's {1,128} would cost a thousand allocations at every process start).
+func validSnapshotID(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 func decodeSnapshotRestoreInput(in any) (SnapshotRestoreInput, error) {
 	var v SnapshotRestoreInput
@@ -289,7 +301,7 @@ func decodeSnapshotRestoreInput(in any) (SnapshotRestoreInput, error) {
 		}
 	}
 	v.SnapshotID = kernel.JSTrim(v.SnapshotID)
-	if !snapshotIDRE.MatchString(v.SnapshotID) {
+	if !validSnapshotID(v.SnapshotID) {
 		shown := v.SnapshotID
 		if utf8.RuneCountInString(shown) > 64 {
 			shown = string([]rune(shown)[:64]) + "…"

@@ -395,7 +395,7 @@ func TestSnapshotsFile(t *testing.T) {
 	e := newEnv(t)
 	e.write("Workspace/scratch/draft.md", "seed draft")
 	c1 := e.ok("files.snapshot.create", jobj{"path": pth("Workspace", "scratch", "draft.md"), "label": "  before edit "})
-	if c1["label"] != "before edit" || c1["kind"] != "file" || !snapshotIDRE.MatchString(c1["snapshotId"].(string)) {
+	if c1["label"] != "before edit" || c1["kind"] != "file" || !validSnapshotID(c1["snapshotId"].(string)) {
 		t.Fatalf("create = %v", c1)
 	}
 	e.ok("files.replace", jobj{"path": pth("Workspace", "scratch", "draft.md"), "content": "edited"})

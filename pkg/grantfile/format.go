@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -112,17 +113,19 @@ func FormatGrantJSON(g kernel.CapabilityGrant) string {
 }
 
 var (
-	yamlPlainRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
-	yamlPlainIDRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	yamlReservedRE  = regexp.MustCompile(`^(?i:true|false|null|yes|no|on|off|y|n|nan|inf|infinity)$`)
-	yamlFloatLitRE  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+	yamlPlainRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`) })
+	yamlPlainIDRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
+	yamlReservedRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?i:true|false|null|yes|no|on|off|y|n|nan|inf|infinity)$`)
+	})
+	yamlFloatLitRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`) })
 	yamlLongKeySize = 512 // quoted keys longer than this use the explicit "? key : value" form
 )
 
 // yamlString writes s plain when it can only be read back as the same string, else
 // double-quoted.
 func yamlString(s string) string {
-	if yamlPlainRE.MatchString(s) && !yamlReservedRE.MatchString(s) {
+	if yamlPlainRE().MatchString(s) && !yamlReservedRE().MatchString(s) {
 		return s
 	}
 	return yamlQuote(s)
@@ -130,7 +133,7 @@ func yamlString(s string) string {
 
 // yamlAddress writes a in kind:id shorthand.
 func yamlAddress(a kernel.Address) string {
-	if yamlPlainRE.MatchString(string(a.Kind)) && yamlPlainIDRE.MatchString(a.ID) {
+	if yamlPlainRE().MatchString(string(a.Kind)) && yamlPlainIDRE().MatchString(a.ID) {
 		return string(a.Kind) + ":" + a.ID
 	}
 	return yamlQuote(string(a.Kind) + ":" + a.ID)
@@ -230,7 +233,7 @@ func writeYAMLFlow(b *strings.Builder, v any) {
 	case json.Number:
 		// A literal YAML would not resolve as a number (1e400 overflows) gets an explicit
 		// tag; the loader keeps a tagged number's literal text when it is valid JSON.
-		if _, err := strconv.ParseFloat(string(x), 64); err != nil || !yamlFloatLitRE.MatchString(string(x)) {
+		if _, err := strconv.ParseFloat(string(x), 64); err != nil || !yamlFloatLitRE().MatchString(string(x)) {
 			b.WriteString("!!float ")
 		}
 		b.WriteString(string(x))

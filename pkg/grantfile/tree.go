@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -177,7 +178,7 @@ type treeError struct {
 
 func (e *treeError) Error() string { return e.msg }
 
-var jsonNumberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+var jsonNumberRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`) })
 
 // ---------------------------------------------------------------------------------------
 // YAML
@@ -190,7 +191,7 @@ func (r *yamlReader) fail(line int, format string, args ...any) *treeError {
 	return &treeError{path: append([]string(nil), r.path...), line: line, msg: fmt.Sprintf(format, args...)}
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // yamlParserErrors are the messages of the YAML library's parser (as opposed to its
 // scanner): it reports their line 0-based, so one is added.
@@ -202,7 +203,7 @@ var yamlParserErrors = []string{
 
 func yamlSyntaxError(err error) *treeError {
 	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		for _, pe := range yamlParserErrors {
 			if strings.HasPrefix(m[2], pe) {
@@ -348,7 +349,7 @@ func (r *yamlReader) scalar(y *yaml.Node, tag string) (*node, *treeError) {
 		}
 		return &node{kind: kBool, s: strconv.FormatBool(b), line: y.Line}, nil
 	case "!!int", "!!float":
-		if jsonNumberRE.MatchString(y.Value) {
+		if jsonNumberRE().MatchString(y.Value) {
 			return &node{kind: kNum, s: y.Value, line: y.Line}, nil
 		}
 		var v any

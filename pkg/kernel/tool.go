@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"regexp"
 	"strings"
 )
 
@@ -38,11 +37,23 @@ type ToolDefinition struct {
 	Metadata           map[string]any        `json:"metadata,omitempty"`
 }
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+// validToolName reports whether s matches ^[A-Za-z0-9_.-]{1,128}$.
+func validToolName(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate applies the definition contract and its cross-field rules.
 func (d *ToolDefinition) Validate() error {
-	if !toolNameRE.MatchString(d.Name) {
+	if !validToolName(d.Name) {
 		return contractErr("name", "must be 1 to 128 characters of A-Z a-z 0-9 _ . -")
 	}
 	if n := UTF16Len(d.Description); n < 1 || n > 8192 {
