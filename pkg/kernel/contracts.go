@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // AddressKind is the tag of an Address.
@@ -140,7 +141,8 @@ func ValidatePathSegment(seg string) error {
 	if seg == "." || seg == ".." {
 		return contractErr("", "path segment %q is a traversal marker", seg)
 	}
-	first, last := []rune(seg)[0], []rune(seg)[len([]rune(seg))-1]
+	first, _ := utf8.DecodeRuneInString(seg)
+	last, _ := utf8.DecodeLastRuneInString(seg)
 	if IsJSSpace(first) || IsJSSpace(last) {
 		return contractErr("", "path segment %q has leading or trailing white space", seg)
 	}
