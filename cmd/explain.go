@@ -105,9 +105,6 @@ func runExplain(ctx context.Context, opts *ExplainOptions) error {
 	if err != nil {
 		return err
 	}
-	if h.GrantErr != nil {
-		warnGrants(f.IOStreams, h.GrantErr)
-	}
 	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 	ex, err := h.Turn.ExplainCall(ctx, h.Ctx, call)
 	if err != nil {

@@ -98,10 +98,11 @@ func (f *Factory) Host(ctx context.Context, needs hostNeeds) (*Host, error) {
 			gctx = lenientContext(s.Grants)
 		}
 	}
+	if h.GrantErr != nil {
+		// Once per run, whatever the command: the grants it runs under were refused.
+		warnGrants(f.IOStreams, h.GrantErr)
+	}
 	if h.Ctx, err = f.accessContext(s, gctx); err != nil {
-		if h.GrantErr != nil {
-			warnGrants(f.IOStreams, h.GrantErr)
-		}
 		return nil, err
 	}
 	h.CallID = s.CallID

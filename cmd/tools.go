@@ -71,9 +71,6 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	if err != nil {
 		return err
 	}
-	if h.GrantErr != nil {
-		warnGrants(f.IOStreams, h.GrantErr)
-	}
 	if opts.All {
 		statuses, err := allTools(ctx, h)
 		if err != nil {
@@ -213,9 +210,6 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 	if err != nil {
 		return err
 	}
-	if h.GrantErr != nil {
-		warnGrants(f.IOStreams, h.GrantErr)
-	}
 	gs, err := h.Turn.AllTools(ctx, h.Ctx)
 	if err != nil {
 		return kernelError(err, h)
@@ -343,9 +337,6 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 	h, err := f.Host(ctx, hostNeeds{authority: true})
 	if err != nil {
 		return err
-	}
-	if h.GrantErr != nil {
-		warnGrants(f.IOStreams, h.GrantErr)
 	}
 	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 

@@ -341,3 +341,46 @@ func TestSnapshotGrantSource(t *testing.T) {
 		t.Fatalf("allowed with an unparsable issuedAt: %+v", d)
 	}
 }
+
+// failingAudit refuses events of one type.
+type failingAudit struct {
+	memAudit
+	failType kernel.AuditEventType
+}
+
+func (a *failingAudit) Append(ctx context.Context, ev kernel.AuditEvent) error {
+	if ev.Type == a.failType {
+		return errors.New("audit down")
+	}
+	return a.memAudit.Append(ctx, ev)
+}
+
+// TestAuditFailureRefuses: a pre-effect audit write that fails refuses the operation
+// (fail-closed); the tool never runs.
+func TestAuditFailureRefuses(t *testing.T) {
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants)
+	for _, c := range []struct {
+		failType kernel.AuditEventType
+		status   kernel.ToolStatus
+		code     kernel.ReasonCode
+	}{
+		{kernel.EventAuthorityResolved, kernel.StatusDenied, kernel.ReasonAuthorityUnavailable},
+		{kernel.EventAuthorizationChecked, kernel.StatusFailed, kernel.CodeAuditUnavailable},
+	} {
+		ran := false
+		tool := echoTool("t.read", "read")
+		inner := tool.Invoke
+		tool.Invoke = func(ctx context.Context, actx kernel.AccessContext, call kernel.ParsedToolCall) (kernel.ToolResult, error) {
+			ran = true
+			return inner(ctx, actx, call)
+		}
+		k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{g}}, Audit: &failingAudit{failType: c.failType}})
+		if err := k.RegisterTool(tool); err != nil {
+			t.Fatal(err)
+		}
+		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["a"]}`))
+		if res.Status != c.status || res.Error.Code != c.code || ran {
+			t.Fatalf("%s failing: %+v (ran=%v), want %s %s", c.failType, res, ran, c.status, c.code)
+		}
+	}
+}
