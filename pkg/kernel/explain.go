@@ -48,7 +48,8 @@ func (e *CallExplanation) add(gate RefusalGate, code ReasonCode, cause, msg stri
 }
 
 // ExplainCall runs the InvokeTool pipeline as a dry run: nothing is consumed, nothing is
-// executed and nothing is audited. It returns an error only when the catalogue cannot
+// executed, and no decision or invocation is audited (only the turn's authority
+// resolution, once per turn, as for any operation). It returns an error only when the catalogue cannot
 // be resolved (ErrToolCatalogUnavailable) or the context is invalid.
 func (t *Turn) ExplainCall(ctx context.Context, actx AccessContext, call ToolCall) (*CallExplanation, error) {
 	if err := validContext(&actx); err != nil {
@@ -139,7 +140,7 @@ type ToolGateStatus struct {
 
 // AllTools lists every registered tool of the context with the first gate that hides it,
 // sorted by name: namespace off first, then no discovering grant. It is what an operator
-// needs to see why a tool is missing; nothing is audited.
+// needs to see why a tool is missing; no decision is audited.
 func (t *Turn) AllTools(ctx context.Context, actx AccessContext) ([]ToolGateStatus, error) {
 	if err := validContext(&actx); err != nil {
 		return nil, err
