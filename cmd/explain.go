@@ -93,19 +93,10 @@ const (
 
 func runExplain(ctx context.Context, opts *ExplainOptions) error {
 	f := opts.f
-	p, err := f.Printer()
+	p, h, call, err := prepareCall(ctx, f, opts.Name, &opts.Args)
 	if err != nil {
 		return err
 	}
-	args, err := opts.Args.build(f.IOStreams.In, findDefinition(opts.Name))
-	if err != nil {
-		return err
-	}
-	h, err := f.Host(ctx, hostNeeds{authority: true})
-	if err != nil {
-		return err
-	}
-	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 	ex, err := h.Turn.ExplainCall(ctx, h.Ctx, call)
 	if err != nil {
 		return kernelError(err, h)

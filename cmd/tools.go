@@ -323,22 +323,32 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 	return c
 }
 
-func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
-	f := opts.f
+// prepareCall is what `tools call` and `explain` share before the kernel: the printer,
+// the arguments (checked, and coerced by the tool's schema, before the state database is
+// touched), the host, and the call with the run's ids.
+func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (*printer, *Host, kernel.ToolCall, error) {
 	p, err := f.Printer()
 	if err != nil {
-		return err
+		return nil, nil, kernel.ToolCall{}, err
 	}
-	def := findDefinition(opts.Name)
-	args, err := opts.Args.build(f.IOStreams.In, def)
+	args, err := a.build(f.IOStreams.In, findDefinition(name))
 	if err != nil {
-		return err
+		return nil, nil, kernel.ToolCall{}, err
 	}
 	h, err := f.Host(ctx, hostNeeds{authority: true})
 	if err != nil {
+		return nil, nil, kernel.ToolCall{}, err
+	}
+	call := kernel.ToolCall{ID: h.CallID, Tool: name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
+	return p, h, call, nil
+}
+
+func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
+	f := opts.f
+	p, h, call, err := prepareCall(ctx, f, opts.Name, &opts.Args)
+	if err != nil {
 		return err
 	}
-	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 
 	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
 	if opts.Name == kernel.EscalationToolName {
@@ -358,7 +368,7 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 		}
 		return exitResult(res)
 	}
-	if err := printResultTable(ctx, p, h, def, res); err != nil {
+	if err := printResultTable(ctx, p, h, findDefinition(opts.Name), res); err != nil {
 		return err
 	}
 	return exitResult(res)
