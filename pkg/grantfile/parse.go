@@ -273,11 +273,8 @@ func build(name string, root *node) (*parsed, *Error) {
 	f.Grants = make([]kernel.CapabilityGrant, len(gs.kids))
 	p.grantNodes = gs.kids
 	seen := make(map[string]int, len(gs.kids))
-	var buf []byte
 	for i, gn := range gs.kids {
-		var err *Error
-		buf, err = b.grant(i, gn, world, buf[:0], &f.Grants[i], f.Derived)
-		if err != nil {
+		if err := b.grant(i, gn, world, &f.Grants[i], f.Derived); err != nil {
 			return nil, err
 		}
 		id := f.Grants[i].ID
@@ -385,10 +382,10 @@ func addressNode(a kernel.Address, line int) *node {
 }
 
 // grant fills the defaults of grant i, expands address shorthands and decodes it with
-// the kernel's strict decoder. buf is scratch space, returned for reuse.
-func (b *builder) grant(i int, gn *node, world string, buf []byte, out *kernel.CapabilityGrant, derived map[string]bool) ([]byte, *Error) {
+// the kernel's strict decoder.
+func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
 	if gn.kind != kObj {
-		return buf, b.grantErr(i, gn, "", nil, "a grant must be a mapping, not %s", gn.kind)
+		return b.grantErr(i, gn, "", nil, "a grant must be a mapping, not %s", gn.kind)
 	}
 	if v, _ := gn.get("namespaceId"); v == nil {
 		gn.put("namespaceId", strNode(world, 0))
@@ -403,39 +400,40 @@ func (b *builder) grant(i int, gn *node, world string, buf []byte, out *kernel.C
 	}
 	for _, k := range []string{"subject", "issuer"} {
 		if err := b.expand(i, gn, gn, k, k); err != nil {
-			return buf, err
+			return err
 		}
 	}
 	if caps, _ := gn.get("capabilities"); caps != nil && caps.kind == kArr {
 		for j, c := range caps.kids {
 			if r, _ := c.get("resource"); r != nil {
 				if err := b.expand(i, gn, r, "owner", "capabilities."+strconv.Itoa(j)+".resource.owner"); err != nil {
-					return buf, err
+					return err
 				}
 			}
 		}
 	}
-	// The kernel's decoder accepts a quoted number for maxUses and delegationDepth
-	// (encoding/json decodes "3" into a json.Number); a grant file may not.
+	// A quoted number for maxUses or delegationDepth is refused here already, with the
+	// YAML node kind in the message (the kernel would refuse it too).
 	if c, _ := gn.get("constraints"); c != nil && c.kind == kObj {
 		for _, k := range []string{"maxUses", "delegationDepth"} {
 			if v, _ := c.get(k); v != nil && v.kind != kNum {
-				return buf, b.grantErr(i, gn, "constraints."+k, nil, "must be an integer, not %s", v.kind)
+				return b.grantErr(i, gn, "constraints."+k, nil, "must be an integer, not %s", v.kind)
 			}
 		}
 	}
-	buf = appendJSON(buf, gn)
-	if err := json.Unmarshal(buf, out); err != nil {
+	g, err := kernel.DecodeGrantValue(nodeValue(gn))
+	if err != nil {
 		var ce *kernel.ContractError
 		if errors.As(err, &ce) {
-			return buf, b.grantErr(i, gn, ce.Field, err, "%s", ce.Message)
+			return b.grantErr(i, gn, ce.Field, err, "%s", ce.Message)
 		}
-		return buf, b.grantErr(i, gn, "", err, "%s", err.Error())
+		return b.grantErr(i, gn, "", err, "%s", err.Error())
 	}
+	*out = g
 	if noIssuedAt && out.ParentGrantID != "" {
 		derived[out.ID] = true
 	}
-	return buf, nil
+	return nil
 }
 
 // expand replaces the kind:id shorthand at parent[key] by the object form.

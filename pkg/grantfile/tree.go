@@ -2,6 +2,7 @@ package grantfile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -105,6 +106,32 @@ func lineOf(n *node, field string) int {
 }
 
 // appendJSON serializes the tree as compact JSON.
+// nodeValue turns n into the generic JSON value the kernel's strict decoders take
+// (numbers as json.Number, from their valid-JSON literal), without re-encoding it.
+func nodeValue(n *node) any {
+	switch n.kind {
+	case kBool:
+		return n.s == "true"
+	case kNum:
+		return json.Number(n.s)
+	case kStr:
+		return n.s
+	case kArr:
+		out := make([]any, len(n.kids))
+		for i, k := range n.kids {
+			out[i] = nodeValue(k)
+		}
+		return out
+	case kObj:
+		out := make(map[string]any, len(n.keys))
+		for i, k := range n.keys {
+			out[k] = nodeValue(n.kids[i])
+		}
+		return out
+	}
+	return nil
+}
+
 func appendJSON(b []byte, n *node) []byte {
 	switch n.kind {
 	case kNull:

@@ -78,29 +78,15 @@ func (a Address) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes the strict tagged-union form; the id is trimmed as an Identifier.
 func (a *Address) UnmarshalJSON(data []byte) error {
-	o, err := parseObject(data, "kind", "userId", "agentId", "conversationId", "serviceId")
+	v, err := decodeValue(data)
 	if err != nil {
 		return err
 	}
-	kind, _, err := o.str("kind", true)
+	out, err := addressFromValue(v)
 	if err != nil {
 		return err
 	}
-	k := AddressKind(kind)
-	key := k.idKey()
-	if key == "" {
-		return contractErr("kind", "must be one of human, agent, group, service")
-	}
-	for _, other := range []string{"userId", "agentId", "conversationId", "serviceId"} {
-		if other != key && o.has(other) {
-			return contractErr(other, "is not allowed for kind %q", kind)
-		}
-	}
-	id, _, err := o.identifier(key, true)
-	if err != nil {
-		return err
-	}
-	*a = Address{Kind: k, ID: id}
+	*a = out
 	return nil
 }
 
@@ -193,31 +179,13 @@ func (r ResourceRef) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes and validates a strict ResourceRef.
 func (r *ResourceRef) UnmarshalJSON(data []byte) error {
-	o, err := parseObject(data, "namespace", "path", "owner")
+	v, err := decodeValue(data)
 	if err != nil {
 		return err
 	}
-	var out ResourceRef
-	if out.Namespace, _, err = o.identifier("namespace", true); err != nil {
-		return err
-	}
-	path, ok, err := o.strs("path")
+	out, err := resourceFromValue(v)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return contractErr("path", "is required")
-	}
-	if err := ValidatePath(path); err != nil {
-		return prefixErr("path", err)
-	}
-	out.Path = path
-	if o.has("owner") {
-		var a Address
-		if err := json.Unmarshal(o.raw("owner"), &a); err != nil {
-			return prefixErr("owner", err)
-		}
-		out.Owner = &a
 	}
 	*r = out
 	return nil
@@ -260,40 +228,14 @@ type Capability struct {
 
 // UnmarshalJSON decodes a strict Capability.
 func (c *Capability) UnmarshalJSON(data []byte) error {
-	o, err := parseObject(data, "resource", "actions", "scope")
+	v, err := decodeValue(data)
 	if err != nil {
 		return err
 	}
-	var out Capability
-	if !o.has("resource") {
-		return contractErr("resource", "is required")
-	}
-	if err := json.Unmarshal(o.raw("resource"), &out.Resource); err != nil {
-		return prefixErr("resource", err)
-	}
-	acts, ok, err := o.strs("actions")
+	out, err := capabilityFromValue(v)
 	if err != nil {
 		return err
 	}
-	if !ok || len(acts) < 1 || len(acts) > 64 {
-		return contractErr("actions", "must list 1 to 64 actions")
-	}
-	for i, a := range acts {
-		t, err := boundedTrimmed("actions."+strconv.Itoa(i), a, 128)
-		if err != nil {
-			return err
-		}
-		acts[i] = t
-	}
-	out.Actions = acts
-	scope, _, err := o.str("scope", true)
-	if err != nil {
-		return err
-	}
-	if scope != string(ScopeExact) && scope != string(ScopeDescendants) {
-		return contractErr("scope", "must be \"exact\" or \"descendants\"")
-	}
-	out.Scope = Scope(scope)
 	*c = out
 	return nil
 }
@@ -310,64 +252,13 @@ type CapabilityConstraints struct {
 
 // UnmarshalJSON decodes strict constraints.
 func (c *CapabilityConstraints) UnmarshalJSON(data []byte) error {
-	o, err := parseObject(data, "purposes", "notBefore", "expiresAt", "maxUses", "delegationDepth")
+	v, err := decodeValue(data)
 	if err != nil {
 		return err
 	}
-	var out CapabilityConstraints
-	if ps, ok, err := o.strs("purposes"); err != nil {
+	out, err := constraintsFromValue(v)
+	if err != nil {
 		return err
-	} else if ok {
-		if len(ps) < 1 || len(ps) > 64 {
-			return contractErr("purposes", "must list 1 to 64 purposes")
-		}
-		for i, p := range ps {
-			t, err := boundedTrimmed("purposes."+strconv.Itoa(i), p, 512)
-			if err != nil {
-				return err
-			}
-			ps[i] = t
-		}
-		out.Purposes = ps
-	}
-	for _, k := range []string{"notBefore", "expiresAt"} {
-		s, ok, err := o.str(k, false)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if _, err := ParseTimestamp(s); err != nil {
-				return contractErr(k, "must be an RFC 3339 date-time with an offset")
-			}
-			if k == "notBefore" {
-				out.NotBefore = s
-			} else {
-				out.ExpiresAt = s
-			}
-		}
-	}
-	if n, ok, err := o.integer("maxUses"); err != nil {
-		return err
-	} else if ok {
-		if n < 1 {
-			return contractErr("maxUses", "must be a positive integer")
-		}
-		out.MaxUses = &n
-	}
-	if n, ok, err := o.integer("delegationDepth"); err != nil {
-		return err
-	} else if ok {
-		if n < 0 {
-			return contractErr("delegationDepth", "must be a non-negative integer")
-		}
-		out.DelegationDepth = &n
-	}
-	if out.NotBefore != "" && out.ExpiresAt != "" {
-		nb, _ := ParseTimestamp(out.NotBefore)
-		ex, _ := ParseTimestamp(out.ExpiresAt)
-		if nb > ex {
-			return contractErr("notBefore", "is after expiresAt")
-		}
 	}
 	*c = out
 	return nil
@@ -393,81 +284,13 @@ var grantKeys = []string{"id", "namespaceId", "subject", "issuer", "capabilities
 
 // UnmarshalJSON decodes and validates a strict grant.
 func (g *CapabilityGrant) UnmarshalJSON(data []byte) error {
-	o, err := parseObject(data, grantKeys...)
+	v, err := decodeValue(data)
 	if err != nil {
 		return err
 	}
-	var out CapabilityGrant
-	if out.ID, _, err = o.identifier("id", true); err != nil {
+	out, err := DecodeGrantValue(v)
+	if err != nil {
 		return err
-	}
-	if out.NamespaceID, _, err = o.identifier("namespaceId", true); err != nil {
-		return err
-	}
-	for _, k := range []string{"subject", "issuer"} {
-		if !o.has(k) {
-			return contractErr(k, "is required")
-		}
-		var a Address
-		if err := json.Unmarshal(o.raw(k), &a); err != nil {
-			return prefixErr(k, err)
-		}
-		if k == "subject" {
-			out.Subject = a
-		} else {
-			out.Issuer = a
-		}
-	}
-	if !o.has("capabilities") {
-		return contractErr("capabilities", "is required")
-	}
-	var caps []json.RawMessage
-	if isNull(o.raw("capabilities")) || json.Unmarshal(o.raw("capabilities"), &caps) != nil {
-		return contractErr("capabilities", "must be an array")
-	}
-	if len(caps) < 1 || len(caps) > 64 {
-		return contractErr("capabilities", "must list 1 to 64 capabilities")
-	}
-	out.Capabilities = make([]Capability, len(caps))
-	for i, raw := range caps {
-		if err := json.Unmarshal(raw, &out.Capabilities[i]); err != nil {
-			return prefixErr("capabilities."+strconv.Itoa(i), err)
-		}
-	}
-	if !o.has("constraints") {
-		return contractErr("constraints", "is required (it may be {})")
-	}
-	if err := json.Unmarshal(o.raw("constraints"), &out.Constraints); err != nil {
-		return prefixErr("constraints", err)
-	}
-	for _, k := range []string{"issuedAt", "revokedAt"} {
-		s, ok, err := o.str(k, k == "issuedAt")
-		if err != nil {
-			return err
-		}
-		if ok {
-			if _, err := ParseTimestamp(s); err != nil {
-				return contractErr(k, "must be an RFC 3339 date-time with an offset")
-			}
-			if k == "issuedAt" {
-				out.IssuedAt = s
-			} else {
-				out.RevokedAt = s
-			}
-		}
-	}
-	if p, ok, err := o.identifier("parentGrantId", false); err != nil {
-		return err
-	} else if ok {
-		if p == out.ID {
-			return contractErr("parentGrantId", "must differ from id")
-		}
-		out.ParentGrantID = p
-	}
-	if m, ok, err := o.jsonObject("metadata"); err != nil {
-		return err
-	} else if ok {
-		out.Metadata = m
 	}
 	*g = out
 	return nil

@@ -137,53 +137,6 @@ func (o *strictObject) str(key string, required bool) (string, bool, error) {
 	return s, true, nil
 }
 
-func (o *strictObject) boolean(key string) (bool, bool, error) {
-	raw, ok := o.fields[key]
-	if !ok {
-		return false, false, nil
-	}
-	var b bool
-	if isNull(raw) || json.Unmarshal(raw, &b) != nil {
-		return false, false, contractErr(key, "must be a boolean")
-	}
-	return b, true, nil
-}
-
-// integer decodes an integral JSON number (1.0 is accepted, 1.5 is not, as zod's int()).
-func (o *strictObject) integer(key string) (int64, bool, error) {
-	raw, ok := o.fields[key]
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := parseInt(raw)
-	if err != nil {
-		return 0, false, contractErr(key, "%s", err.Error())
-	}
-	return n, true, nil
-}
-
-func parseInt(raw json.RawMessage) (int64, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-		// json.Number would accept a quoted number ("3"); the contract wants a number.
-		return 0, errors.New("must be an integer")
-	}
-	var f json.Number
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if isNull(raw) || d.Decode(&f) != nil {
-		return 0, errors.New("must be an integer")
-	}
-	if i, err := f.Int64(); err == nil {
-		return i, nil
-	}
-	fl, err := f.Float64()
-	if err != nil || fl != float64(int64(fl)) || fl > 9007199254740991 || fl < -9007199254740991 {
-		return 0, errors.New("must be an integer")
-	}
-	return int64(fl), nil
-}
-
 // strings decodes an array of strings.
 func (o *strictObject) strs(key string) ([]string, bool, error) {
 	raw, ok := o.fields[key]
@@ -198,19 +151,6 @@ func (o *strictObject) strs(key string) ([]string, bool, error) {
 		s = []string{}
 	}
 	return s, true, nil
-}
-
-// jsonObject decodes an arbitrary JSON object member.
-func (o *strictObject) jsonObject(key string) (map[string]any, bool, error) {
-	raw, ok := o.fields[key]
-	if !ok {
-		return nil, false, nil
-	}
-	m, err := decodeJSONObject(raw)
-	if err != nil {
-		return nil, false, contractErr(key, "must be a JSON object")
-	}
-	return m, true, nil
 }
 
 func decodeJSONObject(raw json.RawMessage) (map[string]any, error) {
