@@ -44,6 +44,27 @@ func versionConflict(path []string, current string) error {
 	return failed(CodeVersionConflict, "%s has changed: its current version is %s, not the expectedVersion given; read it again and retry; nothing was changed", show(path), current)
 }
 
+// lockedParent opens the directory that holds path (creating missing directories when
+// mkdir), takes its write lock and removes temporary files a crashed writer left. With
+// versioned (an expectedVersion was given), a missing parent is a version conflict: the
+// write must change nothing. release unlocks and closes, in that order.
+func (p *Provider) lockedParent(ctx context.Context, path []string, mkdir, versioned bool) (dirRef, string, *os.File, func(), error) {
+	parent, name, err := p.openParent(path, mkdir)
+	if err != nil {
+		if oe := (*opError)(nil); errors.As(err, &oe) && oe.code == CodeNotFound && versioned {
+			return dirRef{}, "", nil, nil, versionConflict(path, "")
+		}
+		return dirRef{}, "", nil, nil, err
+	}
+	dirf, unlock, err := lockDir(ctx, parent.r)
+	if err != nil {
+		parent.release()
+		return dirRef{}, "", nil, nil, err
+	}
+	cleanTemps(parent.r, dirf)
+	return parent, name, dirf, func() { unlock(); parent.release() }, nil
+}
+
 func (p *Provider) write(ctx context.Context, action string, path []string, in WriteInput) (any, error) {
 	if len(path) == 0 {
 		return nil, failed(CodeNotAFile, "the root is a directory; name a file inside it")
@@ -51,20 +72,11 @@ func (p *Provider) write(ctx context.Context, action string, path []string, in W
 	data := ContentBytes(in.Content)
 	// Missing directories are created for create and append, but never when a version
 	// is expected (the write will fail, and must change nothing).
-	parent, name, err := p.openParent(path, action != ActionReplace && in.ExpectedVersion == nil)
-	if err != nil {
-		if oe := (*opError)(nil); errors.As(err, &oe) && oe.code == CodeNotFound && in.ExpectedVersion != nil {
-			return nil, versionConflict(path, "")
-		}
-		return nil, err
-	}
-	defer parent.release()
-	dirf, unlock, err := lockDir(ctx, parent.r)
+	parent, name, dirf, release, err := p.lockedParent(ctx, path, action != ActionReplace && in.ExpectedVersion == nil, in.ExpectedVersion != nil)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	cleanTemps(parent.r, dirf)
+	defer release()
 
 	fi, err := parent.r.Lstat(name)
 	exists := err == nil

@@ -307,20 +307,11 @@ func (p *Provider) restoreFile(ctx context.Context, path []string, rec *Snapshot
 	if err != nil {
 		return nil, err
 	}
-	parent, name, err := p.openParent(path, expected == nil)
-	if err != nil {
-		if oe := (*opError)(nil); errors.As(err, &oe) && oe.code == CodeNotFound && expected != nil {
-			return nil, versionConflict(path, "")
-		}
-		return nil, err
-	}
-	defer parent.release()
-	dirf, unlock, err := lockDir(ctx, parent.r)
+	parent, name, dirf, release, err := p.lockedParent(ctx, path, expected == nil, expected != nil)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	cleanTemps(parent.r, dirf)
+	defer release()
 	out := SnapshotRestoreOutput{Path: path, SnapshotID: rec.ID, Kind: SnapshotFile, Version: Version(data)}
 	fi, err := parent.r.Lstat(name)
 	exists := err == nil
