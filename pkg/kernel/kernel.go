@@ -25,17 +25,17 @@ import (
 )
 
 // Config wires a Kernel's ports. Only Grants is required for authority; a nil port
-// disables what depends on it (see each port's doc).
+// disables what depends on it (see each port's doc). Tools and per-context tool
+// providers are added with RegisterTool and RegisterToolProvider, which report errors.
 type Config struct {
-	Grants        GrantSource
-	Resolver      DelegationChainResolver
-	Usage         UsageStore
-	Ceiling       HostCeiling
-	Verifier      GrantVerifier
-	Revocation    GrantRevocationSource
-	Settings      ToolNamespaceSettingsStore
-	Audit         AuditSink
-	ToolProviders []ContextToolProvider
+	Grants     GrantSource
+	Resolver   DelegationChainResolver
+	Usage      UsageStore
+	Ceiling    HostCeiling
+	Verifier   GrantVerifier
+	Revocation GrantRevocationSource
+	Settings   ToolNamespaceSettingsStore
+	Audit      AuditSink
 	// MaxGrants bounds the grants one context may resolve (default DefaultMaxGrants).
 	MaxGrants int
 	// NewID mints audit event ids (default: 128 random bits, hex).
@@ -64,11 +64,6 @@ func New(cfg Config) *Kernel {
 	k := &Kernel{cfg: cfg, static: make(map[string]*registered)}
 	k.authz = Authorizer{Resolver: cfg.Resolver, Usage: cfg.Usage, Ceiling: cfg.Ceiling,
 		Verifier: cfg.Verifier, Revocation: cfg.Revocation}
-	for _, p := range cfg.ToolProviders {
-		if err := k.RegisterToolProvider(p); err != nil {
-			panic(err) // a programming error in the host's wiring
-		}
-	}
 	if k.cfg.NewID == nil {
 		k.cfg.NewID = randomID
 	}
