@@ -125,8 +125,10 @@ func ApplyToolNamespaceUpdate(current []string, update ToolNamespaceUpdate) ([]s
 }
 
 // SortLocale sorts strings in an order close to JavaScript's localeCompare for the
-// identifier-like strings the contract sorts: case-insensitive first, lower case before
-// upper case on a tie, then by code point.
+// identifier-like strings the contract sorts: case-insensitive first (ASCII folding),
+// lower case before upper case on a tie, then by code point. Non-ASCII letters sort by
+// code point, after ASCII — unlike ICU, which would sort "é" with "e"; namespace and
+// source names are ASCII in practice.
 func SortLocale(s []string) {
 	sort.Slice(s, func(i, j int) bool { return LocaleLess(s[i], s[j]) })
 }
