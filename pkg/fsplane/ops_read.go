@@ -187,13 +187,7 @@ func (p *Provider) readWhole(path []string) ([]byte, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	defer parent.release()
-	f, st, err := openFileIn(parent.r, name, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	b, err := readAll(f, st.Size())
-	return b, st, err
+	return readFileIn(parent.r, name, path)
 }
 
 func readAll(f *os.File, size int64) ([]byte, error) {

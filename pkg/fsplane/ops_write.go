@@ -98,13 +98,8 @@ func (p *Provider) write(ctx context.Context, action string, path []string, in W
 		}
 		mode = fi.Mode().Perm()
 		if action == ActionAppend || in.ExpectedVersion != nil {
-			f, st, err := openFileIn(parent.r, name, path)
-			if err != nil {
-				return nil, err
-			}
-			old, err = readAll(f, st.Size())
-			f.Close()
-			if err != nil {
+			var st os.FileInfo
+			if old, st, err = readFileIn(parent.r, name, path); err != nil {
 				return nil, err
 			}
 			mode = st.Mode().Perm()
@@ -274,12 +269,7 @@ func (p *Provider) delete(ctx context.Context, path []string, in DeleteInput) (a
 			if !fi.Mode().IsRegular() {
 				return nil, failed(CodeNotAFile, "%s is not a regular file; it has no version", show(path))
 			}
-			f, st, err := openFileIn(parent.r, name, path)
-			if err != nil {
-				return nil, err
-			}
-			old, err := readAll(f, st.Size())
-			f.Close()
+			old, _, err := readFileIn(parent.r, name, path)
 			if err != nil {
 				return nil, err
 			}

@@ -328,12 +328,7 @@ func (p *Provider) restoreFile(ctx context.Context, path []string, rec *Snapshot
 		case !fi.Mode().IsRegular():
 			return nil, failed(CodeNotAFile, "%s is not a regular file", show(path))
 		}
-		f, st, err := openFileIn(parent.r, name, path)
-		if err != nil {
-			return nil, err
-		}
-		old, err := readAll(f, st.Size())
-		f.Close()
+		old, st, err := readFileIn(parent.r, name, path)
 		if err != nil {
 			return nil, err
 		}
@@ -565,12 +560,7 @@ func (r *restorer) putFile(dir *os.Root, dirf *os.File, name string, path []stri
 	if exists {
 		mode = fi.Mode().Perm()
 		if fi.Size() == e.Size {
-			f, st, err := openFileIn(dir, name, path)
-			if err != nil {
-				return err
-			}
-			old, err := readAll(f, st.Size())
-			f.Close()
+			old, _, err := readFileIn(dir, name, path)
 			if err != nil {
 				return err
 			}
