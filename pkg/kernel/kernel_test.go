@@ -384,3 +384,35 @@ func TestAuditFailureRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogHash: the catalogue identity in audit is the same for the same definitions
+// (whatever the registration order) and changes when a definition changes.
+func TestCatalogHash(t *testing.T) {
+	hashOf := func(tools ...kernel.ToolHandler) string {
+		audit := &memAudit{}
+		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}, audit, tools...)
+		if _, err := k.ListTools(context.Background(), testContext()); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range audit.all() {
+			if ev.Type == kernel.EventToolCatalogListed {
+				h, _ := ev.Metadata["catalogHash"].(string)
+				if len(h) != 64 {
+					t.Fatalf("catalogHash %q", h)
+				}
+				return h
+			}
+		}
+		t.Fatal("no tool.catalog.listed event")
+		return ""
+	}
+	a, b := echoTool("t.a", "read"), echoTool("t.b", "read")
+	if hashOf(a, b) != hashOf(b, a) {
+		t.Fatal("registration order changed the catalogue hash")
+	}
+	changed := echoTool("t.b", "read")
+	changed.Definition.Description = "another description"
+	if hashOf(a, b) == hashOf(a, changed) {
+		t.Fatal("a changed definition kept the catalogue hash")
+	}
+}
