@@ -90,8 +90,8 @@ func TestArgsErrors(t *testing.T) {
 			if !errors.As(err, &ee) {
 				t.Fatalf("got %v, want an *ExitError", err)
 			}
-			if ee.Code != ExitUsage || ee.Kind != tc.kind || !strings.Contains(ee.Message, tc.text) {
-				t.Fatalf("got exit %d %s %q, want exit 2 %s containing %q", ee.Code, ee.Kind, ee.Message, tc.kind, tc.text)
+			if ee.ExitCode != ExitUsage || ee.ErrorCode != tc.kind || !strings.Contains(ee.Message, tc.text) {
+				t.Fatalf("got exit %d %s %q, want exit 2 %s containing %q", ee.ExitCode, ee.ErrorCode, ee.Message, tc.kind, tc.text)
 			}
 		})
 	}

@@ -102,8 +102,8 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 			oc.style = &st.warn
 		}
 		reason := string(ev.Reason)
-		if ev.Cause != "" && ev.Cause != reason {
-			reason += " (" + ev.Cause + ")"
+		if ev.Cause != "" && string(ev.Cause) != reason {
+			reason += " (" + string(ev.Cause) + ")"
 		}
 		t.rowCells(cell{text: ev.At}, cell{text: string(ev.Type)}, oc, cell{text: dash(ev.Tool)},
 			cell{text: dash(reason)}, cell{text: dash(string(kernel.ClassifyRefusal(ev)))}, cell{text: dash(shortID(ev.OperationID))})

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"github.com/sharedos/sharedos/pkg/host"
 	"errors"
 	"io/fs"
 	"os"
@@ -53,27 +54,8 @@ func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
 // Settings are the resolved configuration of one run: every value after flag > env >
 // config file > default, with paths made absolute.
 type Settings struct {
-	ConfigFile string // absolute; "" when no configuration file was read
-
-	Root   string   // absolute
-	State  string   // absolute
-	Grants []string // absolute
-
-	As, Owner, Authority string // raw addresses ("" when unset)
-	World, Purpose       string // "" when unset (the grant files' context decides)
-	Now                  string // raw --now ("" = wall clock)
-	Namespaces           []string
-	NamespacesSet        bool
-	Trace, CallID        string
-	Output               string // "" = default for the terminal
-
-	DefaultNamespaces []string
-	MaxGrants         int
-	RepoAuthorName    string
-	RepoAuthorEmail   string
-	CeilingNamespaces []string
-	FrozenPaths       []string
-	FrozenActions     []string
+	host.Settings
+	Output string // "" = default for the terminal
 }
 
 // keyKind is the type of a configuration key.
@@ -305,7 +287,7 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	}
 	s.RepoAuthorName = v.GetString("repo.author.name")
 	s.RepoAuthorEmail = v.GetString("repo.author.email")
-	s.CeilingNamespaces = v.GetStringSlice("ceiling.namespaces")
+	s.ForbiddenNamespaces = v.GetStringSlice("ceiling.namespaces")
 	s.FrozenPaths = v.GetStringSlice("ceiling.frozenPaths")
 	s.FrozenActions = v.GetStringSlice("ceiling.frozenActions")
 

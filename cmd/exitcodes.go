@@ -33,14 +33,14 @@ const (
 	CodeConfigInvalid          = "config_invalid"
 )
 
-// ExitError is a command failure: it carries the exit code, the envelope code, a
-// lowercase message and an optional hint. Err is the cause, if any.
+// ExitError is a command failure: it carries the process exit code, the error code of
+// the JSON envelope, a lowercase message and an optional hint. Err is the cause, if any.
 type ExitError struct {
-	Code    int
-	Kind    string
-	Message string
-	Hint    string
-	Err     error
+	ExitCode  int
+	ErrorCode string
+	Message   string
+	Hint      string
+	Err       error
 }
 
 func (e *ExitError) Error() string { return e.Message }
@@ -50,33 +50,33 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // usageError is exit 2, invalid_request.
 func usageError(hint, format string, args ...any) *ExitError {
-	return &ExitError{Code: ExitUsage, Kind: CodeInvalidRequest, Message: fmt.Sprintf(format, args...), Hint: hint}
+	return &ExitError{ExitCode: ExitUsage, ErrorCode: CodeInvalidRequest, Message: fmt.Sprintf(format, args...), Hint: hint}
 }
 
 // argumentsError is exit 2, invalid_arguments (tool arguments that are not a JSON object).
 func argumentsError(hint, format string, args ...any) *ExitError {
-	return &ExitError{Code: ExitUsage, Kind: CodeInvalidArguments, Message: fmt.Sprintf(format, args...), Hint: hint}
+	return &ExitError{ExitCode: ExitUsage, ErrorCode: CodeInvalidArguments, Message: fmt.Sprintf(format, args...), Hint: hint}
 }
 
 // stateError is exit 1, state_unavailable.
 func stateError(err error, hint string) *ExitError {
-	return &ExitError{Code: ExitCommandFailed, Kind: CodeStateUnavailable, Message: err.Error(), Hint: hint, Err: err}
+	return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeStateUnavailable, Message: err.Error(), Hint: hint, Err: err}
 }
 
 // configError is exit 1: the configuration file is unreadable or invalid.
 func configError(hint, format string, args ...any) *ExitError {
-	return &ExitError{Code: ExitCommandFailed, Kind: CodeConfigInvalid, Message: fmt.Sprintf(format, args...), Hint: hint}
+	return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeConfigInvalid, Message: fmt.Sprintf(format, args...), Hint: hint}
 }
 
 // internalError is exit 1, internal_error.
 func internalError(err error) *ExitError {
-	return &ExitError{Code: ExitCommandFailed, Kind: CodeInternalError, Message: err.Error(), Err: err}
+	return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: err.Error(), Err: err}
 }
 
 // catalogError maps a kernel catalogue failure: tool_catalog_unavailable, exit 1.
 func catalogError(err error) *ExitError {
 	if errors.Is(err, kernel.ErrToolCatalogUnavailable) {
-		return &ExitError{Code: ExitCommandFailed, Kind: CodeToolCatalogUnavailable, Message: err.Error(),
+		return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeToolCatalogUnavailable, Message: err.Error(),
 			Hint: "a tool provider failed or two tools share a name; no partial catalogue is served", Err: err}
 	}
 	return internalError(err)
@@ -111,7 +111,7 @@ func exitCodeOf(err error) int {
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
-		return ee.Code
+		return ee.ExitCode
 	}
 	return ExitCommandFailed
 }

@@ -53,7 +53,7 @@ type explanation struct {
 	Tool         string                        `json:"tool"`
 	Allowed      bool                          `json:"allowed"`
 	Refusal      *refusal                      `json:"refusal,omitempty"`
-	Findings     []kernel.GateFinding          `json:"findings"`
+	Findings     []kernel.Finding              `json:"findings"`
 	Requirement  *kernel.CapabilityRequirement `json:"requirement,omitempty"`
 	MatchedGrant *kernel.CapabilityGrant       `json:"matchedGrant,omitempty"`
 	Candidates   []candidate                   `json:"candidates"`
@@ -62,9 +62,9 @@ type explanation struct {
 }
 
 type refusal struct {
-	Gate  kernel.RefusalGate `json:"gate"`
-	Code  kernel.ReasonCode  `json:"code"`
-	Cause string             `json:"cause,omitempty"`
+	Gate  kernel.Gate       `json:"gate"`
+	Code  kernel.ReasonCode `json:"code"`
+	Cause kernel.Cause      `json:"cause,omitempty"`
 }
 
 // candidate is a grant the decision considered, and why it did not authorize the call.
@@ -97,10 +97,7 @@ func runExplain(ctx context.Context, opts *ExplainOptions) error {
 	if err != nil {
 		return err
 	}
-	ex, err := h.Turn.ExplainCall(ctx, h.Ctx, call)
-	if err != nil {
-		return kernelError(err, h)
-	}
+	ex := h.Turn.ExplainCall(ctx, call)
 	out := buildExplanation(ctx, h, ex)
 	if opts.PrintGrant {
 		for _, fx := range out.Fixes {
@@ -128,7 +125,7 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 		fd := ex.Findings[0]
 		out.Refusal = &refusal{Gate: fd.Gate, Code: fd.Code, Cause: fd.Cause}
 	}
-	auth := h.Turn.Authority(ctx, h.Ctx)
+	auth := h.Turn.Authority(ctx)
 	if ex.Allowed && ex.Decision != nil && ex.Decision.MatchedGrantID != "" {
 		if g := auth.Grant(ex.Decision.MatchedGrantID); g != nil {
 			c := grantfile.CloneGrant(g)
@@ -156,7 +153,8 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 	}
 	// The index offers only grants with the requested action; for a refusal, also name
 	// the grants that reach the same resource namespace and say what they lack.
-	if !ex.Allowed && ex.Requirement != nil && auth.Unavailable() == "" {
+	decisionRefused := ex.Decision != nil && !ex.Decision.Allowed
+	if decisionRefused && ex.Requirement != nil && auth.Unavailable() == "" {
 		for _, g := range auth.Grants() {
 			if seen[g.ID] || !reachesNamespace(g, ex.Requirement.Resource.Namespace) {
 				continue
@@ -166,13 +164,24 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 				Rejected: capabilityMiss(g, *ex.Requirement, h.Ctx.Owner)})
 		}
 	}
-	// Fixes, one per kind of refusing gate.
+	// Fixes, one per kind of refusing gate. While the namespace is off no grant fix is
+	// offered: enabling it comes first, and explain then says what grant is still missing.
+	namespaceOff := false
+	for _, fd := range ex.Findings {
+		if fd.Cause == kernel.CauseNamespaceDisabled {
+			namespaceOff = true
+		}
+	}
 	addedGrant := false
 	for _, fd := range ex.Findings {
 		switch {
 		case fd.Cause == kernel.CauseNamespaceDisabled:
+			msg := "enable the tool namespace first"
+			if decisionRefused {
+				msg += "; the call would still be refused, so run explain again for the grant to add"
+			}
 			out.Fixes = append(out.Fixes, fix{Kind: FixEnableNamespace, Namespace: ex.Namespace,
-				Command: "sharedos namespaces enable " + ex.Namespace})
+				Command: "sharedos namespaces enable " + ex.Namespace, Message: msg})
 		case fd.Code == kernel.CodeInvalidToolArguments || fd.Code == kernel.CodeToolRequirementResolutionFailed:
 			msg := fd.Message
 			if ex.ArgumentsError != "" {
@@ -180,8 +189,8 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 			}
 			out.Fixes = append(out.Fixes, fix{Kind: FixArguments,
 				Message: fmt.Sprintf("%s; 'sharedos tools describe %s' shows what the tool takes", msg, ex.Tool)})
-		case fd.Gate == kernel.GateGrant && !addedGrant && ex.Requirement != nil:
-			g := fixGrant(h.Ctx, *ex.Requirement)
+		case fd.Gate == kernel.GateGrant && !addedGrant && !namespaceOff && ex.Requirement != nil:
+			g := fixGrant(h.Ctx, *ex.Requirement, replacedCandidate(auth, ex.DecisionDiag))
 			out.Fixes = append(out.Fixes, fix{Kind: FixAddGrant, Grant: &g, YAML: grantfile.FormatGrantYAML(g)})
 			addedGrant = true
 		}
@@ -189,11 +198,39 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 	return out
 }
 
+// replacedCandidate is the rejected candidate a grant fix replaces: the first candidate
+// of the execution decision that failed for a reason a new grant can fix (the resource or
+// action, its window, its purpose, its spent uses), with that reason; nil when none.
+func replacedCandidate(auth *kernel.Authority, diag *kernel.Diagnostic) *rejectedCandidate {
+	if diag == nil {
+		return nil
+	}
+	for _, r := range diag.RejectedGrants {
+		switch r.Reason {
+		case kernel.RejectCapability, kernel.RejectWindow, kernel.RejectPurpose, kernel.RejectExhausted:
+			if g := auth.Grant(r.GrantID); g != nil {
+				return &rejectedCandidate{grant: g, reason: r.Reason}
+			}
+		}
+	}
+	return nil
+}
+
+// rejectedCandidate is a candidate grant and why the decision rejected it.
+type rejectedCandidate struct {
+	grant  *kernel.CapabilityGrant
+	reason kernel.RejectReason
+}
+
 // fixGrant is the grant that covers exactly req for the context: subject = actor, issuer
 // = authority, in the context's world, one exact capability on the requirement's
 // resource (owner = the context's owner) with its one action, issued at the turn's
-// instant. Its id is derived from the requirement, so the same ask gives the same grant.
-func fixGrant(actx kernel.AccessContext, req kernel.CapabilityRequirement) kernel.CapabilityGrant {
+// instant (so it is active under a pinned --now too). Its id is derived from the
+// requirement, so the same ask gives the same grant. When it replaces a rejected
+// candidate, it keeps that grant's narrowing constraints — expiry, purposes, maxUses —
+// except the one that was the reason for the refusal (an expired window, a wrong
+// purpose, spent uses); it never carries delegation.
+func fixGrant(actx kernel.AccessContext, req kernel.CapabilityRequirement, replaced *rejectedCandidate) kernel.CapabilityGrant {
 	owner := actx.Owner
 	res := kernel.ResourceRef{Namespace: req.Resource.Namespace, Path: append([]string{}, req.Resource.Path...), Owner: &owner}
 	ra := kernel.RequiredAuthority(actx, kernel.CapabilityRequirement{Resource: res, Action: req.Action})
@@ -203,9 +240,33 @@ func fixGrant(actx kernel.AccessContext, req kernel.CapabilityRequirement) kerne
 		Subject:      actx.Actor,
 		Issuer:       actx.Authority,
 		Capabilities: []kernel.Capability{{Resource: res, Actions: []string{req.Action}, Scope: kernel.ScopeExact}},
-		Constraints:  kernel.CapabilityConstraints{},
+		Constraints:  keptConstraints(replaced, actx.Now),
 		IssuedAt:     actx.Now,
 	}
+}
+
+// keptConstraints are the narrowing constraints of a replaced candidate that still hold
+// at now and were not the reason it was rejected.
+func keptConstraints(replaced *rejectedCandidate, now string) kernel.CapabilityConstraints {
+	var out kernel.CapabilityConstraints
+	if replaced == nil {
+		return out
+	}
+	c := replaced.grant.Constraints
+	at, _ := kernel.ParseTimestamp(now)
+	if replaced.reason != kernel.RejectWindow && c.ExpiresAt != "" {
+		if exp, err := kernel.ParseTimestamp(c.ExpiresAt); err == nil && exp > at {
+			out.ExpiresAt = c.ExpiresAt
+		}
+	}
+	if replaced.reason != kernel.RejectPurpose && c.Purposes != nil {
+		out.Purposes = append([]string(nil), c.Purposes...)
+	}
+	if replaced.reason != kernel.RejectExhausted && c.MaxUses != nil {
+		n := *c.MaxUses
+		out.MaxUses = &n
+	}
+	return out
 }
 
 // rejectionText says in words why a candidate grant was rejected.
@@ -264,7 +325,7 @@ func capabilityMiss(g *kernel.CapabilityGrant, req kernel.CapabilityRequirement,
 		probe.Action = kernel.WildcardAction
 		cc := c
 		cc.Actions = []string{kernel.WildcardAction}
-		if kernel.CapabilityMatches(&cc, &probe, ctxOwner, false) {
+		if kernel.CapabilityCovers(&cc, &probe, ctxOwner) {
 			return fmt.Sprintf("does not cover the action %q on %s (it allows %s)", req.Action, where, strings.Join(c.Actions, ", "))
 		}
 	}
@@ -308,7 +369,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 	} else {
 		r := out.Refusal
 		p.line("%s %s would be refused: %s (gate %s%s)", p.styled(cell{text: "refused:", style: &st.bad}), out.Tool,
-			r.Code, r.Gate, map[bool]string{true: ", cause " + r.Cause, false: ""}[r.Cause != ""])
+			r.Code, r.Gate, map[bool]string{true: ", cause " + string(r.Cause), false: ""}[r.Cause != ""])
 	}
 	p.line("context: %s acting for %s under %s's grants, world %s, purpose %q, at %s",
 		h.Ctx.Actor, h.Ctx.Owner, h.Ctx.Authority, h.Ctx.NamespaceID, h.Ctx.Purpose, h.Ctx.Now)
@@ -323,7 +384,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 		p.line("")
 		t := p.table("GATE", "CODE", "CAUSE", "WHY")
 		for _, fd := range out.Findings {
-			t.row(string(fd.Gate), string(fd.Code), dash(fd.Cause), fd.Message)
+			t.row(string(fd.Gate), string(fd.Code), dash(string(fd.Cause)), fd.Message)
 		}
 		_ = t.render()
 	}
@@ -338,13 +399,13 @@ func printExplanation(p *printer, h *Host, out explanation) {
 	if !out.Allowed && len(out.Fixes) == 0 {
 		r := out.Refusal
 		p.line("")
-		p.line("hint: %s", refusalHint(findDefinition(out.Tool), out.Tool, string(r.Gate), string(r.Code), r.Cause))
+		p.line("hint: %s", refusalHint(h.Definition(out.Tool), out.Tool, string(r.Gate), string(r.Code), string(r.Cause)))
 	}
 	for _, fx := range out.Fixes {
 		p.line("")
 		switch fx.Kind {
 		case FixEnableNamespace:
-			p.line("fix: enable the tool namespace %s:\n  %s", fx.Namespace, fx.Command)
+			p.line("fix: %s %s:\n  %s", fx.Message, fx.Namespace, fx.Command)
 		case FixArguments:
 			p.line("fix: correct the arguments: %s", fx.Message)
 		case FixAddGrant:

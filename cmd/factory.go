@@ -3,11 +3,11 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
@@ -27,6 +27,8 @@ type Factory struct {
 	settingsErr error
 	settingsOK  bool
 	store       *sqlitestore.Store
+	prep        *host.Prepared
+	prepErr     error
 	host        *Host
 }
 
@@ -81,8 +83,11 @@ func (f *Factory) standalonePrinter() (*printer, error) {
 	return newPrinter(f.IOStreams, f.Format(), f.IOStreams.ColorEnabled(f.Env)), nil
 }
 
-// Store opens the state database (once).
+// Store opens the state database (once); a run whose host is open uses the host's.
 func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
+	if f.host != nil {
+		return f.host.Store, nil
+	}
 	if f.store != nil {
 		return f.store, nil
 	}
@@ -90,8 +95,7 @@ func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces,
-		NeverEnable: s.CeilingNamespaces})
+	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {
 		if !errors.Is(err, sqlitestore.ErrUnavailable) {
 			return nil, configError("defaultNamespaces must list namespace identifiers", "%v", err)
@@ -102,12 +106,12 @@ func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
 	return st, nil
 }
 
-func stateHint(path string) string {
-	return fmt.Sprintf("the state database %s is unreadable or not a sharedos database; move it aside (a new one is created) or pass --state FILE", path)
-}
-
-// close releases what the run opened.
+// close releases everything the run opened: the host (planes and state database) and a
+// state database opened without a host.
 func (f *Factory) close() {
+	if f.prep != nil {
+		_ = f.prep.Close()
+	}
 	if f.store != nil {
 		_ = f.store.Close()
 	}

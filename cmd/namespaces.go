@@ -64,11 +64,11 @@ func runNamespacesList(ctx context.Context, opts *NamespacesListOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx, hostNeeds{})
+	h, err := f.Host(ctx)
 	if err != nil {
 		return err
 	}
-	cat, err := h.Turn.ListToolNamespaces(ctx, h.Ctx)
+	cat, err := h.Turn.ListToolNamespaces(ctx)
 	if err != nil {
 		return kernelError(err, h)
 	}
@@ -191,11 +191,11 @@ func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) err
 				"invalid namespace patch: %v", err)
 		}
 	}
-	h, err := f.Host(ctx, hostNeeds{})
+	h, err := f.Host(ctx)
 	if err != nil {
 		return err
 	}
-	cat, sel, err := h.Kernel.UpdateToolNamespaces(ctx, h.Ctx, update)
+	cat, sel, err := h.Turn.UpdateToolNamespaces(ctx, update)
 	if err != nil {
 		switch {
 		case errors.Is(err, kernel.ErrInvalidUpdate):

@@ -243,7 +243,7 @@ func printError(ios *IOStreams, format string, err error) {
 	}
 	if format == FormatJSON {
 		var env errorEnvelope
-		env.Error.Code = ee.Kind
+		env.Error.Code = ee.ErrorCode
 		env.Error.Message = ee.Message
 		b, _ := json.Marshal(env)
 		fmt.Fprintln(ios.ErrOut, string(b))

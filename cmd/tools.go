@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -56,9 +57,9 @@ type toolStatus struct {
 	Namespace string `json:"namespace"`
 	Source    string `json:"source"`
 	ReadWrite string `json:"readWrite"`
-	Usable    bool   `json:"usable"`
-	Gate      string `json:"gate,omitempty"`
-	Cause     string `json:"cause,omitempty"`
+	Usable    bool         `json:"usable"`
+	Gate      kernel.Gate  `json:"gate,omitempty"`
+	Cause     kernel.Cause `json:"cause,omitempty"`
 }
 
 func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
@@ -67,7 +68,7 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx, hostNeeds{authority: true})
+	h, err := f.Host(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,11 +88,11 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 				usable = cell{text: "yes", style: &st.ok}
 			}
 			t.rowCells(cell{text: s.Tool}, cell{text: s.Namespace}, cell{text: s.ReadWrite}, usable,
-				cell{text: dash(s.Gate)}, cell{text: dash(s.Cause)})
+				cell{text: dash(string(s.Gate))}, cell{text: dash(string(s.Cause))})
 		}
 		return t.render()
 	}
-	defs, err := h.Turn.ListTools(ctx, h.Ctx)
+	defs, err := h.Turn.ListTools(ctx)
 	if err != nil {
 		return kernelError(err, h)
 	}
@@ -115,18 +116,14 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 
 // allTools is every registered tool with the first gate that hides it.
 func allTools(ctx context.Context, h *Host) ([]toolStatus, error) {
-	gs, err := h.Turn.AllTools(ctx, h.Ctx)
+	gs, err := h.Turn.AllTools(ctx)
 	if err != nil {
 		return nil, kernelError(err, h)
 	}
 	out := make([]toolStatus, len(gs))
 	for i, g := range gs {
-		gate := g.Gate
-		if g.Cause == string(kernel.ReasonHostPolicyDenied) {
-			gate = string(kernel.GateCeiling)
-		}
 		out[i] = toolStatus{Tool: g.Definition.Name, Namespace: g.Definition.Namespace, Source: g.Definition.Source,
-			ReadWrite: string(g.Definition.ReadWrite), Usable: g.Usable, Gate: gate, Cause: g.Cause}
+			ReadWrite: string(g.Definition.ReadWrite), Usable: g.Usable, Gate: g.Gate, Cause: g.Cause}
 	}
 	return out, nil
 }
@@ -196,8 +193,8 @@ func newToolsDescribeCmd(f *Factory) *cobra.Command {
 type toolDescription struct {
 	Tool   kernel.ToolDefinition `json:"tool"`
 	Usable bool                  `json:"usable"`
-	Gate   string                `json:"gate,omitempty"`
-	Cause  string                `json:"cause,omitempty"`
+	Gate   kernel.Gate           `json:"gate,omitempty"`
+	Cause  kernel.Cause          `json:"cause,omitempty"`
 }
 
 func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
@@ -206,22 +203,18 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx, hostNeeds{authority: true})
+	h, err := f.Host(ctx)
 	if err != nil {
 		return err
 	}
-	gs, err := h.Turn.AllTools(ctx, h.Ctx)
+	gs, err := h.Turn.AllTools(ctx)
 	if err != nil {
 		return kernelError(err, h)
 	}
 	var d *toolDescription
 	for _, g := range gs {
 		if g.Definition.Name == opts.Name {
-			gate := g.Gate
-			if g.Cause == string(kernel.ReasonHostPolicyDenied) {
-				gate = string(kernel.GateCeiling)
-			}
-			d = &toolDescription{Tool: g.Definition, Usable: g.Usable, Gate: gate, Cause: g.Cause}
+			d = &toolDescription{Tool: g.Definition, Usable: g.Usable, Gate: g.Gate, Cause: g.Cause}
 		}
 	}
 	if d == nil {
@@ -331,11 +324,15 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	args, err := a.build(f.IOStreams.In, findDefinition(name))
+	prep, err := f.prepared()
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	h, err := f.Host(ctx, hostNeeds{authority: true})
+	args, err := a.build(f.IOStreams.In, prep.Definition(name))
+	if err != nil {
+		return nil, nil, kernel.ToolCall{}, err
+	}
+	h, err := f.Host(ctx)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
@@ -352,7 +349,7 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 
 	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
 	if opts.Name == kernel.EscalationToolName {
-		tools, err := h.Turn.ListTools(ctx, h.Ctx)
+		tools, err := h.Turn.ListTools(ctx)
 		if err != nil {
 			return kernelError(err, h)
 		}
@@ -361,17 +358,38 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 		}
 	}
 
-	res := h.Turn.InvokeTool(ctx, h.Ctx, call)
+	res := h.Turn.InvokeTool(ctx, call)
 	if p.format != FormatTable {
-		if err := p.data(res); err != nil {
+		if err := p.data(callOutput{res}); err != nil {
 			return err
 		}
 		return exitResult(res)
 	}
-	if err := printResultTable(ctx, p, h, findDefinition(opts.Name), res); err != nil {
+	if err := printResultTable(p, h.Definition(opts.Name), res); err != nil {
 		return err
 	}
 	return exitResult(res)
+}
+
+// callOutput is the JSON/YAML output of `tools call`: the result as the kernel's
+// contract writes it, with the gate and cause of a refusal alongside its error, so that
+// a script tells namespace_disabled from no_matching_grant without a second call.
+type callOutput struct{ res kernel.ToolResult }
+
+// MarshalJSON writes the result's own fields, then "gate" and "cause" when set.
+func (c callOutput) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.res)
+	if err != nil || (c.res.Gate == "" && c.res.Cause == "") {
+		return b, err
+	}
+	extra, err := json.Marshal(struct {
+		Gate  kernel.Gate  `json:"gate,omitempty"`
+		Cause kernel.Cause `json:"cause,omitempty"`
+	}{c.res.Gate, c.res.Cause})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b[:len(b)-1], ','), extra[1:]...), nil
 }
 
 func exitResult(res kernel.ToolResult) error {
@@ -424,7 +442,7 @@ type escalationOutput struct {
 
 func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) error {
 	reason := kernel.EscalationReason(call.Arguments)
-	esc, err := h.Kernel.RecordEscalation(ctx, h.Ctx, reason, nil)
+	esc, err := h.Turn.RecordEscalation(ctx, reason, nil)
 	if err != nil {
 		return stateError(err, stateHint(h.Settings.State))
 	}
@@ -450,7 +468,7 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 
 // printResultTable renders a result for a person: the output of a success as YAML, or
 // the refusal with its gate, cause, code and how to change the outcome.
-func printResultTable(ctx context.Context, p *printer, h *Host, def *kernel.ToolDefinition, res kernel.ToolResult) error {
+func printResultTable(p *printer, def *kernel.ToolDefinition, res kernel.ToolResult) error {
 	st := p.st()
 	switch res.Status {
 	case kernel.StatusSucceeded:
@@ -460,12 +478,7 @@ func printResultTable(ctx context.Context, p *printer, h *Host, def *kernel.Tool
 		}
 		return writeYAML(p.ios.Out, res.Output)
 	case kernel.StatusDenied:
-		gate, cause := "", ""
-		if events, err := h.Store.ListAudit(ctx, sqlitestore.AuditFilter{OperationID: res.CallID, Oldest: true}); err == nil {
-			if ex := kernel.ExplainRefusal(res.CallID, events); ex != nil {
-				gate, cause = string(ex.Gate), ex.Cause
-			}
-		}
+		gate, cause := string(res.Gate), string(res.Cause)
 		p.line("%s %s — %s", p.styled(cell{text: "denied:", style: &st.bad}), res.Error.Code, res.Error.Message)
 		p.line("gate:  %s", dash(gate))
 		if cause != "" {
@@ -483,9 +496,9 @@ func printResultTable(ctx context.Context, p *printer, h *Host, def *kernel.Tool
 func refusalHint(def *kernel.ToolDefinition, tool, gate, code, cause string) string {
 	explain := fmt.Sprintf("run 'sharedos explain %s' with the same arguments for the grant to add", tool)
 	switch {
-	case cause == kernel.CauseNotRegistered:
+	case cause == string(kernel.CauseNotRegistered):
 		return "no tool of this name is registered; 'sharedos tools list --all' lists the registered tools"
-	case cause == kernel.CauseNamespaceDisabled && def != nil:
+	case cause == string(kernel.CauseNamespaceDisabled) && def != nil:
 		return fmt.Sprintf("enable its tool namespace: 'sharedos namespaces enable %s' (or pass --namespaces %s for this run)", def.Namespace, def.Namespace)
 	case code == string(kernel.ReasonAuthorityUnavailable) || cause == string(kernel.ReasonAuthorityUnavailable):
 		return "the grant files were refused or could not be loaded; 'sharedos grants lint FILE' shows what is wrong"

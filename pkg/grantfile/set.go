@@ -273,7 +273,7 @@ func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) 
 	for i, g := range gs {
 		grants[i] = *g
 	}
-	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}), Validated: true}, nil
+	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(scopeKey{actx.NamespaceID, actx.Actor, actx.Authority})}, nil
 }
 
 func (s *Set) hashOf(k scopeKey) string {

@@ -52,7 +52,7 @@ type AuditEvent struct {
 	Tool               string             `json:"tool,omitempty"`
 	Reason             ReasonCode         `json:"reason,omitempty"`
 	Source             string             `json:"source,omitempty"`
-	Cause              string             `json:"cause,omitempty"`
+	Cause              Cause              `json:"cause,omitempty"`
 	FailClosed         bool               `json:"failClosed,omitempty"`
 	Consumed           *bool              `json:"consumed,omitempty"`
 	EndedBy            string             `json:"endedBy,omitempty"`
@@ -69,29 +69,38 @@ type Escalation struct {
 	RequestedAuthority *CapabilityRequest `json:"requestedAuthority,omitempty"`
 }
 
-// RefusalGate names the gate a refusal came from.
-type RefusalGate string
+// Gate names the gate of the pipeline a refusal came from. It is the one gate vocabulary
+// of every surface: results, audit classification, explain, `tools list --all`.
+type Gate string
 
-// The refusal gates of classifyRefusal.
+// The gates (spec 20 §8).
 const (
-	GateEnvelope       RefusalGate = "envelope"
-	GateRegistration   RefusalGate = "registration"
-	GateRequest        RefusalGate = "request"
-	GateInfrastructure RefusalGate = "infrastructure"
-	GateCeiling        RefusalGate = "ceiling"
-	GateGrant          RefusalGate = "grant"
+	// GateEnvelope: the turn's envelope (outside the catalogue, step or call limits).
+	GateEnvelope Gate = "envelope"
+	// GateRegistration: the tool is not registered, or its tool namespace is off.
+	GateRegistration Gate = "registration"
+	// GateRequest: the call or its context is malformed, or names another owner.
+	GateRequest Gate = "request"
+	// GateInfrastructure: a port failed; the refusal is fail-closed, not a policy answer.
+	GateInfrastructure Gate = "infrastructure"
+	// GateCeiling: the host ceiling refused what a grant allowed.
+	GateCeiling Gate = "ceiling"
+	// GateGrant: no grant allows it (none matches, exhausted, broken delegation).
+	GateGrant Gate = "grant"
 )
 
-// gateForCode is the code map of ClassifyRefusal.
-func gateForCode(code string) RefusalGate {
-	switch ReasonCode(code) {
-	case ReasonAuthorityUnavailable, ReasonDelegationChainUnverified, ReasonHostPolicyUnavailable, ReasonUsageStoreUnavailable:
+// GateOf is the code map of spec 20 §8: the gate an authorization or operation code
+// belongs to, or "" for a code the kernel does not classify (a host classifies its own).
+func GateOf(code ReasonCode) Gate {
+	switch {
+	case IsInfrastructureDenial(code):
 		return GateInfrastructure
-	case ReasonHostPolicyDenied:
+	case code == ReasonHostPolicyDenied:
 		return GateCeiling
-	case ReasonInvalidContext, ReasonInvalidRequest, CodeTraceMismatch, CodeActorMismatch, CodeReceiverMismatch, CodeMessageContextMismatch:
+	case code == ReasonInvalidContext, code == ReasonInvalidRequest, code == CodeTraceMismatch, code == CodeActorMismatch,
+		code == CodeReceiverMismatch, code == CodeMessageContextMismatch:
 		return GateRequest
-	case ReasonNoMatchingGrant, ReasonGrantExhausted, ReasonDelegationChainInvalid:
+	case code == ReasonNoMatchingGrant, code == ReasonGrantExhausted, code == ReasonDelegationChainInvalid:
 		return GateGrant
 	}
 	return ""
@@ -99,7 +108,7 @@ func gateForCode(code string) RefusalGate {
 
 // ClassifyRefusal names the gate a denied audit event came from, or "" when the event is
 // not a refusal or its code is one the kernel does not know (hosts classify their own).
-func ClassifyRefusal(ev AuditEvent) RefusalGate {
+func ClassifyRefusal(ev AuditEvent) Gate {
 	if ev.Outcome != OutcomeDenied || ev.Reason == "" {
 		return ""
 	}
@@ -116,17 +125,17 @@ func ClassifyRefusal(ev AuditEvent) RefusalGate {
 		if ev.Cause == "" {
 			return ""
 		}
-		return gateForCode(ev.Cause)
+		return GateOf(ReasonCode(ev.Cause))
 	}
-	return gateForCode(string(ev.Reason))
+	return GateOf(ev.Reason)
 }
 
 // RefusalExplanation is what ExplainRefusal returns: facts, no prose.
 type RefusalExplanation struct {
-	Gate     RefusalGate `json:"gate,omitempty"`
+	Gate     Gate        `json:"gate,omitempty"`
 	Code     ReasonCode  `json:"code"`
 	Source   string      `json:"source,omitempty"`
-	Cause    string      `json:"cause,omitempty"`
+	Cause    Cause       `json:"cause,omitempty"`
 	Refusal  AuditEvent  `json:"refusal"`
 	Decision *AuditEvent `json:"decision,omitempty"`
 }

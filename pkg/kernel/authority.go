@@ -214,7 +214,7 @@ func ResolveAuthority(ctx context.Context, src GrantSource, actx AccessContext, 
 		if err != nil {
 			return UnavailableAuthority(AuthorityGrantSourceFailed)
 		}
-		a := newAuthority(snap.Grants, actx, maxGrants, !snap.Validated)
+		a := NewAuthority(snap.Grants, actx, maxGrants)
 		if a.unavailable == "" && snap.Hash != "" {
 			a.hashOnce.Do(func() { a.hash = snap.Hash })
 		}
@@ -242,10 +242,6 @@ func HashGrants(grants []CapabilityGrant) string {
 // a grant for another world, subject or issuer makes it grant_scope_mismatch; more than
 // maxGrants makes it grant_limit_exceeded.
 func NewAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int) *Authority {
-	return newAuthority(grants, actx, maxGrants, true)
-}
-
-func newAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int, validate bool) *Authority {
 	if maxGrants <= 0 {
 		maxGrants = DefaultMaxGrants
 	}
@@ -255,10 +251,8 @@ func newAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int, v
 	a := &Authority{grants: make([]compiledGrant, len(grants)), index: make(map[string]*nsIndex)}
 	for i := range grants {
 		g := &grants[i]
-		if validate {
-			if err := g.Validate(); err != nil {
-				return UnavailableAuthority(AuthorityInvalidGrantMaterial)
-			}
+		if err := g.Validate(); err != nil {
+			return UnavailableAuthority(AuthorityInvalidGrantMaterial)
 		}
 		a.grants[i] = compileGrant(g)
 	}

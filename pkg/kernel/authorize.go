@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"slices"
 )
 
@@ -60,37 +61,95 @@ type delegationFailure struct {
 }
 
 // Authorize is the execution check: it decides req for actx against auth, consuming a use
-// of a bounded grant only when opts.Consume is set and the decision is an allow. A denial
-// is a value; Authorize never fails.
+// of a bounded grant only when opts.Consume is set and the decision is an allow. It is
+// Evaluate followed by Settle. A denial is a value; Authorize never fails.
 func (z *Authorizer) Authorize(ctx context.Context, auth *Authority, actx AccessContext, req CapabilityRequirement, opts AuthorizeOptions) (AuthorizationDecision, Diagnostic) {
-	return z.decide(ctx, auth, actx, req, opts.Now, opts.Consume, false)
+	ev := Evaluate(auth, actx, req, opts.Now, false)
+	return z.Settle(ctx, auth, actx, &ev, opts.Consume)
 }
 
 // CanDiscover is the catalogue check: could some grant cover part of the tool's declared
-// ceiling? It never consumes. A grant whose path lies at or below the ceiling path (or,
-// for descendants scope, above it) intersects.
-func (z *Authorizer) CanDiscover(ctx context.Context, auth *Authority, actx AccessContext, ceiling CapabilityRequirement, now string) (AuthorizationDecision, Diagnostic) {
-	return z.decide(ctx, auth, actx, ceiling, now, false, true)
+// bound? It never consumes. A grant whose path lies at or below the bound's path (or, for
+// descendants scope, above it) intersects.
+func (z *Authorizer) CanDiscover(ctx context.Context, auth *Authority, actx AccessContext, bound CapabilityRequirement, now string) (AuthorizationDecision, Diagnostic) {
+	ev := Evaluate(auth, actx, bound, now, true)
+	return z.Settle(ctx, auth, actx, &ev, false)
 }
 
 func deny(code ReasonCode) AuthorizationDecision {
 	return AuthorizationDecision{Allowed: false, ReasonCode: code}
 }
 
-func (z *Authorizer) decide(ctx context.Context, auth *Authority, actx AccessContext, req CapabilityRequirement, now string, consume, discovery bool) (AuthorizationDecision, Diagnostic) {
-	diag := Diagnostic{Discovery: discovery}
+func allow(grantID string) AuthorizationDecision {
+	return AuthorizationDecision{Allowed: true, ReasonCode: ReasonAllowed, MatchedGrantID: grantID}
+}
+
+// rejection is one candidate's rejection with its place in source order.
+type rejection struct {
+	idx int32
+	RejectedGrant
+}
+
+// Evaluation is the pure half of one authorization (spec 20 §3.1 to §3.3 and the match of
+// §3.2 step 2): either an immediate pre-check decision, or the candidate grants that pass
+// every check needing no port, in source order, with why each other candidate was
+// rejected. Settle finishes it through the ports. An Evaluation reads its Authority and
+// never changes it.
+type Evaluation struct {
+	// Requirement is what was asked: a call's requirement, or a tool's declared bound in
+	// discovery.
+	Requirement CapabilityRequirement
+	// Discovery selects the intersection matcher (catalogue) instead of the covering one.
+	Discovery bool
+	// Immediate is set when a pre-check decided (invalid_context, invalid_request,
+	// authority_unavailable): no candidate was considered.
+	Immediate *AuthorizationDecision
+	// GrantsResolved is how many grants the authority holds.
+	GrantsResolved int
+
+	eligible        []int32
+	rejected        []rejection
+	admitted, opNow int64
+}
+
+// Eligible returns the ids of the candidates that passed the pure checks, in the order
+// Settle will try them.
+func (e *Evaluation) Eligible(auth *Authority) []string {
+	out := make([]string, len(e.eligible))
+	for i, gi := range e.eligible {
+		out[i] = auth.grants[gi].g.ID
+	}
+	return out
+}
+
+// Evaluate is the pure half of Authorize (discovery=false) and CanDiscover
+// (discovery=true): the pre-checks of spec 20 §3.1, then, for every candidate grant the
+// index offers in source order, eligibility (issuer, subject, world, time window,
+// purpose) and the single-capability match. It calls no port and has no side effects.
+//
+// The optional grant verifier is a port, so it runs in Settle, after the match: a grant
+// that fails the match is reported as "capability" without asking the verifier (spec 20
+// puts the verifier last in eligibility; asking it about a grant that cannot match would
+// be wasted I/O and changes no decision).
+func Evaluate(auth *Authority, actx AccessContext, req CapabilityRequirement, now string, discovery bool) Evaluation {
+	ev := Evaluation{Requirement: req, Discovery: discovery}
+	immediate := func(d AuthorizationDecision) Evaluation {
+		ev.Immediate = &d
+		return ev
+	}
 	admitted, err := ParseTimestamp(actx.Now)
 	if err != nil || actx.Purpose == "" || actx.TraceID == "" {
-		return deny(ReasonInvalidContext), diag
+		return immediate(deny(ReasonInvalidContext))
 	}
 	opNow := admitted
 	if now != "" {
 		if opNow, err = ParseTimestamp(now); err != nil {
-			return deny(ReasonInvalidContext), diag
+			return immediate(deny(ReasonInvalidContext))
 		}
 	}
+	ev.admitted, ev.opNow = admitted, opNow
 	if req.Action == "" || req.Resource.Namespace == "" || (req.Resource.Owner != nil && *req.Resource.Owner != actx.Owner) {
-		return deny(ReasonInvalidRequest), diag
+		return immediate(deny(ReasonInvalidRequest))
 	}
 	if auth == nil || auth.unavailable != "" {
 		code := AuthorityGrantSourceFailed
@@ -99,111 +158,126 @@ func (z *Authorizer) decide(ctx context.Context, auth *Authority, actx AccessCon
 		}
 		d := deny(ReasonAuthorityUnavailable)
 		d.Metadata = map[string]any{"authority": map[string]any{"code": code}}
-		return d, diag
+		return immediate(d)
 	}
-	diag.GrantsResolved = len(auth.grants)
-
+	ev.GrantsResolved = len(auth.grants)
 	var stack [32]int32
-	cands := auth.candidates(&req, discovery, stack[:0])
-
-	var worstDelegation *delegationFailure
-	var ceilingDenied *AuthorizationDecision
-	exhausted := false
-	reject := func(id string, r RejectReason, detail string) {
-		diag.RejectedGrants = append(diag.RejectedGrants, RejectedGrant{GrantID: id, Reason: r, Detail: detail})
-	}
-	for _, gi := range cands {
-		cg := &auth.grants[gi]
-		g := cg.g
-		// 1. eligibility
-		switch {
-		case g.Issuer != actx.Authority:
-			reject(g.ID, RejectIssuer, "")
-			continue
-		case g.Subject != actx.Actor:
-			reject(g.ID, RejectSubject, "")
-			continue
-		case g.NamespaceID != actx.NamespaceID:
-			reject(g.ID, RejectNamespace, "")
-			continue
-		case !cg.active(admitted, opNow):
-			reject(g.ID, RejectWindow, "")
-			continue
-		case !cg.purposeOK(actx.Purpose):
-			reject(g.ID, RejectPurpose, "")
+	for _, gi := range auth.candidates(&req, discovery, stack[:0]) {
+		if r := pureRejection(&auth.grants[gi], actx, &req, admitted, opNow, discovery); r != "" {
+			ev.rejected = append(ev.rejected, rejection{gi, RejectedGrant{GrantID: auth.grants[gi].g.ID, Reason: r}})
 			continue
 		}
+		ev.eligible = append(ev.eligible, gi)
+	}
+	return ev
+}
+
+// pureRejection is the first failed pure condition of one candidate, or "".
+func pureRejection(cg *compiledGrant, actx AccessContext, req *CapabilityRequirement, admitted, opNow int64, discovery bool) RejectReason {
+	g := cg.g
+	switch {
+	case g.Issuer != actx.Authority:
+		return RejectIssuer
+	case g.Subject != actx.Actor:
+		return RejectSubject
+	case g.NamespaceID != actx.NamespaceID:
+		return RejectNamespace
+	case !cg.active(admitted, opNow):
+		return RejectWindow
+	case !cg.purposeOK(actx.Purpose):
+		return RejectPurpose
+	case !grantMatches(g, req, actx.Owner, discovery):
+		return RejectCapability
+	}
+	return ""
+}
+
+// verdict is what Settle learnt of one eligible candidate that did not allow.
+type verdict struct {
+	reason     RejectReason
+	delegation *delegationFailure
+	ceiling    *AuthorizationDecision
+}
+
+// Settle is the effectful half of an authorization: for each eligible candidate of ev in
+// order it asks the ports — the grant verifier, the delegation chain resolver, live
+// revocation, the host ceiling, then the usage store (consuming one use only when consume
+// is set) — and stops at the first allow or at an immediate outage code. When nothing
+// allowed, precedence picks the code. ev must come from Evaluate over the same auth and
+// actx.
+func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessContext, ev *Evaluation, consume bool) (AuthorizationDecision, Diagnostic) {
+	diag := Diagnostic{Discovery: ev.Discovery, GrantsResolved: ev.GrantsResolved}
+	if ev.Immediate != nil {
+		return *ev.Immediate, diag
+	}
+	var settled []rejection
+	var verdicts []verdict
+	finish := func(d AuthorizationDecision, upTo int32) (AuthorizationDecision, Diagnostic) {
+		diag.RejectedGrants = mergeRejections(ev.rejected, settled, upTo)
+		return d, diag
+	}
+	reject := func(gi int32, v verdict, detail string) {
+		settled = append(settled, rejection{gi, RejectedGrant{GrantID: auth.grants[gi].g.ID, Reason: v.reason, Detail: detail}})
+		verdicts = append(verdicts, v)
+	}
+	for _, gi := range ev.eligible {
+		cg := &auth.grants[gi]
+		g := cg.g
 		if z.Verifier != nil {
-			ok, err := z.Verifier.Verify(ctx, g, actx)
-			if err != nil || !ok {
-				reject(g.ID, RejectVerifier, "")
+			if ok, err := z.Verifier.Verify(ctx, g, actx); err != nil || !ok {
+				reject(gi, verdict{reason: RejectVerifier}, "")
 				continue
 			}
 		}
-		// 2. one capability must match the whole request
-		if !grantMatches(g, &req, actx.Owner, discovery) {
-			reject(g.ID, RejectCapability, "")
-			continue
-		}
-		// 3. delegation chain
 		var ancestors []string
 		if g.ParentGrantID != "" {
-			anc, fail := z.verifyChain(ctx, cg, actx, admitted, opNow)
+			anc, fail := z.verifyChain(ctx, cg, actx, ev.admitted, ev.opNow)
 			if fail != nil {
 				if fail.code == LinkResolverUnavailable && diag.MissingDependency == "" {
 					diag.MissingDependency = "delegationResolver"
 				}
-				if worstDelegation == nil || (fail.unverified && !worstDelegation.unverified) {
-					worstDelegation = fail
-				}
-				reject(g.ID, RejectDelegation, fail.code)
+				reject(gi, verdict{reason: RejectDelegation, delegation: fail}, fail.code)
 				continue
 			}
 			ancestors = anc
 		}
-		// 4. live revocation
 		if z.Revocation != nil {
 			ids := append([]string{g.ID}, ancestors...)
 			chk, err := z.Revocation.Check(ctx, actx, ids)
 			if err != nil || chk.Revision == "" || !subset(chk.RevokedGrantIDs, ids) {
 				d := deny(ReasonAuthorityUnavailable)
 				d.Metadata = map[string]any{"authority": map[string]any{"code": AuthorityRevocationUnavailable}}
-				return d, diag
+				return finish(d, gi)
 			}
 			if len(chk.RevokedGrantIDs) > 0 {
-				reject(g.ID, RejectRevoked, "")
+				reject(gi, verdict{reason: RejectRevoked}, "")
 				continue
 			}
 		}
-		// 5. host ceiling
 		if z.Ceiling != nil {
-			allow := AuthorizationDecision{Allowed: true, ReasonCode: ReasonAllowed, MatchedGrantID: g.ID}
-			out, err := z.Ceiling.Narrow(allow, cloneRequirement(req), actx)
+			out, err := z.Ceiling.Narrow(allow(g.ID), cloneRequirement(ev.Requirement), actx)
 			if err != nil || (out.Allowed && (out.MatchedGrantID != g.ID || out.ReasonCode != ReasonAllowed)) {
-				return deny(ReasonHostPolicyUnavailable), diag
+				return finish(deny(ReasonHostPolicyUnavailable), gi)
 			}
 			if !out.Allowed {
-				if ceilingDenied == nil {
-					d := deny(ReasonHostPolicyDenied)
-					d.MatchedGrantID = g.ID
-					if out.Metadata != nil {
-						d.Metadata = out.Metadata
-					}
-					ceilingDenied = &d
+				d := deny(ReasonHostPolicyDenied)
+				d.MatchedGrantID = g.ID
+				if out.Metadata != nil {
+					d.Metadata = out.Metadata
 				}
-				reject(g.ID, RejectCeiling, string(out.ReasonCode))
+				reject(gi, verdict{reason: RejectCeiling, ceiling: &d}, string(out.ReasonCode))
 				continue
 			}
 		}
-		// 6. bounded use
 		if g.Constraints.MaxUses == nil {
-			return AuthorizationDecision{Allowed: true, ReasonCode: ReasonAllowed, MatchedGrantID: g.ID}, diag
+			return finish(allow(g.ID), gi)
 		}
 		if z.Usage == nil {
 			diag.MissingDependency = "usageStore"
-			return deny(ReasonUsageStoreUnavailable), diag
+			return finish(deny(ReasonUsageStoreUnavailable), gi)
 		}
 		var ok bool
+		var err error
 		if consume {
 			ok, err = z.Usage.TryConsume(ctx, g.NamespaceID, g.ID, *g.Constraints.MaxUses)
 		} else {
@@ -212,34 +286,88 @@ func (z *Authorizer) decide(ctx context.Context, auth *Authority, actx AccessCon
 			ok = used < *g.Constraints.MaxUses
 		}
 		if err != nil {
-			return deny(ReasonUsageStoreUnavailable), diag
+			return finish(deny(ReasonUsageStoreUnavailable), gi)
 		}
 		if ok {
 			diag.Consumed = consume
-			return AuthorizationDecision{Allowed: true, ReasonCode: ReasonAllowed, MatchedGrantID: g.ID}, diag
+			return finish(allow(g.ID), gi)
 		}
-		exhausted = true
-		reject(g.ID, RejectExhausted, "")
+		reject(gi, verdict{reason: RejectExhausted}, "")
+	}
+	d := precedence(verdicts)
+	if d.ReasonCode == ReasonNoMatchingGrant && !ev.Discovery {
+		d.RequiredAuthority = RequiredAuthority(actx, ev.Requirement)
+	}
+	return finish(d, math.MaxInt32)
+}
+
+// mergeRejections lists the pure and the settled rejections in source order, keeping only
+// candidates before upTo (the candidate that decided, when one did).
+func mergeRejections(pure, settled []rejection, upTo int32) []RejectedGrant {
+	if len(pure)+len(settled) == 0 {
+		return nil
+	}
+	all := make([]rejection, 0, len(pure)+len(settled))
+	for _, list := range [2][]rejection{pure, settled} {
+		for _, r := range list {
+			if r.idx < upTo {
+				all = append(all, r)
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b rejection) int { return int(a.idx) - int(b.idx) })
+	out := make([]RejectedGrant, len(all))
+	for i := range all {
+		out[i] = all[i].RejectedGrant
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// precedence is spec 20 §3.6, for when no candidate allowed and no immediate code was
+// reached: delegation_chain_unverified > delegation_chain_invalid > host_policy_denied >
+// grant_exhausted > no_matching_grant. Among verdicts of one rank the first in source
+// order decides (its delegation link, or the grant the ceiling refused). It is pure.
+func precedence(verdicts []verdict) AuthorizationDecision {
+	var unverified, invalid, ceiling *verdict
+	exhausted := false
+	for i := range verdicts {
+		v := &verdicts[i]
+		switch {
+		case v.delegation != nil && v.delegation.unverified:
+			if unverified == nil {
+				unverified = v
+			}
+		case v.delegation != nil:
+			if invalid == nil {
+				invalid = v
+			}
+		case v.ceiling != nil:
+			if ceiling == nil {
+				ceiling = v
+			}
+		case v.reason == RejectExhausted:
+			exhausted = true
+		}
+	}
+	delegation := func(code ReasonCode, f *delegationFailure) AuthorizationDecision {
+		d := deny(code)
+		d.Metadata = map[string]any{"delegation": map[string]any{"code": f.code, "grantId": f.grantID}}
+		return d
 	}
 	switch {
-	case worstDelegation != nil && worstDelegation.unverified:
-		d := deny(ReasonDelegationChainUnverified)
-		d.Metadata = map[string]any{"delegation": map[string]any{"code": worstDelegation.code, "grantId": worstDelegation.grantID}}
-		return d, diag
-	case worstDelegation != nil:
-		d := deny(ReasonDelegationChainInvalid)
-		d.Metadata = map[string]any{"delegation": map[string]any{"code": worstDelegation.code, "grantId": worstDelegation.grantID}}
-		return d, diag
-	case ceilingDenied != nil:
-		return *ceilingDenied, diag
+	case unverified != nil:
+		return delegation(ReasonDelegationChainUnverified, unverified.delegation)
+	case invalid != nil:
+		return delegation(ReasonDelegationChainInvalid, invalid.delegation)
+	case ceiling != nil:
+		return *ceiling.ceiling
 	case exhausted:
-		return deny(ReasonGrantExhausted), diag
+		return deny(ReasonGrantExhausted)
 	}
-	d := deny(ReasonNoMatchingGrant)
-	if !discovery {
-		d.RequiredAuthority = RequiredAuthority(actx, req)
-	}
-	return d, diag
+	return deny(ReasonNoMatchingGrant)
 }
 
 func subset(sub, of []string) bool {
@@ -260,23 +388,22 @@ func cloneRequirement(r CapabilityRequirement) CapabilityRequirement {
 	return r
 }
 
-// grantMatches reports whether a single capability of g covers the whole request.
+// grantMatches reports whether a single capability of g matches the whole request:
+// covers it (execution) or intersects it (discovery). Capabilities never combine (§3.7).
 func grantMatches(g *CapabilityGrant, req *CapabilityRequirement, ctxOwner Address, discovery bool) bool {
 	for i := range g.Capabilities {
-		if CapabilityMatches(&g.Capabilities[i], req, ctxOwner, discovery) {
+		c := &g.Capabilities[i]
+		if discovery && CapabilityIntersects(c, req, ctxOwner) || !discovery && CapabilityCovers(c, req, ctxOwner) {
 			return true
 		}
 	}
 	return false
 }
 
-// CapabilityMatches is the single-capability matcher. Namespaces must be equal; the
-// actions must contain the request's action literally or "*"; the effective owners
-// (missing = ctxOwner) must be equal. Paths compare by segment, never by string prefix:
-// at execution an exact capability needs an equal path and a descendants capability a
-// path that is a prefix of the request's; in discovery (request = a tool's ceiling C,
-// capability path G) exact needs C a prefix of G and descendants either a prefix of the other.
-func CapabilityMatches(c *Capability, req *CapabilityRequirement, ctxOwner Address, discovery bool) bool {
+// sameTarget is what both matchers require: equal resource namespaces, the request's
+// action listed literally or "*" listed (actions compare as whole strings; "snapshot:*"
+// is an ordinary action), and equal effective owners (a missing owner is ctxOwner).
+func sameTarget(c *Capability, req *CapabilityRequirement, ctxOwner Address) bool {
 	if c.Resource.Namespace != req.Resource.Namespace {
 		return false
 	}
@@ -290,20 +417,35 @@ func CapabilityMatches(c *Capability, req *CapabilityRequirement, ctxOwner Addre
 	if req.Resource.Owner != nil {
 		ro = *req.Resource.Owner
 	}
-	if co != ro {
+	return co == ro
+}
+
+// CapabilityCovers is the execution matcher of one capability (spec 20 §3.2 step 2):
+// same target (see sameTarget), and by segment, never by string prefix, an exact
+// capability needs a path equal to the request's and a descendants capability a path
+// that is a prefix of (or equal to) the request's.
+func CapabilityCovers(c *Capability, req *CapabilityRequirement, ctxOwner Address) bool {
+	if !sameTarget(c, req, ctxOwner) {
 		return false
 	}
-	gp, rp := c.Resource.Path, req.Resource.Path
-	if discovery {
-		if c.Scope == ScopeExact {
-			return PathWithin(rp, gp)
-		}
-		return PathWithin(rp, gp) || PathWithin(gp, rp)
-	}
 	if c.Scope == ScopeExact {
-		return slices.Equal(gp, rp)
+		return slices.Equal(c.Resource.Path, req.Resource.Path)
 	}
-	return PathWithin(gp, rp)
+	return PathWithin(c.Resource.Path, req.Resource.Path)
+}
+
+// CapabilityIntersects is the discovery matcher: could the capability cover part of a
+// tool's declared bound B? Same target, and an exact capability needs B's path a prefix
+// of its own, a descendants capability either path a prefix of the other.
+func CapabilityIntersects(c *Capability, bound *CapabilityRequirement, ctxOwner Address) bool {
+	if !sameTarget(c, bound, ctxOwner) {
+		return false
+	}
+	gp, bp := c.Resource.Path, bound.Resource.Path
+	if c.Scope == ScopeExact {
+		return PathWithin(bp, gp)
+	}
+	return PathWithin(bp, gp) || PathWithin(gp, bp)
 }
 
 // verifyChain walks a derived grant's ancestors through the resolver and checks every
@@ -507,6 +649,6 @@ func CapabilityRequestID(r *CapabilityRequest) string {
 		body["constraints"] = r.Constraints
 	}
 	b, _ := json.Marshal(body)
-	sum := sha256.Sum256(CanonicalJSON(b))
+	sum := sha256.Sum256(mustCanonical(b))
 	return "capreq-" + hex.EncodeToString(sum[:])
 }

@@ -88,16 +88,16 @@ func BenchmarkListTools(b *testing.B) {
 	for _, extra := range []int{0, 1000} {
 		b.Run(fmt.Sprintf("tools=%d/grants=1000/turn", 12+extra), func(b *testing.B) {
 			k, actx := benchKernel(b, extra, nil)
-			turn := k.BeginTurn(actx)
+			turn := mustTurn(b, k, actx)
 			ctx := context.Background()
-			tools, err := turn.ListTools(ctx, actx)
+			tools, err := turn.ListTools(ctx)
 			if err != nil || len(tools) == 0 {
 				b.Fatalf("setup: %d tools, %v", len(tools), err)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := turn.ListTools(ctx, actx); err != nil {
+				if _, err := turn.ListTools(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -134,18 +134,18 @@ func BenchmarkInvokeTool(b *testing.B) {
 					b.Fatal(err)
 				}
 				actx := testContext()
-				turn := k.BeginTurn(actx)
+				turn := mustTurn(b, k, actx)
 				target := fmt.Sprintf("p%d", (n/2)/12*12+2) // a files grant with "read"
 				c := kernel.ToolCall{ID: "c1", Tool: "files.read", TraceID: actx.TraceID, RequestedAt: actx.Now,
 					Arguments: json.RawMessage(`{"path":["projects","` + target + `","notes.md"]}`)}
 				ctx := context.Background()
-				if res := turn.InvokeTool(ctx, actx, c); res.Status != kernel.StatusSucceeded {
+				if res := turn.InvokeTool(ctx, c); res.Status != kernel.StatusSucceeded {
 					b.Fatalf("setup: %+v", res.Error)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					turn.InvokeTool(ctx, actx, c)
+					turn.InvokeTool(ctx, c)
 				}
 			})
 		}

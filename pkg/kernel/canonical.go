@@ -3,24 +3,39 @@ package kernel
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"sort"
 	"strconv"
-	"unsafe"
 )
 
 // CanonicalJSON re-encodes a JSON document with object keys sorted (in the order of
 // LocaleLess, close to JavaScript's localeCompare), no insignificant white space and
-// strings escaped as JSON.stringify escapes them. Invalid input yields nil.
-func CanonicalJSON(doc []byte) []byte {
+// strings escaped as JSON.stringify escapes them. It fails on anything but exactly one
+// JSON value.
+func CanonicalJSON(doc []byte) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(doc))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil
+		return nil, fmt.Errorf("canonical JSON: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("canonical JSON: more than one JSON value")
 	}
 	var b bytes.Buffer
 	writeCanonical(&b, v)
-	return b.Bytes()
+	return b.Bytes(), nil
+}
+
+// mustCanonical is CanonicalJSON of a document this package just encoded itself.
+func mustCanonical(doc []byte) []byte {
+	out, err := CanonicalJSON(doc)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }
 
 func writeCanonical(b *bytes.Buffer, v any) {
@@ -77,47 +92,46 @@ func formatJSNumber(f float64) string {
 }
 
 // writeJSString escapes like JSON.stringify: ", \\ and C0 controls only.
-func writeJSString(b *bytes.Buffer, s string) {
-	// A read-only byte view of s: writeJSBytes never writes to its argument.
-	writeJSBytes(b, unsafe.Slice(unsafe.StringData(s), len(s)))
-}
+func writeJSString(b *bytes.Buffer, s string) { b.Write(appendJS(b.AvailableBuffer(), s)) }
 
-// writeJSBytes writes s as a JSON string escaped like JSON.stringify. Runs of bytes that
-// need no escape are copied in bulk (this is on the authority-hash path).
-func writeJSBytes(b *bytes.Buffer, s []byte) {
+// writeJSBytes is writeJSString for bytes.
+func writeJSBytes(b *bytes.Buffer, s []byte) { b.Write(appendJS(b.AvailableBuffer(), s)) }
+
+// appendJS appends s as a JSON string escaped like JSON.stringify. Runs of bytes that need
+// no escape are copied in bulk (this is on the authority-hash path).
+func appendJS[T string | []byte](dst []byte, s T) []byte {
 	const hex = "0123456789abcdef"
-	b.WriteByte('"')
+	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		b.Write(s[start:i])
+		dst = append(dst, s[start:i]...)
 		switch c {
 		case '"':
-			b.WriteString(`\"`)
+			dst = append(dst, `\"`...)
 		case '\\':
-			b.WriteString(`\\`)
+			dst = append(dst, `\\`...)
 		case '\n':
-			b.WriteString(`\n`)
+			dst = append(dst, `\n`...)
 		case '\r':
-			b.WriteString(`\r`)
+			dst = append(dst, `\r`...)
 		case '\t':
-			b.WriteString(`\t`)
+			dst = append(dst, `\t`...)
 		case '\b':
-			b.WriteString(`\b`)
+			dst = append(dst, `\b`...)
 		case '\f':
-			b.WriteString(`\f`)
+			dst = append(dst, `\f`...)
 		default:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
+			dst = append(dst, `\u00`...)
+			dst = append(dst, hex[c>>4], hex[c&0xf])
 		}
 		start = i + 1
 	}
-	b.Write(s[start:])
-	b.WriteByte('"')
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // canonicalGrant writes g's canonical JSON directly (the same bytes CanonicalJSON gives
@@ -193,8 +207,11 @@ func canonicalGrant(b *bytes.Buffer, g *CapabilityGrant) {
 	canonicalAddress(b, g.Issuer)
 	if len(g.Metadata) > 0 {
 		b.WriteString(`,"metadata":`)
-		raw, _ := json.Marshal(g.Metadata)
-		b.Write(CanonicalJSON(raw))
+		raw, err := json.Marshal(g.Metadata)
+		if err != nil { // metadata decoded from JSON always encodes; a Go value may not
+			raw = []byte("null")
+		}
+		b.Write(mustCanonical(raw))
 	}
 	b.WriteString(`,"namespaceId":`)
 	writeJSString(b, g.NamespaceID)

@@ -286,13 +286,17 @@ func (w *world) run(step *corpusStep) error {
 	case "namespaces.get", "namespaces.update":
 		var cat kernel.ToolNamespaceCatalog
 		var err error
-		if step.Op == "namespaces.get" {
-			cat, err = w.k.ListToolNamespaces(ctx, actx)
-		} else {
+		turn, terr := w.k.BeginTurn(actx)
+		switch {
+		case terr != nil:
+			err = terr
+		case step.Op == "namespaces.get":
+			cat, err = turn.ListToolNamespaces(ctx)
+		default:
 			var u kernel.ToolNamespaceUpdate
 			u, err = kernel.ParseToolNamespaceUpdate(step.Patch)
 			if err == nil {
-				cat, _, err = w.k.UpdateToolNamespaces(ctx, actx, u)
+				cat, _, err = turn.UpdateToolNamespaces(ctx, u)
 			}
 		}
 		if err != nil {
@@ -355,4 +359,4 @@ func checkCatalog(cat kernel.ToolNamespaceCatalog, selection []string, step *cor
 	return nil
 }
 
-func canon(raw json.RawMessage) []byte { return kernel.CanonicalJSON(raw) }
+func canon(raw json.RawMessage) []byte { out, _ := kernel.CanonicalJSON(raw); return out }

@@ -117,9 +117,12 @@ func ParseAddress(s string) (Address, error) {
 }
 
 // ValidatePathSegment applies the path-segment rules of the contract: 1..256 UTF-16 units,
-// no leading or trailing white space, not "." or "..", no "/" or "\", and no C0 control
+// valid UTF-8, no leading or trailing white space, not "." or "..", no "/" or "\", no C0 control
 // character or DEL. Segments are never normalized.
 func ValidatePathSegment(seg string) error {
+	if !utf8.ValidString(seg) {
+		return contractErr("", "path segment must be valid UTF-8")
+	}
 	n := UTF16Len(seg)
 	if n < 1 || n > 256 {
 		return contractErr("", "path segment must be 1 to 256 characters")
@@ -400,7 +403,13 @@ func validIdent(field, s string) error {
 	return validTrimmed(field, s, 256)
 }
 
+// validTrimmed is the contract's bounded string: valid UTF-8 (the canonical hash writes
+// bytes as they are, so a string encoders would repair must never be valid), 1..max
+// UTF-16 units, no surrounding white space.
 func validTrimmed(field, s string, max int) error {
+	if !utf8.ValidString(s) {
+		return contractErr(field, "must be valid UTF-8")
+	}
 	if n := UTF16Len(s); n < 1 || n > max || JSTrim(s) != s {
 		return contractErr(field, "must be 1 to %d characters without surrounding white space", max)
 	}

@@ -8,28 +8,17 @@ import (
 	"unicode/utf16"
 )
 
-// ListToolNamespaces is the namespace catalogue of a context: every tool namespace of the
-// resolved (unfiltered) registry with its sources, its tool count — every registered tool,
-// whatever the grants — and whether the context enables it. An enabled namespace without
-// tools does not appear.
-func (k *Kernel) ListToolNamespaces(ctx context.Context, actx AccessContext) (ToolNamespaceCatalog, error) {
-	return k.BeginTurn(actx).ListToolNamespaces(ctx, actx)
-}
-
-// ListToolNamespaces is Kernel.ListToolNamespaces within the turn.
-func (t *Turn) ListToolNamespaces(ctx context.Context, actx AccessContext) (ToolNamespaceCatalog, error) {
-	if err := validContext(&actx); err != nil {
-		return ToolNamespaceCatalog{}, err
-	}
-	if err := t.check(actx); err != nil {
-		return ToolNamespaceCatalog{}, err
-	}
-	reg, err := t.registry(ctx, actx)
+// ListToolNamespaces is the namespace catalogue of the turn's context: every tool
+// namespace of the resolved (unfiltered) registry with its sources, its tool count —
+// every registered tool, whatever the grants — and whether the context enables it. An
+// enabled namespace without tools does not appear.
+func (t *Turn) ListToolNamespaces(ctx context.Context) (ToolNamespaceCatalog, error) {
+	reg, err := t.registry(ctx)
 	if err != nil {
 		return ToolNamespaceCatalog{}, err
 	}
-	cat := buildNamespaceCatalog(reg, actx.EnabledToolNamespaces)
-	ev := t.k.event(actx, EventNamespaceCatalogListed, OutcomeSucceeded)
+	cat := buildNamespaceCatalog(reg, t.actx.EnabledToolNamespaces)
+	ev := t.k.event(t.actx, EventNamespaceCatalogListed, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"totalNamespaces": cat.Summary.Total, "enabledNamespaces": cat.Summary.Enabled}
 	t.k.auditAfter(ctx, ev)
 	return cat, nil
@@ -76,38 +65,48 @@ func buildNamespaceCatalog(reg *registry, enabled []string) ToolNamespaceCatalog
 	return cat
 }
 
-// UpdateToolNamespaces validates update, applies it through the settings store (which
-// applies it atomically against fresh state and may narrow it) and returns the catalogue
-// recomputed for the selection that took effect, with that selection. A malformed update
-// fails with an error matching ErrInvalidUpdate and nothing is stored; no settings store
-// fails with ErrMissingRegistration.
-func (k *Kernel) UpdateToolNamespaces(ctx context.Context, actx AccessContext, update ToolNamespaceUpdate) (ToolNamespaceCatalog, []string, error) {
+// UpdateToolNamespaces validates update, drops from its enable list the namespaces the
+// host forbids (Config.ForbiddenNamespaces: an update may narrow, never widen), applies it
+// through the settings store (atomically against fresh state) and returns the catalogue
+// recomputed for the selection that took effect, with that selection (sorted). A
+// malformed update fails with an error matching ErrInvalidUpdate and nothing is stored;
+// no settings store fails with ErrMissingRegistration. The turn's own context keeps the
+// selection it began with: begin a new turn to act under the new one.
+func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpdate) (ToolNamespaceCatalog, []string, error) {
+	k := t.k
 	u := ToolNamespaceUpdate{Enable: slices.Clone(update.Enable), Disable: slices.Clone(update.Disable)}
 	if err := u.Validate(); err != nil {
-		return ToolNamespaceCatalog{}, nil, err
-	}
-	if err := validContext(&actx); err != nil {
 		return ToolNamespaceCatalog{}, nil, err
 	}
 	if k.cfg.Settings == nil {
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("tool namespace settings: %w", ErrMissingRegistration)
 	}
-	sel, err := k.cfg.Settings.ApplyUpdate(ctx, actx, u)
+	forbidden := func(n string) bool { return slices.Contains(k.cfg.ForbiddenNamespaces, n) }
+	u.Enable = slices.DeleteFunc(u.Enable, forbidden)
+	var sel []string
+	var err error
+	if len(u.Enable) == 0 && len(u.Disable) == 0 {
+		// Only forbidden namespaces were asked for: nothing changes.
+		sel = slices.Clone(t.actx.EnabledToolNamespaces)
+	} else {
+		sel, err = k.cfg.Settings.ApplyUpdate(ctx, t.actx, u)
+	}
 	if err != nil {
-		ev := k.event(actx, EventNamespaceSelectionUpdated, OutcomeFailed)
+		ev := k.event(t.actx, EventNamespaceSelectionUpdated, OutcomeFailed)
 		k.auditAfter(ctx, ev)
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
 	}
 	if sel, err = ValidateEnabledToolNamespaces(sel); err != nil {
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("tool namespace settings returned an invalid selection: %w", err)
 	}
+	sel = slices.DeleteFunc(sel, forbidden)
 	SortLocale(sel)
-	next := cloneContext(actx)
+	next := cloneContext(t.actx)
 	next.EnabledToolNamespaces = sel
 	ev := k.event(next, EventNamespaceSelectionUpdated, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"enabledNamespaces": sel}
 	k.auditAfter(ctx, ev)
-	reg, err := k.resolveRegistry(ctx, next)
+	reg, err := t.registry(ctx)
 	if err != nil {
 		return ToolNamespaceCatalog{}, sel, err
 	}
@@ -190,10 +189,8 @@ func EscalationReason(args json.RawMessage) string {
 // RecordEscalation records that the turn of actx ended asking a human: one
 // escalation.requested audit event. Nothing is granted; the host resolves it by issuing a
 // grant a later turn loads. The reviewer is the context's owner.
-func (k *Kernel) RecordEscalation(ctx context.Context, actx AccessContext, reason string, requested *CapabilityRequest) (Escalation, error) {
-	if err := validContext(&actx); err != nil {
-		return Escalation{}, err
-	}
+func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *CapabilityRequest) (Escalation, error) {
+	k, actx := t.k, t.actx
 	esc := Escalation{Reason: reason, Reviewer: actx.Owner, RequestedAt: actx.Now, Status: "pending", RequestedAuthority: requested}
 	ev := k.event(actx, EventEscalationRequested, OutcomeEscalated)
 	ev.Reason = CodeEscalationRequested

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -404,4 +405,14 @@ func (t specTool) handler() kernel.ToolHandler {
 		return kernel.ToolResult{CallID: call.ID, Tool: call.Tool, Status: kernel.StatusSucceeded, Output: map[string]any{"ok": true}, CompletedAt: actx.Now}, nil
 	}
 	return h
+}
+
+// mustTurn begins a turn or fails the test.
+func mustTurn(tb testing.TB, k *kernel.Kernel, actx kernel.AccessContext) *kernel.Turn {
+	tb.Helper()
+	turn, err := k.BeginTurn(actx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return turn
 }

@@ -18,9 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -36,6 +36,9 @@ type Config struct {
 	Revocation GrantRevocationSource
 	Settings   ToolNamespaceSettingsStore
 	Audit      AuditSink
+	// ForbiddenNamespaces is the namespace ceiling: tool namespaces this host never
+	// enables, whatever a context's selection or a namespace update says.
+	ForbiddenNamespaces []string
 	// MaxGrants bounds the grants one context may resolve (default DefaultMaxGrants).
 	MaxGrants int
 	// NewID mints audit event ids (default: 128 random bits, hex).
@@ -56,6 +59,7 @@ type Kernel struct {
 	authz     Authorizer
 	mu        sync.RWMutex
 	static    map[string]*registered
+	staticReg *registry // newRegistry(static), built on first use after registrations
 	providers []ContextToolProvider
 }
 
@@ -109,6 +113,7 @@ func (k *Kernel) RegisterTool(h ToolHandler) error {
 		return fmt.Errorf("tool %q: %w", h.Definition.Name, ErrDuplicateRegistration)
 	}
 	k.static[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
+	k.staticReg = nil
 	return nil
 }
 
@@ -137,14 +142,44 @@ type registry struct {
 	hash   string
 }
 
-func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*registry, error) {
-	k.mu.RLock()
-	r := &registry{byName: make(map[string]*registered, len(k.static))}
-	for n, h := range k.static {
-		r.byName[n] = h
+func newRegistry(byName map[string]*registered) *registry {
+	r := &registry{byName: byName, names: make([]string, 0, len(byName))}
+	for n := range byName {
+		r.names = append(r.names, n)
 	}
-	providers := slices.Clone(k.providers)
+	sort.Strings(r.names)
+	hs := sha256.New()
+	for _, n := range r.names {
+		d := byName[n].digest
+		hs.Write(d[:])
+	}
+	r.hash = hex.EncodeToString(hs.Sum(nil))
+	return r
+}
+
+// staticRegistry is the registry of the static tools, built once per set of
+// registrations and shared by every turn without per-context providers.
+func (k *Kernel) staticRegistry() (*registry, []ContextToolProvider) {
+	k.mu.RLock()
+	r, providers := k.staticReg, k.providers
 	k.mu.RUnlock()
+	if r != nil {
+		return r, providers
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.staticReg == nil {
+		k.staticReg = newRegistry(maps.Clone(k.static))
+	}
+	return k.staticReg, k.providers
+}
+
+func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*registry, error) {
+	static, providers := k.staticRegistry()
+	if len(providers) == 0 {
+		return static, nil
+	}
+	byName := maps.Clone(static.byName)
 	for _, p := range providers {
 		hs, err := p.ListTools(ctx, cloneContext(actx))
 		if err != nil {
@@ -158,24 +193,13 @@ func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*regi
 			if err := validateHandler(&h); err != nil {
 				return nil, fmt.Errorf("context tool provider %q: %v: %w", p.ID(), err, ErrToolCatalogUnavailable)
 			}
-			if _, dup := r.byName[h.Definition.Name]; dup {
+			if _, dup := byName[h.Definition.Name]; dup {
 				return nil, fmt.Errorf("tool %q registered twice (provider %q): %w", h.Definition.Name, p.ID(), ErrToolCatalogUnavailable)
 			}
-			r.byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
+			byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
 		}
 	}
-	r.names = make([]string, 0, len(r.byName))
-	for n := range r.byName {
-		r.names = append(r.names, n)
-	}
-	sort.Strings(r.names)
-	hs := sha256.New()
-	for _, n := range r.names {
-		d := r.byName[n].digest
-		hs.Write(d[:])
-	}
-	r.hash = hex.EncodeToString(hs.Sum(nil))
-	return r, nil
+	return newRegistry(byName), nil
 }
 
 func cloneContext(actx AccessContext) AccessContext {
@@ -183,73 +207,101 @@ func cloneContext(actx AccessContext) AccessContext {
 	return actx
 }
 
-// turnKey identifies a turn: everything of the context but now and the namespace selection.
-type turnKey struct {
-	world                   string
-	actor, authority, owner Address
-	purpose, trace          string
-}
-
-func keyOf(actx AccessContext) turnKey {
-	return turnKey{actx.NamespaceID, actx.Actor, actx.Authority, actx.Owner, actx.Purpose, actx.TraceID}
-}
-
-// Turn holds what is resolved once per turn: the authority (grants loaded once, an outage
-// held for the whole turn) and the unfiltered tool registry (providers called once). The
-// permission filter and namespace enablement are re-applied on every operation. A Turn
-// is safe for concurrent use.
+// Turn is one turn of one context: it holds the validated context (its enabled tool
+// namespaces already narrowed by Config.ForbiddenNamespaces) and what is resolved once
+// per turn — the authority (grants loaded once, an outage held for the whole turn) and
+// the unfiltered tool registry (providers called once). Every operation of the turn is
+// decided against them at the context's instant. A Turn is safe for concurrent use.
+//
+// The turn's authority.resolved audit event is written once, by the first audited
+// operation (ListTools, InvokeTool, the namespace and escalation operations); the dry
+// runs (ExplainCall, AllTools) write nothing.
 type Turn struct {
-	k   *Kernel
-	key turnKey
+	k    *Kernel
+	actx AccessContext
 
 	authOnce sync.Once
 	auth     *Authority
+
+	auditOnce sync.Once
+	audited   *Authority // auth, or an unavailable one when its audit record failed
 
 	regOnce sync.Once
 	reg     *registry
 	regErr  error
 }
 
-// BeginTurn starts a turn for actx. Operations on the turn must use contexts with the same
-// world, actor, authority, owner, purpose and trace; now and the enabled namespaces may
-// differ per operation.
-func (k *Kernel) BeginTurn(actx AccessContext) *Turn { return &Turn{k: k, key: keyOf(actx)} }
+// BeginTurn starts a turn for actx. It fails (matching ErrInvalidContext) when actx does
+// not match the contract.
+func (k *Kernel) BeginTurn(actx AccessContext) (*Turn, error) {
+	actx = cloneContext(actx)
+	if err := actx.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidContext, err)
+	}
+	if len(k.cfg.ForbiddenNamespaces) > 0 {
+		actx.EnabledToolNamespaces = slices.DeleteFunc(actx.EnabledToolNamespaces, func(n string) bool {
+			return slices.Contains(k.cfg.ForbiddenNamespaces, n)
+		})
+	}
+	return &Turn{k: k, actx: actx}, nil
+}
 
-// Authority returns the turn's authority, loading it on first use (and auditing
-// authority.resolved once).
-func (t *Turn) Authority(ctx context.Context, actx AccessContext) *Authority {
-	t.authOnce.Do(func() {
-		t.auth = ResolveAuthority(ctx, t.k.cfg.Grants, actx, t.k.cfg.MaxGrants)
-		ev := t.k.event(actx, EventAuthorityResolved, OutcomeSucceeded)
-		if t.auth.unavailable != "" {
-			ev.Outcome = OutcomeFailed
-			ev.Reason = ReasonAuthorityUnavailable
-			ev.FailClosed = true
-			ev.Metadata = map[string]any{"authority": t.auth.unavailable}
-		} else {
-			if t.k.cfg.Audit != nil {
-				ev.AuthorityHash = t.auth.Hash()
-			}
-			ev.Metadata = map[string]any{"grantIds": t.auth.GrantIDs(), "grantCount": len(t.auth.grants)}
-		}
-		ev.Metadata["hostCeiling"] = map[bool]string{true: "installed", false: "absent"}[t.k.cfg.Ceiling != nil]
-		if err := t.k.audit(ctx, ev); err != nil {
-			t.auth = UnavailableAuthority(string(CodeAuditUnavailable))
-		}
-	})
+// Context returns a copy of the turn's context.
+func (t *Turn) Context() AccessContext { return cloneContext(t.actx) }
+
+// Authority returns the turn's authority, loading it on first use. It writes no audit
+// record (see Turn).
+func (t *Turn) Authority(ctx context.Context) *Authority {
+	t.authOnce.Do(func() { t.auth = ResolveAuthority(ctx, t.k.cfg.Grants, t.actx, t.k.cfg.MaxGrants) })
 	return t.auth
 }
 
-func (t *Turn) registry(ctx context.Context, actx AccessContext) (*registry, error) {
-	t.regOnce.Do(func() { t.reg, t.regErr = t.k.resolveRegistry(ctx, actx) })
+// auditedAuthority is Authority after the turn's authority.resolved event was written;
+// when it cannot be, the turn's audited operations run under no authority.
+func (t *Turn) auditedAuthority(ctx context.Context) *Authority {
+	auth := t.Authority(ctx)
+	t.auditOnce.Do(func() {
+		t.audited = auth
+		k := t.k
+		if k.cfg.Audit == nil {
+			return
+		}
+		ev := k.event(t.actx, EventAuthorityResolved, OutcomeSucceeded)
+		if auth.unavailable != "" {
+			ev.Outcome = OutcomeFailed
+			ev.Reason = ReasonAuthorityUnavailable
+			ev.FailClosed = true
+			ev.Metadata = map[string]any{"authority": auth.unavailable}
+		} else {
+			ev.AuthorityHash = auth.Hash()
+			ev.Metadata = map[string]any{"grantIds": auth.GrantIDs(), "grantCount": len(auth.grants)}
+		}
+		ev.Metadata["hostCeiling"] = map[bool]string{true: "installed", false: "absent"}[k.cfg.Ceiling != nil]
+		if err := k.audit(ctx, ev); err != nil {
+			t.audited = UnavailableAuthority(string(CodeAuditUnavailable))
+		}
+	})
+	return t.audited
+}
+
+func (t *Turn) registry(ctx context.Context) (*registry, error) {
+	t.regOnce.Do(func() { t.reg, t.regErr = t.k.resolveRegistry(ctx, t.actx) })
 	return t.reg, t.regErr
 }
 
-func (t *Turn) check(actx AccessContext) error {
-	if keyOf(actx) != t.key {
-		return contractErr("", "the access context does not belong to this turn")
+// state resolves what a plan is evaluated against; audited selects whether the turn's
+// authority.resolved event must be written first.
+func (t *Turn) state(ctx context.Context, audited bool) *turnState {
+	st := &turnState{actx: t.actx}
+	if audited {
+		st.auth = t.auditedAuthority(ctx)
+	} else {
+		st.auth = t.Authority(ctx)
 	}
-	return nil
+	if st.auth.unavailable == "" {
+		st.reg, st.regErr = t.registry(ctx)
+	}
+	return st
 }
 
 func (k *Kernel) event(actx AccessContext, typ AuditEventType, outcome AuditOutcome) AuditEvent {
@@ -275,52 +327,44 @@ func (k *Kernel) auditAfter(ctx context.Context, ev AuditEvent) {
 }
 
 // ErrInvalidContext is returned (wrapped) when an access context fails the contract.
-var ErrInvalidContext = errors.New("invalid_context")
+var ErrInvalidContext = errors.New("the access context does not match the SharedOS contract")
 
-func validContext(actx *AccessContext) error {
-	if err := actx.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidContext, err)
-	}
-	return nil
-}
-
-// ListTools is the filtered catalogue of one operation: every registered tool whose
-// namespace is enabled and whose declared ceiling some grant can discover, sorted by
-// name. An authority outage yields an empty catalogue (fail-closed), not an error; an
-// unresolvable registry yields an error matching ErrToolCatalogUnavailable.
+// ListTools is the filtered catalogue of one operation in a turn of its own (see
+// Turn.ListTools).
 func (k *Kernel) ListTools(ctx context.Context, actx AccessContext) ([]ToolDefinition, error) {
-	return k.BeginTurn(actx).ListTools(ctx, actx)
-}
-
-// ListTools is Kernel.ListTools within the turn.
-func (t *Turn) ListTools(ctx context.Context, actx AccessContext) ([]ToolDefinition, error) {
-	if err := validContext(&actx); err != nil {
-		return nil, err
-	}
-	if err := t.check(actx); err != nil {
-		return nil, err
-	}
-	k := t.k
-	auth := t.Authority(ctx, actx)
-	if auth.unavailable != "" {
-		ev := k.event(actx, EventToolCatalogListed, OutcomeDenied)
-		ev.Reason = ReasonAuthorityUnavailable
-		ev.Metadata = map[string]any{"enabledNamespaces": actx.EnabledToolNamespaces, "withheldCount": 0}
-		k.auditAfter(ctx, ev)
-		return []ToolDefinition{}, nil
-	}
-	reg, err := t.registry(ctx, actx)
+	t, err := k.BeginTurn(actx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ToolDefinition, 0, len(reg.names))
+	return t.ListTools(ctx)
+}
+
+// ListTools is the filtered catalogue: every registered tool whose namespace is enabled
+// and whose declared bound some grant can discover, sorted by name. An authority outage
+// yields an empty catalogue (fail-closed), not an error; an unresolvable registry yields
+// an error matching ErrToolCatalogUnavailable; a listing whose audit record cannot be
+// written fails.
+func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
+	k := t.k
+	st := t.state(ctx, true)
+	if st.auth.unavailable != "" {
+		ev := k.event(t.actx, EventToolCatalogListed, OutcomeDenied)
+		ev.Reason = ReasonAuthorityUnavailable
+		ev.Metadata = map[string]any{"enabledNamespaces": t.actx.EnabledToolNamespaces, "withheldCount": 0}
+		k.auditAfter(ctx, ev)
+		return []ToolDefinition{}, nil
+	}
+	if st.regErr != nil {
+		return nil, st.regErr
+	}
+	out := make([]ToolDefinition, 0, len(st.reg.names))
 	withheld, outage := 0, false
-	for _, n := range reg.names {
-		h := reg.byName[n]
-		if !slices.Contains(actx.EnabledToolNamespaces, h.handler.Definition.Namespace) {
+	for _, n := range st.reg.names {
+		def := &st.reg.byName[n].handler.Definition
+		if !slices.Contains(t.actx.EnabledToolNamespaces, def.Namespace) {
 			continue
 		}
-		d, _ := k.authz.CanDiscover(ctx, auth, actx, h.handler.Definition.RequiredCapability, "")
+		d, _ := k.authz.CanDiscover(ctx, st.auth, t.actx, def.RequiredCapability, "")
 		if !d.Allowed {
 			withheld++
 			if IsInfrastructureDenial(d.ReasonCode) {
@@ -328,13 +372,13 @@ func (t *Turn) ListTools(ctx context.Context, actx AccessContext) ([]ToolDefinit
 			}
 			continue
 		}
-		out = append(out, h.handler.Definition)
+		out = append(out, *def)
 	}
 	if k.cfg.Audit != nil {
-		ev := k.event(actx, EventToolCatalogListed, OutcomeSucceeded)
-		ev.AuthorityHash = auth.Hash()
+		ev := k.event(t.actx, EventToolCatalogListed, OutcomeSucceeded)
+		ev.AuthorityHash = st.auth.Hash()
 		ev.FailClosed = outage
-		ev.Metadata = map[string]any{"catalogHash": reg.hash, "enabledNamespaces": actx.EnabledToolNamespaces,
+		ev.Metadata = map[string]any{"catalogHash": st.reg.hash, "enabledNamespaces": t.actx.EnabledToolNamespaces,
 			"withheldCount": withheld}
 		if err := k.audit(ctx, ev); err != nil {
 			return nil, fmt.Errorf("write audit: %w", err)
@@ -343,66 +387,117 @@ func (t *Turn) ListTools(ctx context.Context, actx AccessContext) ([]ToolDefinit
 	return out, nil
 }
 
-// InvokeTool decides and runs one call. See the package's pipeline: trace, authority,
-// registry, registration, namespace, discovery, arguments, requirement, owner, ceiling
-// bound, consuming authorization, execution. It never returns an error: every outcome,
-// including infrastructure outages, is a ToolResult.
+// InvokeTool decides and runs one call in a turn of its own (see Turn.InvokeTool). An
+// invalid context is refused invalid_context without an audit record.
 func (k *Kernel) InvokeTool(ctx context.Context, actx AccessContext, call ToolCall) ToolResult {
-	return k.BeginTurn(actx).InvokeTool(ctx, actx, call)
-}
-
-// invocation carries one call through the pipeline.
-type invocation struct {
-	t    *Turn
-	actx AccessContext
-	call ToolCall
-	auth *Authority
-	reg  *registry
-}
-
-func (iv *invocation) finish(ctx context.Context, res ToolResult, cause string) ToolResult {
-	k := iv.t.k
-	outcome := AuditOutcome(res.Status)
-	ev := k.event(iv.actx, EventToolInvoked, outcome)
-	ev.OperationID = iv.call.ID
-	ev.Tool = iv.call.Tool
-	ev.Source = "kernel"
-	ev.Cause = cause
-	if res.Error != nil {
-		ev.Reason = res.Error.Code
-		if cause != "" && IsInfrastructureDenial(ReasonCode(cause)) {
-			ev.FailClosed = true
+	t, err := k.BeginTurn(actx)
+	if err != nil {
+		now := actx.Now
+		if _, perr := ParseTimestamp(now); perr != nil {
+			now = FormatTimestamp(0)
 		}
+		return DeniedResult(call, now, ReasonInvalidContext, "the access context does not match the SharedOS contract")
 	}
-	if iv.auth != nil && iv.auth.unavailable == "" && k.cfg.Audit != nil {
-		ev.AuthorityHash = iv.auth.Hash()
+	return t.InvokeTool(ctx, call)
+}
+
+// InvokeTool decides and runs one call: Plan (pure: every gate of spec 20 §5 in order),
+// then Settle (the ports: delegation, revocation, host ceiling, usage — consuming only for
+// the execution check — each decision audited), then Execute, then the tool.invoked
+// audit record. It never returns an error: every outcome, including infrastructure
+// outages, is a ToolResult, and a refusal carries its gate and cause.
+func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
+	k := t.k
+	st := t.state(ctx, true)
+	p := planCall(st, call)
+	var auditErr error
+	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
+		consume := stage == StageAuthorization
+		d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, consume)
+		if k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed) {
+			rec := t.decisionEvent(st.auth, call, ev.Requirement, d, diag, consume)
+			if consume {
+				auditErr = k.audit(ctx, rec)
+			} else {
+				k.auditAfter(ctx, rec)
+			}
+		}
+		return Settled{Decision: d, Diagnostic: diag}
+	}, false)
+	now := t.actx.Now
+	var res ToolResult
+	switch {
+	case auditErr != nil:
+		res = FailedResult(call, now, CodeAuditUnavailable, "the decision could not be audited; the call was refused")
+		res.Gate = GateInfrastructure
+	case len(findings) > 0:
+		res = findings[0].Result(call, now)
+	default:
+		res = t.execute(ctx, p)
 	}
-	if iv.reg != nil {
-		ev.Metadata = map[string]any{"catalogHash": iv.reg.hash}
-	}
-	k.auditAfter(ctx, ev)
+	t.finish(ctx, st, p, res)
 	return res
 }
 
-func (iv *invocation) decisionEvent(req CapabilityRequirement, d AuthorizationDecision, diag Diagnostic, consume bool) AuditEvent {
-	k := iv.t.k
+// execute runs the planned, authorized call and checks what the tool returned.
+func (t *Turn) execute(ctx context.Context, p *Plan) ToolResult {
+	call, now := p.Call, t.actx.Now
+	res, err := invokeSafely(ctx, p.handler, t.actx, p.parsed)
+	if err != nil {
+		return FailedResult(call, now, CodeToolExecutionFailed, "the tool failed while executing")
+	}
+	if res.CallID != call.ID || res.Tool != call.Tool || res.Check() != nil {
+		return FailedResult(call, now, CodeInvalidToolResult, "the tool returned a result that does not match the contract")
+	}
+	res.Gate, res.Cause = "", ""
+	return res
+}
+
+// finish writes the call's tool.invoked audit record.
+func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResult) {
+	k := t.k
+	if k.cfg.Audit == nil {
+		return
+	}
+	ev := k.event(t.actx, EventToolInvoked, AuditOutcome(res.Status))
+	ev.OperationID = p.Call.ID
+	ev.Tool = p.Call.Tool
+	ev.Source = "kernel"
+	ev.Cause = res.Cause
+	if res.Error != nil {
+		ev.Reason = res.Error.Code
+		if res.Cause != "" && IsInfrastructureDenial(ReasonCode(res.Cause)) {
+			ev.FailClosed = true
+		}
+	}
+	if st.auth.unavailable == "" {
+		ev.AuthorityHash = st.auth.Hash()
+	}
+	if p.catalogHash != "" {
+		ev.Metadata = map[string]any{"catalogHash": p.catalogHash}
+	}
+	k.auditAfter(ctx, ev)
+}
+
+// decisionEvent is the authorization.checked record of one settled authorization.
+func (t *Turn) decisionEvent(auth *Authority, call ToolCall, req CapabilityRequirement, d AuthorizationDecision, diag Diagnostic, consume bool) AuditEvent {
 	outcome := OutcomeAllowed
 	if !d.Allowed {
 		outcome = OutcomeDenied
 	}
-	ev := k.event(iv.actx, EventAuthorizationChecked, outcome)
-	r := req.Resource
+	ev := t.k.event(t.actx, EventAuthorizationChecked, outcome)
+	r := cloneRequirement(req).Resource
 	ev.Resource = &r
 	ev.Action = req.Action
 	ev.GrantID = d.MatchedGrantID
-	ev.OperationID = iv.call.ID
-	ev.Tool = iv.call.Tool
+	ev.OperationID = call.ID
+	ev.Tool = call.Tool
 	if !d.Allowed {
 		ev.Reason = d.ReasonCode
 	}
 	ev.Consumed = BoolPtr(consume && diag.Consumed)
-	if iv.auth != nil && iv.auth.unavailable == "" {
-		ev.AuthorityHash = iv.auth.Hash()
+	if auth.unavailable == "" {
+		ev.AuthorityHash = auth.Hash()
 	}
 	meta := map[string]any{"grantsResolved": diag.GrantsResolved, "rejectedGrants": diag.RejectedGrants}
 	if diag.RejectedGrants == nil {
@@ -417,177 +512,6 @@ func (iv *invocation) decisionEvent(req CapabilityRequirement, d AuthorizationDe
 	ev.Metadata = meta
 	ev.RequestedAuthority = d.RequiredAuthority
 	return ev
-}
-
-// InvokeTool is Kernel.InvokeTool within the turn.
-func (t *Turn) InvokeTool(ctx context.Context, actx AccessContext, call ToolCall) ToolResult {
-	k := t.k
-	iv := &invocation{t: t, actx: actx, call: call}
-	now := actx.Now
-	if err := validContext(&actx); err != nil {
-		if _, perr := ParseTimestamp(now); perr != nil {
-			now = FormatTimestamp(0)
-		}
-		return DeniedResult(call, now, ReasonInvalidContext, "the access context does not match the SharedOS contract")
-	}
-	if err := t.check(actx); err != nil {
-		return DeniedResult(call, now, ReasonInvalidContext, err.Error())
-	}
-	if validIdent("id", call.ID) != nil || validIdent("tool", call.Tool) != nil {
-		return iv.finish(ctx, DeniedResult(call, now, ReasonInvalidRequest, "the tool call needs an id and a tool name"), "")
-	}
-	// 1. trace
-	if call.TraceID != actx.TraceID {
-		return iv.finish(ctx, DeniedResult(call, now, CodeTraceMismatch, "the call's traceId does not match the context's"), "")
-	}
-	// 2. authority
-	iv.auth = t.Authority(ctx, actx)
-	if iv.auth.unavailable != "" {
-		return iv.finish(ctx, DeniedResult(call, now, ReasonAuthorityUnavailable,
-			"authority could not be loaded for this context; the call was refused"), string(ReasonAuthorityUnavailable))
-	}
-	// 3. registry
-	reg, err := t.registry(ctx, actx)
-	if err != nil {
-		return iv.finish(ctx, FailedResult(call, now, CodeToolCatalogUnavailable, "the tool catalogue could not be resolved for this context"), "")
-	}
-	iv.reg = reg
-	unavailable := func(cause string) ToolResult {
-		return iv.finish(ctx, DeniedResult(call, now, CodeToolUnavailable, fmt.Sprintf("tool %q is not available", call.Tool)), cause)
-	}
-	// 4. registered
-	h := reg.byName[call.Tool]
-	if h == nil {
-		return unavailable(CauseNotRegistered)
-	}
-	def := &h.handler.Definition
-	// 5. namespace
-	if !slices.Contains(actx.EnabledToolNamespaces, def.Namespace) {
-		return unavailable(CauseNamespaceDisabled)
-	}
-	// 6. discoverable
-	if d, diag := k.authz.CanDiscover(ctx, iv.auth, actx, def.RequiredCapability, ""); !d.Allowed {
-		k.auditAfter(ctx, iv.decisionEvent(def.RequiredCapability, d, diag, false))
-		return unavailable(string(d.ReasonCode))
-	}
-	// 7. arguments
-	parsed, perr := parseArguments(&h.handler, call.Arguments)
-	if perr != nil {
-		return iv.finish(ctx, FailedResult(call, now, CodeInvalidToolArguments, "invalid tool arguments: "+perr.Error()), "")
-	}
-	pcall := ParsedToolCall{ToolCall: call, Parsed: parsed}
-	// 8. requirement
-	req, rerr := resolveRequirement(&h.handler, actx, pcall)
-	if rerr != nil {
-		return iv.finish(ctx, FailedResult(call, now, CodeToolRequirementResolutionFailed, "the tool could not resolve what this call requires"), "")
-	}
-	// 9. owner
-	if req.Resource.Owner != nil && *req.Resource.Owner != actx.Owner {
-		d, diag := k.authz.Authorize(ctx, iv.auth, actx, req, AuthorizeOptions{})
-		k.auditAfter(ctx, iv.decisionEvent(req, d, diag, false))
-		return iv.finish(ctx, DeniedResult(call, now, d.ReasonCode, "the call names a resource of another owner"), "")
-	}
-	// 10. within the declared ceiling
-	if !WithinCeiling(req, def.RequiredCapability, actx.Owner) {
-		return iv.finish(ctx, FailedResult(call, now, CodeInvalidToolRequirement, "the tool resolved a requirement outside its declared ceiling"), "")
-	}
-	// 11. consuming authorization
-	d, diag := k.authz.Authorize(ctx, iv.auth, actx, req, AuthorizeOptions{Consume: true})
-	if err := k.audit(ctx, iv.decisionEvent(req, d, diag, true)); err != nil {
-		return iv.finish(ctx, FailedResult(call, now, CodeAuditUnavailable, "the decision could not be audited; the call was refused"), "")
-	}
-	if !d.Allowed {
-		res := DeniedResult(call, now, d.ReasonCode, denialMessage(d.ReasonCode, req))
-		if d.RequiredAuthority != nil {
-			res.Error.Details = map[string]any{"requiredAuthority": d.RequiredAuthority}
-		}
-		return iv.finish(ctx, res, "")
-	}
-	// 12. execute
-	res, ierr := invokeSafely(ctx, &h.handler, actx, pcall)
-	if ierr != nil {
-		return iv.finish(ctx, FailedResult(call, now, CodeToolExecutionFailed, "the tool failed while executing"), "")
-	}
-	if res.CallID != call.ID || res.Tool != call.Tool || res.Check() != nil {
-		return iv.finish(ctx, FailedResult(call, now, CodeInvalidToolResult, "the tool returned a result that does not match the contract"), "")
-	}
-	return iv.finish(ctx, res, "")
-}
-
-func denialMessage(code ReasonCode, req CapabilityRequirement) string {
-	where := req.Resource.Namespace + ":" + JoinPath(req.Resource.Path)
-	switch code {
-	case ReasonNoMatchingGrant:
-		return fmt.Sprintf("no grant allows %q on %s", req.Action, where)
-	case ReasonGrantExhausted:
-		return fmt.Sprintf("the grant that allows %q on %s has no uses left", req.Action, where)
-	case ReasonHostPolicyDenied:
-		return "the host's policy ceiling refused this call"
-	case ReasonDelegationChainInvalid:
-		return "the delegation chain of the matching grant is invalid"
-	case ReasonDelegationChainUnverified:
-		return "the delegation chain of the matching grant could not be verified"
-	case ReasonUsageStoreUnavailable:
-		return "the usage store is unavailable; bounded grants cannot be used"
-	case ReasonHostPolicyUnavailable:
-		return "the host policy is unavailable; the call was refused"
-	case ReasonAuthorityUnavailable:
-		return "authority is unavailable; the call was refused"
-	case ReasonInvalidRequest:
-		return "the request is invalid"
-	case ReasonInvalidContext:
-		return "the access context is invalid"
-	}
-	return string(code)
-}
-
-// WithinCeiling reports whether a resolved requirement lies inside a tool's declared
-// ceiling: same action, same resource namespace, same effective owner, and the ceiling's
-// path a segment-prefix of the requirement's.
-func WithinCeiling(req, ceiling CapabilityRequirement, ctxOwner Address) bool {
-	if req.Action != ceiling.Action || req.Resource.Namespace != ceiling.Resource.Namespace {
-		return false
-	}
-	ro, co := ctxOwner, ctxOwner
-	if req.Resource.Owner != nil {
-		ro = *req.Resource.Owner
-	}
-	if ceiling.Resource.Owner != nil {
-		co = *ceiling.Resource.Owner
-	}
-	return ro == co && PathWithin(ceiling.Resource.Path, req.Resource.Path)
-}
-
-func parseArguments(h *ToolHandler, raw json.RawMessage) (parsed any, err error) {
-	trimmed := strings.TrimSpace(string(raw))
-	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(raw) {
-		return nil, errors.New("arguments must be a JSON object")
-	}
-	if h.ParseArguments == nil {
-		return raw, nil
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			parsed, err = nil, errors.New("the argument parser failed")
-		}
-	}()
-	return h.ParseArguments(raw)
-}
-
-func resolveRequirement(h *ToolHandler, actx AccessContext, call ParsedToolCall) (req CapabilityRequirement, err error) {
-	if h.ResolveRequirement == nil {
-		return cloneRequirement(h.Definition.RequiredCapability), nil
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = errors.New("resolveRequirement panicked")
-		}
-	}()
-	req, err = h.ResolveRequirement(cloneContext(actx), call)
-	if err == nil {
-		err = req.Validate()
-	}
-	return req, err
 }
 
 func invokeSafely(ctx context.Context, h *ToolHandler, actx AccessContext, call ParsedToolCall) (res ToolResult, err error) {

@@ -63,13 +63,13 @@ func TestInvokePipelineCodes(t *testing.T) {
 		mod    func(*kernel.AccessContext, *kernel.ToolCall)
 		status kernel.ToolStatus
 		code   kernel.ReasonCode
-		cause  string
+		cause  kernel.Cause
 	}{
 		{"allowed", nil, kernel.StatusSucceeded, "", ""},
 		{"trace mismatch", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.TraceID = "other" }, kernel.StatusDenied, kernel.CodeTraceMismatch, ""},
 		{"not registered", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Tool = "files.nope" }, kernel.StatusDenied, kernel.CodeToolUnavailable, kernel.CauseNotRegistered},
 		{"namespace disabled", func(a *kernel.AccessContext, _ *kernel.ToolCall) { a.EnabledToolNamespaces = nil }, kernel.StatusDenied, kernel.CodeToolUnavailable, kernel.CauseNamespaceDisabled},
-		{"not discoverable", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Tool = "t.write" }, kernel.StatusDenied, kernel.CodeToolUnavailable, string(kernel.ReasonNoMatchingGrant)},
+		{"not discoverable", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Tool = "t.write" }, kernel.StatusDenied, kernel.CodeToolUnavailable, kernel.Cause(kernel.ReasonNoMatchingGrant)},
 		{"arguments not an object", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`[1]`) }, kernel.StatusFailed, kernel.CodeInvalidToolArguments, ""},
 		{"arguments rejected", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":[".."]}`) }, kernel.StatusFailed, kernel.CodeInvalidToolArguments, ""},
 		{"outside the grant", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":["docsx"]}`) }, kernel.StatusDenied, kernel.ReasonNoMatchingGrant, ""},
@@ -161,7 +161,7 @@ func TestRefusalIsAuditedAndExplained(t *testing.T) {
 func TestClassifyRefusal(t *testing.T) {
 	cases := []struct {
 		ev   kernel.AuditEvent
-		want kernel.RefusalGate
+		want kernel.Gate
 	}{
 		{kernel.AuditEvent{Outcome: kernel.OutcomeSucceeded, Reason: "x"}, ""},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied}, ""},
@@ -198,7 +198,7 @@ func TestEscalation(t *testing.T) {
 	if res.Status != kernel.StatusFailed || res.Error.Code != kernel.CodeEscalationNotTerminated {
 		t.Fatalf("handler result %+v", res)
 	}
-	esc, err := k.RecordEscalation(context.Background(), actx, kernel.EscalationReason(json.RawMessage(`{"reason":"  approve?  "}`)), nil)
+	esc, err := mustTurn(t, k, actx).RecordEscalation(context.Background(), kernel.EscalationReason(json.RawMessage(`{"reason":"  approve?  "}`)), nil)
 	if err != nil || esc.Status != "pending" || esc.Reviewer != alice || esc.Reason != "approve?" {
 		t.Fatalf("escalation %+v %v", esc, err)
 	}
@@ -219,7 +219,7 @@ func TestEscalation(t *testing.T) {
 func TestNamespaceControlPlane(t *testing.T) {
 	k := newKernel(t, nil, nil, echoTool("t.read", "read"), kernel.EscalationTool())
 	actx := testContext()
-	cat, sel, err := k.UpdateToolNamespaces(context.Background(), actx, kernel.ToolNamespaceUpdate{Enable: []string{"sharedos", "ghost"}})
+	cat, sel, err := mustTurn(t, k, actx).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"sharedos", "ghost"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestNamespaceControlPlane(t *testing.T) {
 		}
 	}
 	noStore := kernel.New(kernel.Config{})
-	if _, _, err := noStore.UpdateToolNamespaces(context.Background(), actx, kernel.ToolNamespaceUpdate{Enable: []string{"a"}}); !errors.Is(err, kernel.ErrMissingRegistration) {
+	if _, _, err := mustTurn(t, noStore, actx).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"a"}}); !errors.Is(err, kernel.ErrMissingRegistration) {
 		t.Fatalf("err %v", err)
 	}
 	got, err := kernel.ApplyToolNamespaceUpdate([]string{"b", "a"}, kernel.ToolNamespaceUpdate{Enable: []string{"c", "a"}, Disable: []string{"b"}})
@@ -284,19 +284,16 @@ func TestExplainCall(t *testing.T) {
 	k := newKernel(t, []kernel.CapabilityGrant{g}, nil, echoTool("t.read", "read"), echoTool("t.write", "write"))
 	actx := testContext()
 	actx.EnabledToolNamespaces = nil
-	turn := k.BeginTurn(actx)
-	e, err := turn.ExplainCall(context.Background(), actx, call("t.write", `{"path":["docs","a"]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	turn := mustTurn(t, k, actx)
+	e := turn.ExplainCall(context.Background(), call("t.write", `{"path":["docs","a"]}`))
 	if e.Allowed || len(e.Findings) != 3 || e.Code != kernel.CodeToolUnavailable || e.Cause != kernel.CauseNamespaceDisabled {
 		t.Fatalf("explanation %+v", e)
 	}
 	if e.Requirement == nil || e.Requirement.Action != "write" || kernel.JoinPath(e.Requirement.Resource.Path) != "docs/a" {
 		t.Fatalf("requirement %+v: explain must resolve the exact requirement past the hidden gates", e.Requirement)
 	}
-	all, err := turn.AllTools(context.Background(), actx)
-	if err != nil || len(all) != 2 || all[0].Gate != "namespace" {
+	all, err := turn.AllTools(context.Background())
+	if err != nil || len(all) != 2 || all[0].Gate != kernel.GateRegistration {
 		t.Fatalf("all tools %+v %v", all, err)
 	}
 }
@@ -320,7 +317,7 @@ func TestSnapshotGrantSource(t *testing.T) {
 	if h := kernel.HashGrants([]kernel.CapabilityGrant{g}); h != want {
 		t.Fatalf("HashGrants %s, want %s", h, want)
 	}
-	auth := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g}, Hash: "precomputed", Validated: true}}, actx, 0)
+	auth := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g}, Hash: "precomputed"}}, actx, 0)
 	if auth.Unavailable() != "" || auth.Hash() != "precomputed" {
 		t.Fatalf("snapshot authority: %q %q", auth.Unavailable(), auth.Hash())
 	}
@@ -331,12 +328,12 @@ func TestSnapshotGrantSource(t *testing.T) {
 	}
 	other := g
 	other.Subject = carol
-	if u := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{other}, Validated: true}}, actx, 0).Unavailable(); u != kernel.AuthorityGrantScopeMismatch {
+	if u := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{other}}}, actx, 0).Unavailable(); u != kernel.AuthorityGrantScopeMismatch {
 		t.Fatalf("the scope check applies to validated snapshots too: %q", u)
 	}
 	// A validated snapshot whose grant has an unparsable instant still never allows.
 	var z kernel.Authorizer
-	a := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{bad}, Validated: true}}, actx, 0)
+	a := kernel.ResolveAuthority(ctx, snapshotSource{kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{bad}}}, actx, 0)
 	if d, _ := z.Authorize(ctx, a, actx, req("read", "x"), kernel.AuthorizeOptions{}); d.Allowed {
 		t.Fatalf("allowed with an unparsable issuedAt: %+v", d)
 	}

@@ -20,15 +20,13 @@ type GrantSnapshot struct {
 	// snapshot; the kernel uses it as the authority hash instead of recomputing it. It is
 	// audit identity only and never affects a decision.
 	Hash string
-	// Validated says the source already checked every grant against the contract (its
-	// strict decoder); the kernel then does not validate them again. The scope check
-	// (world, subject, issuer) and the grant limit still apply.
-	Validated bool
 }
 
 // SnapshotGrantSource is an optional extension of GrantSource for sources that keep a
-// validated, indexed snapshot (grant files cached by content digest): the kernel calls
-// LoadGrantSnapshot instead of LoadGrants and skips the work the snapshot already did.
+// parsed snapshot (grant files cached by content digest): the kernel calls
+// LoadGrantSnapshot instead of LoadGrants and reuses the snapshot's authority hash. The
+// kernel still validates every grant against the contract: a cache may skip parsing,
+// never the contract check.
 type SnapshotGrantSource interface {
 	GrantSource
 	LoadGrantSnapshot(ctx context.Context, actx AccessContext) (GrantSnapshot, error)

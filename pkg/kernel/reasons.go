@@ -37,12 +37,21 @@ const (
 	CodeMessageContextMismatch          ReasonCode = "message_context_mismatch"
 )
 
-// Causes recorded in audit for a tool_unavailable refusal (the result itself hides them).
+// Cause is the hidden cause of a tool_unavailable refusal, recorded in audit and carried
+// by the result for the host (the agent sees only tool_unavailable): one of the causes
+// below, or the code of the discovery decision that hid the tool (no_matching_grant,
+// host_policy_denied, …). It is the one cause vocabulary of every surface.
+type Cause string
+
+// The causes that are not authorization codes.
 const (
-	CauseNotRegistered     = "not_registered"
-	CauseNamespaceDisabled = "namespace_disabled"
-	CauseNotOffered        = "not_offered"
+	CauseNotRegistered     Cause = "not_registered"
+	CauseNamespaceDisabled Cause = "namespace_disabled"
+	CauseNotOffered        Cause = "not_offered"
 )
+
+// CauseOf is the cause a discovery refusal with code gives a tool_unavailable result.
+func CauseOf(code ReasonCode) Cause { return Cause(code) }
 
 // Internal codes of an authority outage (metadata.authority.code); callers see only
 // authority_unavailable.
@@ -89,7 +98,7 @@ const (
 	RejectCeiling    RejectReason = "ceiling"
 )
 
-// InfrastructureDenialReasons are the fail-closed authorization codes: an outage, not a
+// infrastructureDenialReasons are the fail-closed authorization codes: an outage, not a
 // policy answer. Their audit records carry failClosed:true.
 var infrastructureDenialReasons = [...]ReasonCode{
 	ReasonAuthorityUnavailable, ReasonDelegationChainUnverified,

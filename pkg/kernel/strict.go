@@ -169,6 +169,9 @@ func decodeJSONObject(raw json.RawMessage) (map[string]any, error) {
 
 // identifier validates an Identifier: JS-trimmed, then 1..256 UTF-16 units.
 func identifier(field, s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", contractErr(field, "must be valid UTF-8")
+	}
 	t := JSTrim(s)
 	if n := UTF16Len(t); n < 1 || n > 256 {
 		return "", contractErr(field, "must be 1 to 256 characters after trimming")
@@ -177,6 +180,9 @@ func identifier(field, s string) (string, error) {
 }
 
 func boundedTrimmed(field, s string, max int) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", contractErr(field, "must be valid UTF-8")
+	}
 	t := JSTrim(s)
 	if n := UTF16Len(t); n < 1 || n > max {
 		return "", contractErr(field, "must be 1 to %d characters after trimming", max)

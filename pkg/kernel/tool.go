@@ -147,6 +147,12 @@ type ToolResult struct {
 	Error       *ProtocolError `json:"error,omitempty"`
 	CompletedAt string         `json:"completedAt"`
 	Metadata    map[string]any `json:"metadata,omitempty"`
+	// Gate and Cause say, for the host, which gate refused the call and (for a
+	// tool_unavailable refusal) the hidden cause; they are empty on success and on a
+	// failure inside the tool. They are not part of the wire contract: a surface that
+	// publishes them (the CLI's JSON, MCP's _meta) does so explicitly.
+	Gate  Gate  `json:"-"`
+	Cause Cause `json:"-"`
 }
 
 // MarshalJSON writes output (even a null one) exactly when the call succeeded.

@@ -181,7 +181,11 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 func mustGrants(t *testing.T, k *kernel.Kernel, actx kernel.AccessContext) []kernel.CapabilityGrant {
 	t.Helper()
 	var out []kernel.CapabilityGrant
-	for _, g := range k.BeginTurn(actx).Authority(context.Background(), actx).Grants() {
+	turn, err := k.BeginTurn(actx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range turn.Authority(context.Background()).Grants() {
 		out = append(out, *g)
 	}
 	return out

@@ -1,0 +1,514 @@
+// Package host is the one assembly of a sharedos host: from Settings it builds the kernel
+// with its planes (files, repo, sharedos.escalate), its stores (the state database), its
+// grant source (grant files), its ceilings (the host ceiling of frozen paths and actions,
+// and the namespace ceiling) and begins the turn of the run's context. Every surface —
+// the CLI's commands, and the coming mcp, serve and test commands — builds its kernel
+// here and only translates.
+//
+// Assembly runs in two phases so that bad input never touches the state database:
+// Prepare checks every input (root, trust boundary, ceiling, grant files, context,
+// instant) and builds the tool table once; Open then opens the state database, reads
+// the namespace selection, builds the kernel and begins the turn. Close releases
+// everything either phase opened. A host must never authorize, filter or audit on its
+// own: that is the kernel's.
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/grantfile"
+	"github.com/sharedos/sharedos/pkg/hostceiling"
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/repoplane"
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
+)
+
+// Settings is what a surface resolved from its flags, environment and config file. Paths
+// are absolute.
+type Settings struct {
+	ConfigFile string // "" when no configuration file was read
+
+	Root   string
+	State  string
+	Grants []string
+
+	As, Owner, Authority string // raw addresses ("" when unset)
+	World, Purpose       string // "" when unset (the grant files' context decides)
+	Now                  string // raw --now ("" = the clock)
+	Namespaces           []string
+	NamespacesSet        bool
+	Trace, CallID        string
+
+	DefaultNamespaces []string
+	MaxGrants         int
+	RepoAuthorName    string
+	RepoAuthorEmail   string
+	// ForbiddenNamespaces is the namespace ceiling (config ceiling.namespaces): tool
+	// namespaces this host never enables.
+	ForbiddenNamespaces []string
+	FrozenPaths         []string
+	FrozenActions       []string
+}
+
+// Kind classifies a host error for the surface that reports it.
+type Kind int
+
+// The kinds of host errors.
+const (
+	// KindUsage: an input of the run is wrong (a flag, a path, a grant-file context).
+	KindUsage Kind = iota + 1
+	// KindConfig: the configuration file is invalid.
+	KindConfig
+	// KindState: the state database is unavailable.
+	KindState
+	// KindInternal: the host itself failed.
+	KindInternal
+)
+
+// Error is a host failure: a lowercase one-line message, a hint saying how to fix it, and
+// the cause, if any.
+type Error struct {
+	Kind    Kind
+	Message string
+	Hint    string
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func usageError(hint, format string, args ...any) *Error {
+	return &Error{Kind: KindUsage, Message: fmt.Sprintf(format, args...), Hint: hint}
+}
+
+// StateHint is the hint of a state database failure.
+func StateHint(path string) string {
+	return fmt.Sprintf("the state database %s is unreadable or not a sharedos database; move it aside (a new one is created) or pass --state FILE", path)
+}
+
+func stateError(err error, path string) *Error {
+	return &Error{Kind: KindState, Message: err.Error(), Hint: StateHint(path), Err: err}
+}
+
+// Prepared is a host whose inputs were all checked and whose tool table is built; nothing
+// has touched the state database yet.
+type Prepared struct {
+	Settings *Settings
+	// Context is the run's access context (its enabled namespaces are filled by Open).
+	Context kernel.AccessContext
+	// Instant is the turn's instant: --now parsed once, or the clock's reading.
+	Instant time.Time
+	// Pinned is true when the instant came from --now.
+	Pinned bool
+	// Grants is the loaded grant set (nil when no grant file was named or it was refused).
+	Grants *grantfile.Set
+	// GrantErr is why the grant files were refused (the kernel then sees an unavailable
+	// grant source); nil when they loaded.
+	GrantErr error
+	// CallID is the id the run's tool call gets.
+	CallID string
+
+	source   kernel.GrantSource
+	resolver kernel.DelegationChainResolver
+	ceiling  kernel.HostCeiling
+	tools    []kernel.ToolHandler
+	index    *snapshotIndexRef
+	closers  []io.Closer
+}
+
+// Host is an opened host: the kernel of the run and the turn of its context.
+type Host struct {
+	*Prepared
+	Kernel *kernel.Kernel
+	Turn   *kernel.Turn
+	Store  *sqlitestore.Store
+	// SelectionSource says where the context's enabled namespaces came from: "flag"
+	// (--namespaces), "stored" or "default" (defaultNamespaces, nothing stored yet).
+	SelectionSource string
+}
+
+// Prepare checks every input of s and builds the planes and the tool table. clock is
+// read once when s.Now is empty. On error nothing is left open.
+func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
+	p := &Prepared{Settings: s}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	rootReal, err := checkRoot(s.Root)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTrustBoundary(s, rootReal); err != nil {
+		return nil, err
+	}
+	if len(s.FrozenPaths) > 0 || len(s.FrozenActions) > 0 {
+		c, err := hostceiling.New(s.FrozenPaths, s.FrozenActions)
+		if err != nil {
+			return nil, &Error{Kind: KindConfig, Hint: "fix the ceiling section of the config file",
+				Message: fmt.Sprintf("config file %s: ceiling: %v", s.ConfigFile, err)}
+		}
+		p.ceiling = c
+	}
+	if s.Now != "" {
+		ms, err := kernel.ParseTimestamp(s.Now)
+		if err != nil {
+			return nil, usageError("pass --now as an RFC 3339 date-time with an offset, e.g. 2026-08-03T09:00:00Z",
+				"invalid --now %q: not an RFC 3339 date-time with an offset", s.Now)
+		}
+		p.Instant, p.Pinned = time.UnixMilli(ms).UTC(), true
+	} else {
+		p.Instant = time.UnixMilli(clock().UnixMilli()).UTC()
+	}
+
+	// Grant files: none ⇒ no grants; refused ⇒ an unavailable source (fail-closed).
+	p.source = emptySource{}
+	var gctx grantfile.Context
+	if len(s.Grants) > 0 {
+		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(filepath.Dir(s.State), "cache", "grants")})
+		switch {
+		case err == nil:
+			p.Grants, p.source, p.resolver, gctx = set, set, set, set.Context()
+		case isContextConflict(err):
+			return nil, usageError("make the grant files' context blocks agree, or pass the field as a flag",
+				"grant files disagree: %v", err)
+		default:
+			p.GrantErr = err
+			p.source = unavailableSource{err: err}
+			gctx = refusedContext(err, s.Grants)
+		}
+	}
+	if p.Context, err = accessContext(s, gctx, p.Instant); err != nil {
+		return nil, err
+	}
+	p.CallID = s.CallID
+	if p.CallID == "" {
+		p.CallID = NewUUID()
+	}
+	if s.NamespacesSet {
+		sel, err := kernel.ValidateEnabledToolNamespaces(s.Namespaces)
+		if err != nil {
+			return nil, usageError("pass --namespaces as a comma-separated list of namespaces, e.g. files,repo",
+				"invalid --namespaces %q: %v", strings.Join(s.Namespaces, ","), err)
+		}
+		p.Context.EnabledToolNamespaces = sel
+	}
+	if err := p.buildTools(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// buildTools builds the planes over the root and the tool table, once.
+func (p *Prepared) buildTools() error {
+	s := p.Settings
+	instant := p.Instant
+	var clock func() time.Time
+	if p.Pinned {
+		clock = func() time.Time { return instant }
+	}
+	p.index = &snapshotIndexRef{}
+	files, err := fsplane.NewProvider(s.Root, fsplane.ProviderOptions{
+		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock})
+	if err != nil {
+		return usageError("keep the state directory outside --root", "files plane: %v", err)
+	}
+	p.closers = append(p.closers, files)
+	repo, err := repoplane.NewProvider(s.Root, repoplane.ProviderOptions{
+		AuthorName: s.RepoAuthorName, AuthorEmail: s.RepoAuthorEmail, Now: clock})
+	if err != nil {
+		return &Error{Kind: KindInternal, Message: fmt.Sprintf("repo plane: %v", err), Err: err}
+	}
+	fileTools, err := fsplane.Tools(files)
+	if err != nil {
+		return &Error{Kind: KindInternal, Message: err.Error(), Err: err}
+	}
+	repoTools, err := repoplane.Tools(repo)
+	if err != nil {
+		return &Error{Kind: KindInternal, Message: err.Error(), Err: err}
+	}
+	p.tools = slices.Concat(fileTools, repoTools, []kernel.ToolHandler{kernel.EscalationTool()})
+	return nil
+}
+
+// Definition returns the definition of a registered tool, or nil (an unknown name still
+// reaches the kernel, which refuses and audits it).
+func (p *Prepared) Definition(name string) *kernel.ToolDefinition {
+	for i := range p.tools {
+		if p.tools[i].Definition.Name == name {
+			d := p.tools[i].Definition
+			return &d
+		}
+	}
+	return nil
+}
+
+// Open opens the state database, reads the context's namespace selection (unless
+// --namespaces set it), builds the kernel with every port and tool, and begins the turn.
+// On error the prepared host stays as it was (Close still releases it).
+func (p *Prepared) Open(ctx context.Context) (*Host, error) {
+	s := p.Settings
+	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
+	if err != nil {
+		if !errors.Is(err, sqlitestore.ErrUnavailable) {
+			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}
+		}
+		return nil, stateError(err, s.State)
+	}
+	p.closers = append(p.closers, st)
+	p.index.st = st
+	h := &Host{Prepared: p, Store: st, SelectionSource: "flag"}
+	if !s.NamespacesSet {
+		sel, stored, err := st.Selection(ctx, p.Context.NamespaceID, p.Context.Owner)
+		if err != nil {
+			return nil, stateError(err, s.State)
+		}
+		p.Context.EnabledToolNamespaces = sel
+		h.SelectionSource = map[bool]string{true: "stored", false: "default"}[stored]
+	}
+	kernel.SortLocale(p.Context.EnabledToolNamespaces)
+	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
+		Settings: st, Audit: st, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces})
+	for _, t := range p.tools {
+		if err := h.Kernel.RegisterTool(t); err != nil {
+			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
+		}
+	}
+	if h.Turn, err = h.Kernel.BeginTurn(p.Context); err != nil {
+		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
+	}
+	p.Context = h.Turn.Context()
+	return h, nil
+}
+
+// Close releases everything the host opened (the planes' roots, the state database), in
+// reverse order, and returns the first error.
+func (p *Prepared) Close() error {
+	var first error
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		if err := p.closers[i].Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	p.closers = nil
+	return first
+}
+
+// snapshotIndexRef is the files plane's snapshot index until the state database opens
+// (the plane is built before it, so that arguments are checked against the real tool
+// table without touching the database). The kernel runs no tool before Open.
+type snapshotIndexRef struct{ st *sqlitestore.Store }
+
+var errIndexNotOpen = errors.New("the state database is not open")
+
+func (r *snapshotIndexRef) PutSnapshot(ctx context.Context, rec fsplane.SnapshotRecord) error {
+	if r.st == nil {
+		return errIndexNotOpen
+	}
+	return r.st.PutSnapshot(ctx, rec)
+}
+
+func (r *snapshotIndexRef) ListSnapshots(ctx context.Context, root string, path []string, limit int) ([]fsplane.SnapshotRecord, error) {
+	if r.st == nil {
+		return nil, errIndexNotOpen
+	}
+	return r.st.ListSnapshots(ctx, root, path, limit)
+}
+
+func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, root string, path []string, id string) (*fsplane.SnapshotRecord, error) {
+	if r.st == nil {
+		return nil, errIndexNotOpen
+	}
+	return r.st.GetSnapshot(ctx, root, path, id)
+}
+
+// accessContext resolves actor, owner, authority, world, purpose, now and trace (spec 40 §2).
+func accessContext(s *Settings, g grantfile.Context, instant time.Time) (kernel.AccessContext, error) {
+	var actx kernel.AccessContext
+	var err error
+	switch {
+	case s.As != "":
+		if actx.Actor, err = parseAddressFlag("as", s.As); err != nil {
+			return actx, err
+		}
+	case g.Actor != nil:
+		actx.Actor = *g.Actor
+	default:
+		return actx, usageError("pass --as kind:id (e.g. --as agent:helper), or name a grant file whose context sets actor",
+			"no actor: pass --as or a grant file context")
+	}
+	switch {
+	case s.Owner != "":
+		if actx.Owner, err = parseAddressFlag("owner", s.Owner); err != nil {
+			return actx, err
+		}
+	case g.Owner != nil:
+		actx.Owner = *g.Owner
+	default:
+		actx.Owner = actx.Actor
+	}
+	switch {
+	case s.Authority != "":
+		if actx.Authority, err = parseAddressFlag("authority", s.Authority); err != nil {
+			return actx, err
+		}
+	case g.Authority != nil:
+		actx.Authority = *g.Authority
+	default:
+		actx.Authority = actx.Owner
+	}
+	actx.NamespaceID = firstNonEmpty(s.World, g.World, "default")
+	if t := strings.TrimSpace(actx.NamespaceID); t != actx.NamespaceID || t == "" || len(t) > 256 {
+		return actx, usageError("a world is an identifier of 1 to 256 characters", "invalid --world %q", actx.NamespaceID)
+	}
+	actx.Purpose = firstNonEmpty(s.Purpose, g.Purpose, "cli")
+	if t := strings.TrimSpace(actx.Purpose); t != actx.Purpose || t == "" {
+		return actx, usageError("a purpose is 1 to 512 characters without surrounding white space", "invalid --purpose %q", actx.Purpose)
+	}
+	actx.Now = kernel.FormatTimestamp(instant.UnixMilli())
+	actx.TraceID = s.Trace
+	if actx.TraceID == "" {
+		actx.TraceID = NewUUID()
+	}
+	actx.EnabledToolNamespaces = []string{}
+	if err := actx.Validate(); err != nil {
+		return actx, usageError("check --trace, --world and --purpose", "invalid access context: %v", err)
+	}
+	return actx, nil
+}
+
+// parseAddressFlag parses a kind:id (or JSON object) address flag.
+func parseAddressFlag(flag, value string) (kernel.Address, error) {
+	a, err := kernel.ParseAddress(value)
+	if err == nil {
+		err = a.Validate()
+	}
+	if err != nil {
+		return kernel.Address{}, usageError("an address is kind:id with kind human, agent, group or service (e.g. agent:helper), or its JSON object form",
+			"invalid address for --%s: %q: %v", flag, value, err)
+	}
+	return a, nil
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// checkRoot requires the root to be an existing directory and returns its real path.
+func checkRoot(root string) (string, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", usageError("pass --root DIR naming an existing directory (default: the working directory), or create it",
+				"root directory %s does not exist", root)
+		}
+		return "", usageError("pass --root DIR naming a readable directory", "root directory %s: %v", root, unwrapPathErr(err))
+	}
+	if !fi.IsDir() {
+		return "", usageError("pass --root DIR naming a directory", "root %s is not a directory", root)
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", usageError("", "root directory %s: %v", root, unwrapPathErr(err))
+	}
+	return real, nil
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// checkTrustBoundary refuses to start when a grant file, the config file or the state
+// database resolves (after symbolic links) inside the root: a files grant could then
+// rewrite the very authority that limits it (spec 40 §1).
+func checkTrustBoundary(s *Settings, rootReal string) error {
+	type item struct{ what, path string }
+	items := []item{}
+	if s.ConfigFile != "" {
+		items = append(items, item{"config file", s.ConfigFile})
+	}
+	for _, g := range s.Grants {
+		items = append(items, item{"grant file", g})
+	}
+	items = append(items, item{"state database", s.State})
+	for _, it := range items {
+		real := resolveExisting(it.path)
+		if within(rootReal, real) {
+			return usageError("keep grant files, the config file and the state database outside --root, so that no files grant can rewrite them",
+				"%s %s lies inside the root %s; refusing to start", it.what, it.path, rootReal)
+		}
+	}
+	return nil
+}
+
+// resolveExisting resolves symbolic links in p; for a path that does not exist yet, it
+// resolves its nearest existing parent and appends the rest.
+func resolveExisting(p string) string {
+	rest := ""
+	cur := filepath.Clean(p)
+	for {
+		if real, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(real, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// emptySource is the grant source without grant files: no grants at all.
+type emptySource struct{}
+
+func (emptySource) LoadGrants(context.Context, kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
+	return []kernel.CapabilityGrant{}, nil
+}
+
+// unavailableSource is the grant source of refused grant files: every load fails, so
+// the kernel denies authority_unavailable (fail-closed).
+type unavailableSource struct{ err error }
+
+func (u unavailableSource) LoadGrants(context.Context, kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
+	return nil, u.err
+}
+
+// NewUUID returns a random (version 4) UUID.
+func NewUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
