@@ -1,8 +1,8 @@
 package cmd
 
 import (
-	"github.com/sharedos/sharedos/pkg/host"
 	"errors"
+	"github.com/sharedos/sharedos/pkg/host"
 	"io/fs"
 	"os"
 	"path/filepath"

@@ -53,10 +53,10 @@ that hides it (namespace off, no grant, ceiling).`,
 
 // toolStatus is one row of `tools list --all`.
 type toolStatus struct {
-	Tool      string `json:"tool"`
-	Namespace string `json:"namespace"`
-	Source    string `json:"source"`
-	ReadWrite string `json:"readWrite"`
+	Tool      string       `json:"tool"`
+	Namespace string       `json:"namespace"`
+	Source    string       `json:"source"`
+	ReadWrite string       `json:"readWrite"`
 	Usable    bool         `json:"usable"`
 	Gate      kernel.Gate  `json:"gate,omitempty"`
 	Cause     kernel.Cause `json:"cause,omitempty"`

@@ -28,4 +28,3 @@ func TestResolveExistingAndWithin(t *testing.T) {
 		}
 	}
 }
-
