@@ -1,8 +1,3 @@
-// Package testscripts runs the end-to-end scripts of the sharedos command line: every
-// *.txtar file below this folder is a testscript (github.com/rogpeppe/go-internal) that
-// runs the real command, built into this test binary, in a sandbox.
-//
-// UPDATE_SCRIPTS=1 rewrites the expected output of `cmp` commands in place.
 package testscripts
 
 import (
@@ -11,9 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -40,24 +33,10 @@ func TestScripts(t *testing.T) {
 
 func scriptDirs(t *testing.T) []string {
 	t.Helper()
-	set := map[string]bool{}
-	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".txtar") {
-			set[filepath.Dir(path)] = true
-		}
-		return nil
-	})
+	dirs, err := ScriptDirs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := make([]string, 0, len(set))
-	for d := range set {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
 	if len(dirs) == 0 {
 		t.Fatal("no scripts found")
 	}

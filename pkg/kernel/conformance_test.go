@@ -211,6 +211,37 @@ func TestConformanceCorpus(t *testing.T) {
 	}
 }
 
+// explainAgrees checks that explain predicted res: the same status, code, gate and cause
+// for a refusal before execution; for an allowed call, a result the tool itself (or the
+// audit of the decision) produced.
+func explainAgrees(ex *kernel.CallExplanation, res kernel.ToolResult) error {
+	if ex == nil {
+		if res.Error == nil || res.Error.Code != kernel.ReasonInvalidContext {
+			return fmt.Errorf("explain could not begin a turn, but the call got %+v", res)
+		}
+		return nil
+	}
+	if ex.Allowed {
+		if res.Gate != "" && !(res.Error != nil && res.Error.Code == kernel.CodeAuditUnavailable) {
+			return fmt.Errorf("explain allowed the call, InvokeTool refused it: %s %s (gate %s)", res.Status, res.Error.Code, res.Gate)
+		}
+		return nil
+	}
+	got := fmt.Sprintf("%s/%s/%s/%s", res.Status, codeOf(res), res.Gate, res.Cause)
+	want := fmt.Sprintf("%s/%s/%s/%s", ex.Status, ex.Code, ex.Gate, ex.Cause)
+	if got != want {
+		return fmt.Errorf("explain predicted %s, InvokeTool returned %s", want, got)
+	}
+	return nil
+}
+
+func codeOf(res kernel.ToolResult) kernel.ReasonCode {
+	if res.Error == nil {
+		return ""
+	}
+	return res.Error.Code
+}
+
 func (w *world) run(step *corpusStep) error {
 	ctx := context.Background()
 	actx := w.context(step)
@@ -263,7 +294,16 @@ func (w *world) run(step *corpusStep) error {
 		if call.Arguments == nil {
 			call.Arguments = json.RawMessage("{}")
 		}
+		// explain is the same plan settled without consuming: run first on the same
+		// state, it must agree with the call on outcome, code, gate and cause.
+		var ex *kernel.CallExplanation
+		if turn, err := w.k.BeginTurn(actx); err == nil {
+			ex = turn.ExplainCall(ctx, call)
+		}
 		res := w.k.InvokeTool(ctx, actx, call)
+		if err := explainAgrees(ex, res); err != nil {
+			return err
+		}
 		want := map[string]kernel.ToolStatus{"allowed": kernel.StatusSucceeded, "denied": kernel.StatusDenied, "error": kernel.StatusFailed}[exp.Outcome]
 		body, _ := json.Marshal(res)
 		if res.Status != want {
