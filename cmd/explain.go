@@ -190,7 +190,7 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 			out.Fixes = append(out.Fixes, fix{Kind: FixArguments,
 				Message: fmt.Sprintf("%s; 'sharedos tools describe %s' shows what the tool takes", msg, ex.Tool)})
 		case fd.Gate == kernel.GateGrant && !addedGrant && !namespaceOff && ex.Requirement != nil:
-			g := fixGrant(h.Ctx, *ex.Requirement, replacedCandidate(auth, ex.DecisionDiag))
+			g := fixGrant(h.Ctx, *ex.Requirement, replacedCandidate(auth, out.Candidates))
 			out.Fixes = append(out.Fixes, fix{Kind: FixAddGrant, Grant: &g, YAML: grantfile.FormatGrantYAML(g)})
 			addedGrant = true
 		}
@@ -198,18 +198,15 @@ func buildExplanation(ctx context.Context, h *Host, ex *kernel.CallExplanation) 
 	return out
 }
 
-// replacedCandidate is the rejected candidate a grant fix replaces: the first candidate
-// of the execution decision that failed for a reason a new grant can fix (the resource or
-// action, its window, its purpose, its spent uses), with that reason; nil when none.
-func replacedCandidate(auth *kernel.Authority, diag *kernel.Diagnostic) *rejectedCandidate {
-	if diag == nil {
-		return nil
-	}
-	for _, r := range diag.RejectedGrants {
-		switch r.Reason {
+// replacedCandidate is the rejected candidate a grant fix replaces: the first listed
+// candidate that failed for a reason a new grant can fix (the resource or action, its
+// window, its purpose, its spent uses), with that reason; nil when none.
+func replacedCandidate(auth *kernel.Authority, cands []candidate) *rejectedCandidate {
+	for _, c := range cands {
+		switch r := kernel.RejectReason(c.Reason); r {
 		case kernel.RejectCapability, kernel.RejectWindow, kernel.RejectPurpose, kernel.RejectExhausted:
-			if g := auth.Grant(r.GrantID); g != nil {
-				return &rejectedCandidate{grant: g, reason: r.Reason}
+			if g := auth.Grant(c.GrantID); g != nil {
+				return &rejectedCandidate{grant: g, reason: r}
 			}
 		}
 	}

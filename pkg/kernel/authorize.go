@@ -132,20 +132,31 @@ func (e *Evaluation) Eligible(auth *Authority) []string {
 // puts the verifier last in eligibility; asking it about a grant that cannot match would
 // be wasted I/O and changes no decision).
 func Evaluate(auth *Authority, actx AccessContext, req CapabilityRequirement, now string, discovery bool) Evaluation {
+	admitted, err := ParseTimestamp(actx.Now)
+	if err != nil {
+		return Evaluation{Requirement: req, Discovery: discovery, Immediate: ptr(deny(ReasonInvalidContext))}
+	}
+	opNow := admitted
+	if now != "" {
+		if opNow, err = ParseTimestamp(now); err != nil {
+			return Evaluation{Requirement: req, Discovery: discovery, Immediate: ptr(deny(ReasonInvalidContext))}
+		}
+	}
+	return evaluateAt(auth, actx, admitted, opNow, req, discovery)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// evaluateAt is Evaluate with the context's instant (admitted) and the operation instant
+// already parsed: a turn parses its instant once.
+func evaluateAt(auth *Authority, actx AccessContext, admitted, opNow int64, req CapabilityRequirement, discovery bool) Evaluation {
 	ev := Evaluation{Requirement: req, Discovery: discovery}
 	immediate := func(d AuthorizationDecision) Evaluation {
 		ev.Immediate = &d
 		return ev
 	}
-	admitted, err := ParseTimestamp(actx.Now)
-	if err != nil || actx.Purpose == "" || actx.TraceID == "" {
+	if actx.Purpose == "" || actx.TraceID == "" {
 		return immediate(deny(ReasonInvalidContext))
-	}
-	opNow := admitted
-	if now != "" {
-		if opNow, err = ParseTimestamp(now); err != nil {
-			return immediate(deny(ReasonInvalidContext))
-		}
 	}
 	ev.admitted, ev.opNow = admitted, opNow
 	if req.Action == "" || req.Resource.Namespace == "" || (req.Resource.Owner != nil && *req.Resource.Owner != actx.Owner) {

@@ -96,7 +96,7 @@ func (t *Turn) AllTools(ctx context.Context) ([]ToolGateStatus, error) {
 		case st.auth.unavailable != "":
 			s.Gate, s.Cause = GateInfrastructure, CauseOf(ReasonAuthorityUnavailable)
 		default:
-			d, _ := t.k.authz.CanDiscover(ctx, st.auth, t.actx, def.RequiredCapability, "")
+			d := t.discover(ctx, st.auth, &def)
 			if d.Allowed {
 				s.Usable = true
 			} else if f := authorizationFinding(StageDiscovery, nil, d); f != nil {

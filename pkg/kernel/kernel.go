@@ -217,8 +217,9 @@ func cloneContext(actx AccessContext) AccessContext {
 // operation (ListTools, InvokeTool, the namespace and escalation operations); the dry
 // runs (ExplainCall, AllTools) write nothing.
 type Turn struct {
-	k    *Kernel
-	actx AccessContext
+	k       *Kernel
+	actx    AccessContext
+	instant int64 // actx.Now, parsed once
 
 	authOnce sync.Once
 	auth     *Authority
@@ -243,7 +244,8 @@ func (k *Kernel) BeginTurn(actx AccessContext) (*Turn, error) {
 			return slices.Contains(k.cfg.ForbiddenNamespaces, n)
 		})
 	}
-	return &Turn{k: k, actx: actx}, nil
+	instant, _ := ParseTimestamp(actx.Now) // Validate parsed it already
+	return &Turn{k: k, actx: actx, instant: instant}, nil
 }
 
 // Context returns a copy of the turn's context.
@@ -292,7 +294,7 @@ func (t *Turn) registry(ctx context.Context) (*registry, error) {
 // state resolves what a plan is evaluated against; audited selects whether the turn's
 // authority.resolved event must be written first.
 func (t *Turn) state(ctx context.Context, audited bool) *turnState {
-	st := &turnState{actx: t.actx}
+	st := &turnState{actx: t.actx, instant: t.instant}
 	if audited {
 		st.auth = t.auditedAuthority(ctx)
 	} else {
@@ -364,7 +366,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		if !slices.Contains(t.actx.EnabledToolNamespaces, def.Namespace) {
 			continue
 		}
-		d, _ := k.authz.CanDiscover(ctx, st.auth, t.actx, def.RequiredCapability, "")
+		d := t.discover(ctx, st.auth, def)
 		if !d.Allowed {
 			withheld++
 			if IsInfrastructureDenial(d.ReasonCode) {
@@ -385,6 +387,13 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		}
 	}
 	return out, nil
+}
+
+// discover is the catalogue check of one tool at the turn's instant.
+func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinition) AuthorizationDecision {
+	ev := evaluateAt(auth, t.actx, t.instant, t.instant, def.RequiredCapability, true)
+	d, _ := t.k.authz.Settle(ctx, auth, t.actx, &ev, false)
+	return d
 }
 
 // InvokeTool decides and runs one call in a turn of its own (see Turn.InvokeTool). An

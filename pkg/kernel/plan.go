@@ -1,11 +1,11 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Stage is one step of the invocation pipeline (spec 20 §5), in pipeline order.
@@ -99,7 +99,8 @@ type Plan struct {
 // turnState is what a plan is evaluated against; its effectful parts (authority, registry)
 // were resolved by the turn beforehand.
 type turnState struct {
-	actx   AccessContext
+	actx    AccessContext
+	instant int64 // actx.Now, parsed once per turn
 	auth   *Authority
 	reg    *registry
 	regErr error
@@ -144,7 +145,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		refuse(StageNamespace, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNamespaceDisabled,
 			"tool namespace "+def.Namespace+" is not enabled", false)
 	}
-	disc := Evaluate(st.auth, st.actx, def.RequiredCapability, "", true)
+	disc := evaluateAt(st.auth, st.actx, st.instant, st.instant, def.RequiredCapability, true)
 	p.Discovery = &disc
 	p.steps = append(p.steps, step{stage: StageDiscovery, pending: p.Discovery})
 
@@ -162,7 +163,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		return p
 	}
 	p.Requirement = &req
-	exec := Evaluate(st.auth, st.actx, req, "", false)
+	exec := evaluateAt(st.auth, st.actx, st.instant, st.instant, req, false)
 	p.Execution = &exec
 	if req.Resource.Owner != nil && *req.Resource.Owner != st.actx.Owner {
 		// The authorizer's pre-check refuses it (invalid_request); it is settled and
@@ -291,13 +292,17 @@ func WithinDeclaredBound(req, bound CapabilityRequirement, ctxOwner Address) boo
 }
 
 func parseArguments(h *ToolHandler, raw json.RawMessage) (parsed any, err error) {
-	trimmed := strings.TrimSpace(string(raw))
-	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(raw) {
+	trimmed := bytes.TrimLeft(raw, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, errors.New("arguments must be a JSON object")
 	}
 	if h.ParseArguments == nil {
+		if !json.Valid(raw) {
+			return nil, errors.New("arguments must be a JSON object")
+		}
 		return raw, nil
 	}
+	// The tool's parser decodes the arguments (once) and refuses what is not JSON.
 	defer func() {
 		if r := recover(); r != nil {
 			parsed, err = nil, errors.New("the argument parser failed")

@@ -97,14 +97,14 @@ type ContextToolProvider interface {
 }
 
 // ErrDuplicateRegistration is returned when a tool or provider name is registered twice.
-var ErrDuplicateRegistration = errors.New("duplicate registration")
+var ErrDuplicateRegistration = errors.New("a tool or tool provider of this name is already registered")
 
 // ErrMissingRegistration is returned when an optional port a method needs is not configured.
-var ErrMissingRegistration = errors.New("missing registration")
+var ErrMissingRegistration = errors.New("the port this operation needs is not configured")
 
 // ErrToolCatalogUnavailable is returned (wrapped) when the per-context catalogue cannot be
 // resolved: a provider failed or two tools share a name.
-var ErrToolCatalogUnavailable = errors.New("tool_catalog_unavailable")
+var ErrToolCatalogUnavailable = errors.New("the tool catalogue could not be resolved for this context")
 
 // ErrInvalidUpdate is returned (wrapped in a *ContractError) for a malformed namespace patch.
 var ErrInvalidUpdate = errors.New("tool namespace update does not match the SharedOS contract")
