@@ -101,9 +101,9 @@ type Plan struct {
 type turnState struct {
 	actx    AccessContext
 	instant int64 // actx.Now, parsed once per turn
-	auth   *Authority
-	reg    *registry
-	regErr error
+	auth    *Authority
+	reg     *registry
+	regErr  error
 }
 
 // planCall evaluates call against st. It is pure.
