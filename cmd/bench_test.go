@@ -11,9 +11,27 @@ import (
 // BenchmarkToolsList1000 runs `tools list -o json` in-process against a 1,000-grant file
 // (process start-up excluded; bench/cli.sh measures the real binary).
 func BenchmarkToolsList1000(b *testing.B) {
+	benchCLI(b, "tools", "list", "-o", "json")
+}
+
+// BenchmarkToolsCall1000 runs `tools call files.read` in-process against the same file:
+// the tool table, the arguments and the instant are each built or parsed once per run.
+func BenchmarkToolsCall1000(b *testing.B) {
+	benchCLI(b, "tools", "call", "files.read", "-a", "path=team-07/proj-0007/notes.md", "-o", "json")
+}
+
+// BenchmarkExplain1000 runs `explain files.read` in-process against the same file.
+func BenchmarkExplain1000(b *testing.B) {
+	benchCLI(b, "explain", "files.read", "-a", "path=team-07/proj-0007/notes.md", "-o", "json")
+}
+
+func benchCLI(b *testing.B, cmdArgs ...string) {
 	dir := b.TempDir()
 	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(root, "team-07", "proj-0007"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "team-07", "proj-0007", "notes.md"), []byte("hello\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	var y strings.Builder
@@ -30,7 +48,8 @@ func BenchmarkToolsList1000(b *testing.B) {
 	env := func(k string) string {
 		return map[string]string{"HOME": dir, "XDG_STATE_HOME": filepath.Join(dir, "state")}[k]
 	}
-	args := []string{"--root", root, "--grants", grants, "--namespaces", "files", "tools", "list", "-o", "json"}
+	args := append([]string{"--root", root, "--grants", grants, "--namespaces", "files", "--now", "2026-08-03T09:00:00Z"}, cmdArgs...)
+	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		ios, _, _, _ := Test()

@@ -353,8 +353,8 @@ func (c *Capability) Validate() error {
 		return contractErr("actions", "must list 1 to 64 actions")
 	}
 	for i, a := range c.Actions {
-		if err := validTrimmed("actions."+strconv.Itoa(i), a, 128); err != nil {
-			return err
+		if err := validTrimmed("", a, 128); err != nil {
+			return prefixErr("actions."+strconv.Itoa(i), err)
 		}
 	}
 	if c.Scope != ScopeExact && c.Scope != ScopeDescendants {
@@ -370,8 +370,8 @@ func (c *CapabilityConstraints) Validate() error {
 			return contractErr("purposes", "must list 1 to 64 purposes")
 		}
 		for i, p := range c.Purposes {
-			if err := validTrimmed("purposes."+strconv.Itoa(i), p, 512); err != nil {
-				return err
+			if err := validTrimmed("", p, 512); err != nil {
+				return prefixErr("purposes."+strconv.Itoa(i), err)
 			}
 		}
 	}
