@@ -105,7 +105,7 @@ func appendUnique(list []int32, idx int32) []int32 {
 }
 
 // actionIndex holds the grants with a capability for one (resource namespace, action):
-// all of them in source order (what discovery on a root ceiling needs), and a path trie
+// all of them in source order (what discovery on a root bound needs), and a path trie
 // built on first use by a request with a path.
 type actionIndex struct {
 	all  []int32
@@ -285,7 +285,7 @@ func NewAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int) *
 
 // candidates returns, in source order, the indices of the grants that have a capability
 // in the request's resource namespace for its action (or "*") whose path could match.
-// discovery selects the ceiling-intersection rule.
+// discovery selects the intersection rule of a declared bound.
 func (a *Authority) candidates(req *CapabilityRequirement, discovery bool, buf []int32) []int32 {
 	ns := a.index[req.Resource.Namespace]
 	if ns == nil {

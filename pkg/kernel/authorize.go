@@ -64,16 +64,14 @@ type delegationFailure struct {
 // of a bounded grant only when opts.Consume is set and the decision is an allow. It is
 // Evaluate followed by Settle. A denial is a value; Authorize never fails.
 func (z *Authorizer) Authorize(ctx context.Context, auth *Authority, actx AccessContext, req CapabilityRequirement, opts AuthorizeOptions) (AuthorizationDecision, Diagnostic) {
-	ev := Evaluate(auth, actx, req, opts.Now, false)
-	return z.Settle(ctx, auth, actx, &ev, opts.Consume)
+	return z.Settle(ctx, auth, actx, Evaluate(auth, actx, req, opts.Now, false), opts.Consume)
 }
 
 // CanDiscover is the catalogue check: could some grant cover part of the tool's declared
 // bound? It never consumes. A grant whose path lies at or below the bound's path (or, for
 // descendants scope, above it) intersects.
 func (z *Authorizer) CanDiscover(ctx context.Context, auth *Authority, actx AccessContext, bound CapabilityRequirement, now string) (AuthorizationDecision, Diagnostic) {
-	ev := Evaluate(auth, actx, bound, now, true)
-	return z.Settle(ctx, auth, actx, &ev, false)
+	return z.Settle(ctx, auth, actx, Evaluate(auth, actx, bound, now, true), false)
 }
 
 func deny(code ReasonCode) AuthorizationDecision {
@@ -91,10 +89,13 @@ type rejection struct {
 }
 
 // Evaluation is the pure half of one authorization (spec 20 §3.1 to §3.3 and the match of
-// §3.2 step 2): either an immediate pre-check decision, or the candidate grants that pass
-// every check needing no port, in source order, with why each other candidate was
-// rejected. Settle finishes it through the ports. An Evaluation reads its Authority and
-// never changes it.
+// §3.2 step 2): either an immediate pre-check decision, or the candidate grants the index
+// offers, in source order, each classified on demand — rejected with the first pure
+// condition it fails (issuer, subject, world, window, purpose, capability) or eligible
+// for Settle. Classification is pure and lazy, so that a decision whose first eligible
+// candidate allows never looks at the others (their rejections would not be reported
+// anyway: a diagnostic lists the candidates before the deciding one). An Evaluation
+// reads its Authority and never changes it; Settle it once.
 type Evaluation struct {
 	// Requirement is what was asked: a call's requirement, or a tool's declared bound in
 	// discovery.
@@ -102,28 +103,22 @@ type Evaluation struct {
 	// Discovery selects the intersection matcher (catalogue) instead of the covering one.
 	Discovery bool
 	// Immediate is set when a pre-check decided (invalid_context, invalid_request,
-	// authority_unavailable): no candidate was considered.
+	// authority_unavailable): no candidate is considered.
 	Immediate *AuthorizationDecision
 	// GrantsResolved is how many grants the authority holds.
 	GrantsResolved int
 
-	eligible        []int32
+	auth            *Authority
+	actx            AccessContext
+	cands           []int32
+	next            int
 	rejected        []rejection
 	admitted, opNow int64
-}
-
-// Eligible returns the ids of the candidates that passed the pure checks, in the order
-// Settle will try them.
-func (e *Evaluation) Eligible(auth *Authority) []string {
-	out := make([]string, len(e.eligible))
-	for i, gi := range e.eligible {
-		out[i] = auth.grants[gi].g.ID
-	}
-	return out
+	buf             [16]int32
 }
 
 // Evaluate is the pure half of Authorize (discovery=false) and CanDiscover
-// (discovery=true): the pre-checks of spec 20 §3.1, then, for every candidate grant the
+// (discovery=true): the pre-checks of spec 20 §3.1, then, for the candidate grants the
 // index offers in source order, eligibility (issuer, subject, world, time window,
 // purpose) and the single-capability match. It calls no port and has no side effects.
 //
@@ -131,36 +126,37 @@ func (e *Evaluation) Eligible(auth *Authority) []string {
 // that fails the match is reported as "capability" without asking the verifier (spec 20
 // puts the verifier last in eligibility; asking it about a grant that cannot match would
 // be wasted I/O and changes no decision).
-func Evaluate(auth *Authority, actx AccessContext, req CapabilityRequirement, now string, discovery bool) Evaluation {
+func Evaluate(auth *Authority, actx AccessContext, req CapabilityRequirement, now string, discovery bool) *Evaluation {
+	ev := &Evaluation{}
 	admitted, err := ParseTimestamp(actx.Now)
 	if err != nil {
-		return Evaluation{Requirement: req, Discovery: discovery, Immediate: ptr(deny(ReasonInvalidContext))}
+		ev.Requirement, ev.Discovery, ev.Immediate = req, discovery, ptr(deny(ReasonInvalidContext))
+		return ev
 	}
 	opNow := admitted
 	if now != "" {
 		if opNow, err = ParseTimestamp(now); err != nil {
-			return Evaluation{Requirement: req, Discovery: discovery, Immediate: ptr(deny(ReasonInvalidContext))}
+			ev.Requirement, ev.Discovery, ev.Immediate = req, discovery, ptr(deny(ReasonInvalidContext))
+			return ev
 		}
 	}
-	return evaluateAt(auth, actx, admitted, opNow, req, discovery)
+	evaluateInto(ev, auth, actx, admitted, opNow, req, discovery)
+	return ev
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// evaluateAt is Evaluate with the context's instant (admitted) and the operation instant
-// already parsed: a turn parses its instant once.
-func evaluateAt(auth *Authority, actx AccessContext, admitted, opNow int64, req CapabilityRequirement, discovery bool) Evaluation {
-	ev := Evaluation{Requirement: req, Discovery: discovery}
-	immediate := func(d AuthorizationDecision) Evaluation {
-		ev.Immediate = &d
-		return ev
-	}
+// evaluateInto is Evaluate into ev, with the context's instant (admitted) and the
+// operation instant already parsed: a turn parses its instant once, and reuses ev.
+func evaluateInto(ev *Evaluation, auth *Authority, actx AccessContext, admitted, opNow int64, req CapabilityRequirement, discovery bool) {
+	*ev = Evaluation{Requirement: req, Discovery: discovery, rejected: ev.rejected[:0]}
 	if actx.Purpose == "" || actx.TraceID == "" {
-		return immediate(deny(ReasonInvalidContext))
+		ev.Immediate = ptr(deny(ReasonInvalidContext))
+		return
 	}
-	ev.admitted, ev.opNow = admitted, opNow
 	if req.Action == "" || req.Resource.Namespace == "" || (req.Resource.Owner != nil && *req.Resource.Owner != actx.Owner) {
-		return immediate(deny(ReasonInvalidRequest))
+		ev.Immediate = ptr(deny(ReasonInvalidRequest))
+		return
 	}
 	if auth == nil || auth.unavailable != "" {
 		code := AuthorityGrantSourceFailed
@@ -169,18 +165,27 @@ func evaluateAt(auth *Authority, actx AccessContext, admitted, opNow int64, req 
 		}
 		d := deny(ReasonAuthorityUnavailable)
 		d.Metadata = map[string]any{"authority": map[string]any{"code": code}}
-		return immediate(d)
+		ev.Immediate = &d
+		return
 	}
+	ev.auth, ev.actx, ev.admitted, ev.opNow = auth, actx, admitted, opNow
 	ev.GrantsResolved = len(auth.grants)
-	var stack [32]int32
-	for _, gi := range auth.candidates(&req, discovery, stack[:0]) {
-		if r := pureRejection(&auth.grants[gi], actx, &req, admitted, opNow, discovery); r != "" {
-			ev.rejected = append(ev.rejected, rejection{gi, RejectedGrant{GrantID: auth.grants[gi].g.ID, Reason: r}})
+	ev.cands = auth.candidates(&ev.Requirement, discovery, ev.buf[:0])
+}
+
+// nextEligible classifies the remaining candidates in order and returns the next one that
+// passes every pure check, recording the rejections before it; -1 when none is left.
+func (e *Evaluation) nextEligible() int32 {
+	for e.next < len(e.cands) {
+		gi := e.cands[e.next]
+		e.next++
+		if r := pureRejection(&e.auth.grants[gi], e.actx, &e.Requirement, e.admitted, e.opNow, e.Discovery); r != "" {
+			e.rejected = append(e.rejected, rejection{gi, RejectedGrant{GrantID: e.auth.grants[gi].g.ID, Reason: r}})
 			continue
 		}
-		ev.eligible = append(ev.eligible, gi)
+		return gi
 	}
-	return ev
+	return -1
 }
 
 // pureRejection is the first failed pure condition of one candidate, or "".
@@ -221,6 +226,7 @@ func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessCon
 	if ev.Immediate != nil {
 		return *ev.Immediate, diag
 	}
+	ev.next, ev.rejected = 0, ev.rejected[:0]
 	var settled []rejection
 	var verdicts []verdict
 	finish := func(d AuthorizationDecision, upTo int32) (AuthorizationDecision, Diagnostic) {
@@ -231,7 +237,7 @@ func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessCon
 		settled = append(settled, rejection{gi, RejectedGrant{GrantID: auth.grants[gi].g.ID, Reason: v.reason, Detail: detail}})
 		verdicts = append(verdicts, v)
 	}
-	for _, gi := range ev.eligible {
+	for gi := ev.nextEligible(); gi >= 0; gi = ev.nextEligible() {
 		cg := &auth.grants[gi]
 		g := cg.g
 		if z.Verifier != nil {

@@ -44,6 +44,9 @@ func (t *Turn) ExplainCall(ctx context.Context, call ToolCall) *CallExplanation 
 		d, diag := t.k.authz.Settle(ctx, st.auth, t.actx, ev, false)
 		return Settled{Decision: d, Diagnostic: diag}
 	}, true)
+	if findings == nil {
+		findings = []Finding{}
+	}
 	e := &CallExplanation{Tool: call.Tool, Status: StatusSucceeded, Findings: findings, Definition: p.Tool,
 		Registered: p.Tool != nil, NamespaceOn: p.NamespaceEnabled, ArgumentsError: p.ArgumentsError, Requirement: p.Requirement}
 	if p.Tool != nil {
@@ -87,6 +90,7 @@ func (t *Turn) AllTools(ctx context.Context) ([]ToolGateStatus, error) {
 		}
 	}
 	out := make([]ToolGateStatus, 0, len(st.reg.names))
+	var ev Evaluation
 	for _, n := range st.reg.names {
 		def := st.reg.byName[n].handler.Definition
 		s := ToolGateStatus{Definition: def}
@@ -96,7 +100,7 @@ func (t *Turn) AllTools(ctx context.Context) ([]ToolGateStatus, error) {
 		case st.auth.unavailable != "":
 			s.Gate, s.Cause = GateInfrastructure, CauseOf(ReasonAuthorityUnavailable)
 		default:
-			d := t.discover(ctx, st.auth, &def)
+			d := t.discover(ctx, st.auth, &def, &ev)
 			if d.Allowed {
 				s.Usable = true
 			} else if f := authorizationFinding(StageDiscovery, nil, d); f != nil {

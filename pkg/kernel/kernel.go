@@ -36,7 +36,7 @@ type Config struct {
 	Revocation GrantRevocationSource
 	Settings   ToolNamespaceSettingsStore
 	Audit      AuditSink
-	// ForbiddenNamespaces is the namespace ceiling: tool namespaces this host never
+	// ForbiddenNamespaces are the tool namespaces this host never
 	// enables, whatever a context's selection or a namespace update says.
 	ForbiddenNamespaces []string
 	// MaxGrants bounds the grants one context may resolve (default DefaultMaxGrants).
@@ -361,12 +361,13 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 	}
 	out := make([]ToolDefinition, 0, len(st.reg.names))
 	withheld, outage := 0, false
+	var ev Evaluation
 	for _, n := range st.reg.names {
 		def := &st.reg.byName[n].handler.Definition
 		if !slices.Contains(t.actx.EnabledToolNamespaces, def.Namespace) {
 			continue
 		}
-		d := t.discover(ctx, st.auth, def)
+		d := t.discover(ctx, st.auth, def, &ev)
 		if !d.Allowed {
 			withheld++
 			if IsInfrastructureDenial(d.ReasonCode) {
@@ -389,10 +390,11 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 	return out, nil
 }
 
-// discover is the catalogue check of one tool at the turn's instant.
-func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinition) AuthorizationDecision {
-	ev := evaluateAt(auth, t.actx, t.instant, t.instant, def.RequiredCapability, true)
-	d, _ := t.k.authz.Settle(ctx, auth, t.actx, &ev, false)
+// discover is the catalogue check of one tool at the turn's instant; ev is scratch space
+// reused across the tools of one listing.
+func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinition, ev *Evaluation) AuthorizationDecision {
+	evaluateInto(ev, auth, t.actx, t.instant, t.instant, def.RequiredCapability, true)
+	d, _ := t.k.authz.Settle(ctx, auth, t.actx, ev, false)
 	return d
 }
 
@@ -488,6 +490,9 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResul
 	k.auditAfter(ctx, ev)
 }
 
+// noRejections is the empty rejectedGrants list, boxed once.
+var noRejections any = []RejectedGrant{}
+
 // decisionEvent is the authorization.checked record of one settled authorization.
 func (t *Turn) decisionEvent(auth *Authority, call ToolCall, req CapabilityRequirement, d AuthorizationDecision, diag Diagnostic, consume bool) AuditEvent {
 	outcome := OutcomeAllowed
@@ -495,7 +500,7 @@ func (t *Turn) decisionEvent(auth *Authority, call ToolCall, req CapabilityRequi
 		outcome = OutcomeDenied
 	}
 	ev := t.k.event(t.actx, EventAuthorizationChecked, outcome)
-	r := cloneRequirement(req).Resource
+	r := req.Resource
 	ev.Resource = &r
 	ev.Action = req.Action
 	ev.GrantID = d.MatchedGrantID
@@ -508,9 +513,9 @@ func (t *Turn) decisionEvent(auth *Authority, call ToolCall, req CapabilityRequi
 	if auth.unavailable == "" {
 		ev.AuthorityHash = auth.Hash()
 	}
-	meta := map[string]any{"grantsResolved": diag.GrantsResolved, "rejectedGrants": diag.RejectedGrants}
-	if diag.RejectedGrants == nil {
-		meta["rejectedGrants"] = []RejectedGrant{}
+	meta := map[string]any{"grantsResolved": diag.GrantsResolved, "rejectedGrants": noRejections}
+	if diag.RejectedGrants != nil {
+		meta["rejectedGrants"] = diag.RejectedGrants
 	}
 	if diag.MissingDependency != "" {
 		meta["missingDependency"] = diag.MissingDependency

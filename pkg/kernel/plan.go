@@ -94,6 +94,13 @@ type Plan struct {
 	handler     *ToolHandler
 	parsed      ParsedToolCall
 	catalogHash string
+
+	// storage for the pointers above, so that a plan is one allocation
+	tool                 ToolDefinition
+	requirement          CapabilityRequirement
+	discEval, execEval   Evaluation
+	discovery, execution Settled
+	stepBuf              [6]step
 }
 
 // turnState is what a plan is evaluated against; its effectful parts (authority, registry)
@@ -109,6 +116,7 @@ type turnState struct {
 // planCall evaluates call against st. It is pure.
 func planCall(st *turnState, call ToolCall) *Plan {
 	p := &Plan{Call: call}
+	p.steps = p.stepBuf[:0]
 	refuse := func(stage Stage, gate Gate, status ToolStatus, code ReasonCode, cause Cause, msg string, terminal bool) {
 		p.steps = append(p.steps, step{stage: stage, terminal: terminal,
 			finding: &Finding{Stage: stage, Gate: gate, Status: status, Code: code, Cause: cause, Message: msg}})
@@ -138,15 +146,16 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		return p
 	}
 	p.handler = &h.handler
-	def := h.handler.Definition
-	p.Tool = &def
+	p.tool = h.handler.Definition
+	p.Tool = &p.tool
+	def := &p.tool
 	p.NamespaceEnabled = slices.Contains(st.actx.EnabledToolNamespaces, def.Namespace)
 	if !p.NamespaceEnabled {
 		refuse(StageNamespace, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNamespaceDisabled,
 			"tool namespace "+def.Namespace+" is not enabled", false)
 	}
-	disc := evaluateAt(st.auth, st.actx, st.instant, st.instant, def.RequiredCapability, true)
-	p.Discovery = &disc
+	evaluateInto(&p.discEval, st.auth, st.actx, st.instant, st.instant, def.RequiredCapability, true)
+	p.Discovery = &p.discEval
 	p.steps = append(p.steps, step{stage: StageDiscovery, pending: p.Discovery})
 
 	parsed, perr := parseArguments(p.handler, call.Arguments)
@@ -162,9 +171,10 @@ func planCall(st *turnState, call ToolCall) *Plan {
 			"the tool could not resolve what this call requires", true)
 		return p
 	}
-	p.Requirement = &req
-	exec := evaluateAt(st.auth, st.actx, st.instant, st.instant, req, false)
-	p.Execution = &exec
+	p.requirement = req
+	p.Requirement = &p.requirement
+	evaluateInto(&p.execEval, st.auth, st.actx, st.instant, st.instant, req, false)
+	p.Execution = &p.execEval
 	if req.Resource.Owner != nil && *req.Resource.Owner != st.actx.Owner {
 		// The authorizer's pre-check refuses it (invalid_request); it is settled and
 		// audited like any authorization, without consuming.
@@ -185,7 +195,6 @@ func planCall(st *turnState, call ToolCall) *Plan {
 // on wherever the plan does (explain). It returns the findings in pipeline order and the
 // settled discovery and execution authorizations (nil when not settled).
 func (p *Plan) resolve(settle func(Stage, *Evaluation) Settled, all bool) (findings []Finding, discovery, execution *Settled) {
-	findings = []Finding{}
 	for _, s := range p.steps {
 		if !all && len(findings) > 0 {
 			break
@@ -196,9 +205,11 @@ func (p *Plan) resolve(settle func(Stage, *Evaluation) Settled, all bool) (findi
 		}
 		out := settle(s.stage, s.pending)
 		if s.stage == StageDiscovery {
-			discovery = &out
+			p.discovery = out
+			discovery = &p.discovery
 		} else {
-			execution = &out
+			p.execution = out
+			execution = &p.execution
 		}
 		if f := authorizationFinding(s.stage, p.Requirement, out.Decision); f != nil {
 			findings = append(findings, *f)

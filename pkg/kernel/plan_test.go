@@ -272,7 +272,7 @@ func TestKernelImportsNoIO(t *testing.T) {
 // floor: the plan, its resolution, and the pure half and precedence of authorization.
 var pureCore = map[string][]string{
 	"plan.go":      {"planCall", "resolve", "authorizationFinding", "Result", "WithinDeclaredBound", "parseArguments", "resolveRequirement"},
-	"authorize.go": {"Evaluate", "evaluateAt", "pureRejection", "precedence", "mergeRejections", "Settle", "CapabilityCovers", "CapabilityIntersects", "sameTarget", "grantMatches"},
+	"authorize.go": {"Evaluate", "evaluateInto", "nextEligible", "pureRejection", "precedence", "mergeRejections", "Settle", "CapabilityCovers", "CapabilityIntersects", "sameTarget", "grantMatches"},
 }
 
 // pureCoreFloor is the lowest statement coverage of the pure core the suite accepts.

@@ -22,7 +22,7 @@ type ToolAnnotations struct {
 	Idempotent  *bool `json:"idempotent,omitempty"`
 }
 
-// ToolDefinition describes a tool. RequiredCapability is its ceiling: the broadest
+// ToolDefinition describes a tool. RequiredCapability is its declared bound: the broadest
 // requirement it can ever resolve to, used for discovery and to bound each call.
 type ToolDefinition struct {
 	Name               string                `json:"name"`
@@ -218,7 +218,7 @@ func (r *ToolResult) Check() error {
 //
 // ParseArguments runs before authorization and must reject anything it would not execute;
 // nil means the raw arguments pass through unparsed. ResolveRequirement derives the exact
-// requirement from the parsed call just before execution; nil means the declared ceiling
+// requirement from the parsed call just before execution; nil means the declared bound
 // (a scope hole for any tool that takes a resource argument). Invoke runs the tool; an
 // error it returns becomes tool_execution_failed and its text is never shown to callers.
 type ToolHandler struct {
