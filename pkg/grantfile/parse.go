@@ -97,10 +97,8 @@ func readFile(path string) ([]byte, *Error) {
 	for {
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if len(buf) > MaxFileSize {
-			return nil, &Error{File: path, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
-		}
-		if errors.Is(err, io.EOF) {
+		if len(buf) > MaxFileSize || errors.Is(err, io.EOF) {
+			// Too large a file is refused by parse (a grant-level refusal, not an I/O one).
 			return buf, nil
 		}
 		if err != nil {
@@ -141,13 +139,27 @@ func isJSON(name string, data []byte) bool {
 }
 
 func parse(name string, data []byte) (*parsed, *Error) {
+	p, _, err := parseWithContext(name, data)
+	return p, err
+}
+
+// fileContext is a context block that parsed cleanly, with the line of each field.
+type fileContext struct {
+	ctx   Context
+	lines map[string]int
+}
+
+// parseWithContext is parse that, when the file is refused, still returns its context
+// block if that block was read completely and is valid (nil otherwise): the same parse
+// that refused the file, never a second, more lenient reader.
+func parseWithContext(name string, data []byte) (*parsed, *fileContext, *Error) {
 	if len(data) > MaxFileSize {
-		return nil, &Error{File: name, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
+		return nil, nil, &Error{File: name, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if !utf8.Valid(data) {
 		line := 1 + bytes.Count(data[:firstInvalidUTF8(data)], []byte{'\n'})
-		return nil, &Error{File: name, Line: line, Message: "grant file is not valid UTF-8"}
+		return nil, nil, &Error{File: name, Line: line, Message: "grant file is not valid UTF-8"}
 	}
 	var root *node
 	var terr *treeError
@@ -159,9 +171,33 @@ func parse(name string, data []byte) (*parsed, *Error) {
 	if terr != nil {
 		e := &Error{File: name, Line: terr.line, Message: terr.msg, cause: terr.cause}
 		e.Grant, e.Field = splitGrantPath(root, terr.path)
-		return nil, e
+		var fc *fileContext
+		if len(terr.path) == 0 || terr.path[0] != "context" {
+			// The tree is partial, but a context member it holds was read completely.
+			fc = cleanContext(name, root)
+		}
+		return nil, fc, e
 	}
-	return build(name, root)
+	p, err := build(name, root)
+	if err != nil {
+		return nil, cleanContext(name, root), err
+	}
+	return p, &fileContext{ctx: p.file.Context, lines: p.ctxLines}, nil
+}
+
+// cleanContext reads the context block of a (possibly partial) tree, or returns nil when
+// there is none or it is invalid.
+func cleanContext(name string, root *node) *fileContext {
+	c, cline := root.get("context")
+	if c == nil {
+		return nil
+	}
+	b := &builder{name: name, root: root}
+	fc := &fileContext{lines: map[string]int{}}
+	if err := b.context(c, cline, &fc.ctx, fc.lines); err != nil {
+		return nil
+	}
+	return fc
 }
 
 func firstInvalidUTF8(b []byte) int {
