@@ -95,14 +95,14 @@ func BenchmarkLoadSet(b *testing.B) {
 				}
 			}
 		})
-		cache := filepath.Join(dir, "cache")
-		if _, err := LoadSet(paths, SetOptions{CacheDir: cache}); err != nil {
+		cache := SetOptions{CacheDir: filepath.Join(dir, "cache"), CacheKeyFile: filepath.Join(dir, "cache.key")}
+		if _, err := LoadSet(paths, cache); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(format+"/cache-hit", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				if _, err := LoadSet(paths, SetOptions{CacheDir: cache}); err != nil {
+				if _, err := LoadSet(paths, cache); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -116,7 +116,7 @@ func BenchmarkLoadSet(b *testing.B) {
 				b.StopTimer()
 				runtime.GC()
 				b.StartTimer()
-				if _, err := LoadSet(paths, SetOptions{CacheDir: cache}); err != nil {
+				if _, err := LoadSet(paths, cache); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,12 +13,21 @@ import (
 
 // SetOptions tune LoadSet.
 type SetOptions struct {
-	// CacheDir, when non-empty, holds validated snapshots of loaded sets keyed by the
-	// SHA-256 of every path and its content, so that loading unchanged files again skips
-	// parsing. It must lie outside the files plane's root (whoever can write it defines
-	// authority). A missing, unreadable or corrupt entry is ignored and rewritten; a
-	// failure to write it is ignored.
-	CacheDir string
+	// CacheDir and CacheKeyFile, when both are non-empty, enable a cache of validated
+	// snapshots of loaded sets, so that loading unchanged files again skips parsing.
+	// Each entry is bound to the SHA-256 of every path and its exact content and
+	// authenticated by an HMAC-SHA256 keyed by the secret in CacheKeyFile: an entry that
+	// is missing, truncated, damaged, built from other bytes or forged (its MAC does not
+	// verify) is ignored, the files are parsed, and the entry is rewritten. A failure to
+	// write an entry is ignored.
+	//
+	// The cache is not used at all (the files are parsed; LoadSet does not fail) when
+	// CacheDir is a symbolic link or not a directory, or when the key file cannot be
+	// used: a symbolic link, not a regular file, accessible to group or others, or not
+	// 32 bytes. A missing key file is created (mode 0600, 32 random bytes; its directory
+	// 0700). Keep both outside the files plane's root, beside the state database.
+	CacheDir     string
+	CacheKeyFile string
 }
 
 // Set is several grant files loaded as one grant source: their grants concatenated in
@@ -99,9 +108,13 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		datas[i] = data
 	}
 	var key [32]byte
-	if opts.CacheDir != "" {
+	var macKey []byte
+	if opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir) {
+		macKey, _ = loadCacheKey(opts.CacheKeyFile)
+	}
+	if macKey != nil {
 		key = cacheKey(paths, datas)
-		if files, hashes, ok := readCache(opts.CacheDir, key, paths); ok {
+		if files, hashes, ok := readCache(opts.CacheDir, macKey, key, paths); ok {
 			s := newSet(files)
 			s.hashes = hashes
 			return s, nil
@@ -137,8 +150,8 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		files[i] = p.file
 	}
 	s := newSet(files)
-	if opts.CacheDir != "" {
-		_ = writeCache(opts.CacheDir, key, files, s.allHashes())
+	if macKey != nil {
+		_ = writeCache(opts.CacheDir, macKey, key, files, s.allHashes())
 	}
 	return s, nil
 }
