@@ -284,7 +284,7 @@ func build(name string, root *node) (*parsed, *Error) {
 	if v.kind != kNum {
 		return nil, b.errAt("version", vline, "must be the number 1, not %s", v.kind)
 	}
-	if n, err := json.Number(v.s).Int64(); err != nil || n != 1 {
+	if n, err := json.Number(v.s).Int64(); err != nil || n != 1 || !plainInt(v.s) {
 		return nil, b.errAt("version", vline, "unsupported version %s (this sharedos reads version 1)", v.s)
 	}
 	p := &parsed{root: root, ctxLines: map[string]int{}}
@@ -371,6 +371,20 @@ func (b *builder) context(c *node, cline int, out *Context, lines map[string]int
 	return nil
 }
 
+// plainInt reports whether s is a decimal integer literal: -?(0|[1-9][0-9]*).
+func plainInt(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // nodeAddress reads an address written as kind:id shorthand or as the object form.
 func nodeAddress(v *node) (kernel.Address, error) {
 	switch v.kind {
@@ -449,11 +463,14 @@ func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGra
 		}
 	}
 	// A quoted number for maxUses or delegationDepth is refused here already, with the
-	// YAML node kind in the message (the kernel would refuse it too).
+	// node kind in the message (the kernel would refuse it too), and so is any form but
+	// a plain decimal integer (1.0 and 1e3 are integers to the kernel, not to a reader).
 	if c, _ := gn.get("constraints"); c != nil && c.kind == kObj {
 		for _, k := range []string{"maxUses", "delegationDepth"} {
 			if v, _ := c.get(k); v != nil && v.kind != kNum {
 				return b.grantErr(i, gn, "constraints."+k, nil, "must be an integer, not %s", v.kind)
+			} else if v != nil && !plainInt(v.s) {
+				return b.grantErr(i, gn, "constraints."+k, nil, "must be a plain decimal integer, not %s", v.s)
 			}
 		}
 	}
