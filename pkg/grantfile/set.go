@@ -31,8 +31,8 @@ type SetOptions struct {
 }
 
 // Set is several grant files loaded as one grant source: their grants concatenated in
-// argument order. It is immutable and safe for concurrent use; every grant it hands out
-// is a deep copy.
+// argument order. It is immutable and safe for concurrent use; LoadGrants, ResolveGrant
+// and Files hand out deep copies (LoadGrantSnapshot shares, see there).
 type Set struct {
 	files []*File
 	ctx   Context
@@ -85,6 +85,7 @@ type RefusedError struct {
 	Context Context
 }
 
+// Error returns Err's message: one line naming the file.
 func (e *RefusedError) Error() string { return e.Err.Error() }
 
 // Unwrap returns Err.

@@ -104,7 +104,6 @@ func lineOf(n *node, field string) int {
 	return line
 }
 
-// appendJSON serializes the tree as compact JSON.
 // nodeValue turns n into the generic JSON value the kernel's strict decoders take
 // (numbers as json.Number, from their valid-JSON literal), without re-encoding it.
 func nodeValue(n *node) any {
@@ -131,6 +130,7 @@ func nodeValue(n *node) any {
 	return nil
 }
 
+// appendJSON serializes the tree as compact JSON.
 func appendJSON(b []byte, n *node) []byte {
 	switch n.kind {
 	case kNull:
