@@ -3,6 +3,7 @@ package grantfile
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -17,7 +18,8 @@ func fastYAMLTree(data []byte) (*node, bool) {
 	if !fastYAMLText(data) {
 		return nil, false
 	}
-	p := &fastYAML{data: data}
+	// One conversion: every key and value is a substring of it (no copy per scalar).
+	p := &fastYAML{data: string(data)}
 	p.splitLines()
 	p.skipBlank()
 	if p.i >= len(p.lines) {
@@ -68,17 +70,22 @@ func fastYAMLText(data []byte) bool {
 }
 
 type fastYAML struct {
-	data  []byte
-	lines [][]byte // without the line break
+	data  string
+	lines []string // without the line break
 	i     int      // current line (0-based)
 	col   int      // where the current line's content starts, when a list item's dash put it there (else -1)
 	slab  []node
+	// Slabs the nodes' member slices are cut from (capacity-limited, so an append past
+	// the capacity copies instead of reaching a neighbour).
+	keySlab  []string
+	lineSlab []int
+	kidSlab  []*node
 }
 
 func (p *fastYAML) splitLines() {
-	p.lines = make([][]byte, 0, bytes.Count(p.data, []byte{'\n'})+1)
+	p.lines = make([]string, 0, strings.Count(p.data, "\n")+1)
 	for d := p.data; ; {
-		i := bytes.IndexByte(d, '\n')
+		i := strings.IndexByte(d, '\n')
 		if i < 0 {
 			p.lines = append(p.lines, d)
 			break
@@ -99,6 +106,22 @@ func (p *fastYAML) newNode(k kind, line int) *node {
 	return n
 }
 
+// members gives a new mapping or list node room for c members.
+func (p *fastYAML) members(n *node, c int) {
+	if len(p.kidSlab) < c {
+		p.kidSlab = make([]*node, 4096)
+	}
+	n.kids, p.kidSlab = p.kidSlab[:0:c], p.kidSlab[c:]
+	if n.kind == kObj {
+		if len(p.keySlab) < c {
+			p.keySlab = make([]string, 4096)
+			p.lineSlab = make([]int, 4096)
+		}
+		n.keys, p.keySlab = p.keySlab[:0:c], p.keySlab[c:]
+		n.keyLines, p.lineSlab = p.lineSlab[:0:c], p.lineSlab[c:]
+	}
+}
+
 // skipBlank moves past empty and comment-only lines (never past a line whose content a
 // list item's dash already started).
 func (p *fastYAML) skipBlank() {
@@ -106,7 +129,7 @@ func (p *fastYAML) skipBlank() {
 		return
 	}
 	for p.i < len(p.lines) {
-		t := bytes.TrimLeft(p.lines[p.i], " ")
+		t := strings.TrimLeft(p.lines[p.i], " ")
 		if len(t) != 0 && t[0] != '#' {
 			return
 		}
@@ -120,11 +143,15 @@ func (p *fastYAML) indent() int {
 		return p.col
 	}
 	l := p.lines[p.i]
-	return len(l) - len(bytes.TrimLeft(l, " "))
+	i := 0
+	for i < len(l) && l[i] == ' ' {
+		i++
+	}
+	return i
 }
 
 // content is the current line from its content on.
-func (p *fastYAML) content() []byte { return p.lines[p.i][p.indent():] }
+func (p *fastYAML) content() string { return p.lines[p.i][p.indent():] }
 
 // nextLine moves to the next line.
 func (p *fastYAML) nextLine() {
@@ -143,16 +170,15 @@ func (p *fastYAML) endOfValue(ind int) bool {
 // keyEnd returns the length of the mapping key at the start of s and the offset of the
 // value after ": " (len(s) when the line ends after the colon), or ok=false when s does
 // not start with a key the fast reader accepts.
-func keyEnd(s []byte) (key string, value int, ok bool) {
-	var k []byte
-	var rest []byte
+func keyEnd(s string) (key string, value int, ok bool) {
+	var k, rest string
 	switch {
 	case len(s) > 0 && (s[0] == '"' || s[0] == '\''):
 		v, n, ok := quoted(s)
 		if !ok {
 			return "", 0, false
 		}
-		k, rest = []byte(v), s[n:]
+		k, rest = v, s[n:]
 	default:
 		j := 0
 		for j < len(s) && isKeyByte(s[j]) {
@@ -162,7 +188,7 @@ func keyEnd(s []byte) (key string, value int, ok bool) {
 			return "", 0, false
 		}
 		k, rest = s[:j], s[j:]
-		if _, reserved := resolvedPlain[string(k)]; reserved {
+		if _, reserved := resolvedPlain[k]; reserved {
 			return "", 0, false
 		}
 	}
@@ -170,7 +196,7 @@ func keyEnd(s []byte) (key string, value int, ok bool) {
 		return "", 0, false
 	}
 	if len(rest) == 1 {
-		return string(k), len(s), true
+		return k, len(s), true
 	}
 	if rest[1] != ' ' {
 		return "", 0, false
@@ -179,7 +205,7 @@ func keyEnd(s []byte) (key string, value int, ok bool) {
 	for off < len(s) && s[off] == ' ' {
 		off++
 	}
-	return string(k), off, true
+	return k, off, true
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
@@ -199,6 +225,7 @@ var resolvedPlain = map[string]kind{
 // current position.
 func (p *fastYAML) mapping(ind int) (*node, bool) {
 	n := p.newNode(kObj, p.i+1)
+	p.members(n, 8)
 	for {
 		p.skipBlank()
 		if p.i >= len(p.lines) {
@@ -232,7 +259,7 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 
 // value reads the value of a mapping key in column ind whose text rest starts at column
 // col of the current line.
-func (p *fastYAML) value(ind, col, line int, rest []byte) (*node, bool) {
+func (p *fastYAML) value(ind, col, line int, rest string) (*node, bool) {
 	if len(rest) == 0 || rest[0] == '#' {
 		// The value is a block node below the key.
 		p.nextLine()
@@ -259,14 +286,15 @@ func (p *fastYAML) value(ind, col, line int, rest []byte) (*node, bool) {
 }
 
 // onlyComment reports whether s is blank or blanks then a comment.
-func onlyComment(s []byte) bool {
-	t := bytes.TrimLeft(s, " ")
+func onlyComment(s string) bool {
+	t := strings.TrimLeft(s, " ")
 	return len(t) == 0 || (t[0] == '#' && len(t) < len(s))
 }
 
 // sequence reads a block list whose dashes sit in column ind.
 func (p *fastYAML) sequence(ind int) (*node, bool) {
 	n := p.newNode(kArr, p.i+1)
+	p.members(n, 16)
 	for {
 		p.skipBlank()
 		if p.i >= len(p.lines) {
@@ -315,7 +343,7 @@ func (p *fastYAML) sequence(ind int) (*node, bool) {
 
 // inline reads a scalar or a one-line flow collection at the start of s; flow says
 // whether it sits inside a flow collection. It returns the node and the bytes used.
-func (p *fastYAML) inline(s []byte, line int, flow bool) (*node, int, bool) {
+func (p *fastYAML) inline(s string, line int, flow bool) (*node, int, bool) {
 	if len(s) == 0 {
 		return nil, 0, false
 	}
@@ -356,7 +384,7 @@ func (p *fastYAML) inline(s []byte, line int, flow bool) (*node, int, bool) {
 		}
 		end++
 	}
-	text := bytes.TrimRight(s[:end], " ")
+	text := strings.TrimRight(s[:end], " ")
 	if len(text) == 0 {
 		return nil, 0, false
 	}
@@ -370,22 +398,22 @@ func (p *fastYAML) inline(s []byte, line int, flow bool) (*node, int, bool) {
 // resolvePlain sets the kind and text of a plain scalar as the YAML library resolves it
 // (strings, booleans, null, numbers in JSON's form), or returns false when the fast
 // reader leaves it to the library.
-func resolvePlain(nd *node, text []byte) bool {
+func resolvePlain(nd *node, text string) bool {
 	c := text[0]
 	switch {
 	case isLetter(c):
-		if k, ok := resolvedPlain[string(text)]; ok {
+		if k, ok := resolvedPlain[text]; ok {
 			nd.kind = k
 			if k == kBool {
 				nd.s = strconv.FormatBool(text[0] == 't' || text[0] == 'T')
 			}
 			return true
 		}
-		nd.s = string(text)
+		nd.s = text
 		return true
 	case c >= '0' && c <= '9' || c == '-':
 		if isJSONNumber(text) {
-			s := string(text)
+			s := text
 			if _, err := strconv.ParseInt(s, 0, 64); err != nil {
 				if _, err := strconv.ParseUint(s, 0, 64); err != nil {
 					if _, err := strconv.ParseFloat(s, 64); err != nil {
@@ -396,9 +424,9 @@ func resolvePlain(nd *node, text []byte) bool {
 			nd.kind, nd.s = kNum, s
 			return true
 		}
-		if bytes.IndexByte(text, ':') >= 0 && c != '-' {
+		if strings.IndexByte(text, ':') >= 0 && c != '-' {
 			// Not a number in any form the library knows (a timestamp, say): a string.
-			nd.s = string(text)
+			nd.s = text
 			return true
 		}
 	}
@@ -406,7 +434,7 @@ func resolvePlain(nd *node, text []byte) bool {
 }
 
 // isJSONNumber matches -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?.
-func isJSONNumber(s []byte) bool {
+func isJSONNumber(s string) bool {
 	i := 0
 	if i < len(s) && s[i] == '-' {
 		i++
@@ -447,24 +475,24 @@ func isJSONNumber(s []byte) bool {
 
 // quoted reads a one-line quoted scalar without escapes at the start of s, returning
 // its value and length.
-func quoted(s []byte) (string, int, bool) {
+func quoted(s string) (string, int, bool) {
 	q := s[0]
-	j := bytes.IndexByte(s[1:], q)
+	j := strings.IndexByte(s[1:], q)
 	if j < 0 {
 		return "", 0, false
 	}
 	v := s[1 : j+1]
-	if q == '"' && bytes.IndexByte(v, '\\') >= 0 {
+	if q == '"' && strings.IndexByte(v, '\\') >= 0 {
 		return "", 0, false
 	}
 	if q == '\'' && j+2 < len(s) && s[j+2] == '\'' {
 		return "", 0, false // '' is an escaped quote: left to the library
 	}
-	return string(v), j + 2, true
+	return v, j + 2, true
 }
 
 // flowCollection reads a flow list or mapping that closes on the same line.
-func (p *fastYAML) flowCollection(s []byte, line int) (*node, int, bool) {
+func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
 	open := s[0]
 	closeBy := byte(']')
 	k := kArr
@@ -472,6 +500,7 @@ func (p *fastYAML) flowCollection(s []byte, line int) (*node, int, bool) {
 		closeBy, k = '}', kObj
 	}
 	n := p.newNode(k, line)
+	p.members(n, 4)
 	i := 1
 	skip := func() {
 		for i < len(s) && s[i] == ' ' {
@@ -530,7 +559,7 @@ func (p *fastYAML) flowCollection(s []byte, line int) (*node, int, bool) {
 }
 
 // flowKey reads "key: " inside a flow mapping, returning the key and the bytes used.
-func flowKey(s []byte) (string, int, bool) {
+func flowKey(s string) (string, int, bool) {
 	key, off, ok := keyEnd(s)
 	if !ok || off >= len(s) {
 		return "", 0, false

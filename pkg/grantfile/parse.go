@@ -431,9 +431,24 @@ func addressNode(a kernel.Address, line int) *node {
 		kids: []*node{strNode(string(a.Kind), line), strNode(a.ID, line)}}
 }
 
-// grant fills the defaults of grant i, expands address shorthands and decodes it with
-// the kernel's strict decoder.
+// grant fills the defaults of grant i, expands address shorthands and decodes it under
+// the kernel's strict contract.
 func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
+	// The common case, without the generic value: decoded directly, then held to the
+	// kernel's contract (Validate). Anything else takes the decoder's path below.
+	if g, noIssuedAt, ok := fastGrant(gn, world); ok && g.Validate() == nil {
+		*out = g
+		if noIssuedAt && g.ParentGrantID != "" {
+			derived[g.ID] = true
+		}
+		return nil
+	}
+	return b.decodeGrant(i, gn, world, out, derived)
+}
+
+// decodeGrant is grant through the kernel's strict decoder of generic values, which
+// words every refusal.
+func (b *builder) decodeGrant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
 	if gn.kind != kObj {
 		return b.grantErr(i, gn, "", nil, "a grant must be a mapping, not %s", gn.kind)
 	}
