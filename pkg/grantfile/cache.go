@@ -2,13 +2,15 @@ package grantfile
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,23 +20,25 @@ import (
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
-// The snapshot cache stores the validated files of a set in a compact binary form:
+// The snapshot cache stores the validated files of a set in a compact binary form,
+// authenticated:
 //
-//	magic | payload | CRC-32C(payload)
+//	magic | digest | payload | HMAC-SHA256(key, magic | digest | payload)
 //
-// The checksum only detects accidental damage (a torn or truncated write, a flipped
-// bit); it is no defence against someone who can write the cache directory, who could
-// as well write the grant files — which is why the directory must be as protected as
-// they are.
-//
-// The entry's name is the SHA-256 of cacheVersion and every (path, content) pair, so a
-// changed file, a different path or a different order is a different entry. Bump
-// cacheVersion whenever parsing or the encoding changes meaning.
+// digest is the SHA-256 of cacheVersion and every (path, content) pair the entry was
+// built from, in order (a changed file, a different path or a different order is a
+// different digest); it is also the entry's name. key is the secret of the cache key
+// file (SetOptions.CacheKeyFile). An entry is trusted only when its digest is the one of
+// the bytes just read and its MAC verifies under the key: whoever can write the cache
+// directory but not read the key file can delete or damage entries (they are then
+// rebuilt from the source), never forge one. Bump cacheVersion whenever parsing or the
+// encoding changes meaning.
 const (
-	cacheVersion = "sharedos/grantfile snapshot v2"
-	cacheMagic   = "SOSGF\x00\x02\n"
+	cacheVersion = "sharedos/grantfile snapshot v3"
+	cacheMagic   = "SOSGF\x00\x03\n"
 	cacheExt     = ".grants"
 	cacheMaxAge  = 7 * 24 * time.Hour // entries not written for this long are pruned on writes
+	cacheKeySize = 32                 // bytes of secret in the key file
 )
 
 // cacheKey digests the paths and contents of a set, in order.
@@ -57,14 +61,130 @@ func cachePath(dir string, key [32]byte) string {
 	return filepath.Join(dir, hex.EncodeToString(key[:])+cacheExt)
 }
 
+// usableCacheDir reports whether dir may hold the cache: it does not exist yet (it is
+// created on the first write), or it is a directory and not a symbolic link. A symbolic
+// link could point into a tree an agent can write (the files plane's root), so the cache
+// is then not used at all.
+func usableCacheDir(dir string) bool {
+	info, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	return err == nil && info.IsDir() && info.Mode()&fs.ModeSymlink == 0
+}
+
+// loadCacheKey returns the secret of the key file at path, creating the file (mode
+// 0600, cacheKeySize random bytes, its directory 0700 if missing) when it does not
+// exist. It refuses a key file that is a symbolic link, not a regular file, readable or
+// writable by group or others, or not exactly cacheKeySize bytes.
+func loadCacheKey(path string) ([]byte, error) {
+	info, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := createCacheKey(path); err != nil {
+			return nil, err
+		}
+		info, err = os.Lstat(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("cache key file %s is not a regular file", path)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("cache key file %s is accessible to group or others (%v)", path, info.Mode().Perm())
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != cacheKeySize {
+		return nil, fmt.Errorf("cache key file %s holds %d bytes, not %d", path, len(key), cacheKeySize)
+	}
+	return key, nil
+}
+
+// createCacheKey writes a new key file without ever exposing a partial one: the secret
+// goes to a temporary file that is then hard-linked to path (which fails if another
+// process created it meanwhile; its key is then used).
+func createCacheKey(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	secret := make([]byte, cacheKeySize)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-key-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	werr := tmp.Chmod(0o600)
+	if werr == nil {
+		_, werr = tmp.Write(secret)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// entryMAC authenticates magic | digest | payload.
+func entryMAC(key []byte, digest [32]byte, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(cacheMagic))
+	m.Write(digest[:])
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// sealEntry frames payload as a cache entry for digest.
+func sealEntry(key []byte, digest [32]byte, payload []byte) []byte {
+	out := make([]byte, 0, len(cacheMagic)+len(digest)+len(payload)+sha256.Size)
+	out = append(out, cacheMagic...)
+	out = append(out, digest[:]...)
+	out = append(out, payload...)
+	return append(out, entryMAC(key, digest, payload)...)
+}
+
+// openEntry returns the payload of a cache entry if it is one for digest and its MAC
+// verifies under key.
+func openEntry(key []byte, digest [32]byte, entry []byte) ([]byte, bool) {
+	head := len(cacheMagic) + len(digest)
+	if len(entry) < head+sha256.Size || !bytes.HasPrefix(entry, []byte(cacheMagic)) ||
+		!bytes.Equal(entry[len(cacheMagic):head], digest[:]) {
+		return nil, false
+	}
+	payload := entry[head : len(entry)-sha256.Size]
+	if !hmac.Equal(entry[len(entry)-sha256.Size:], entryMAC(key, digest, payload)) {
+		return nil, false
+	}
+	return payload, true
+}
+
 // readCache returns the files of a cached snapshot, or ok=false on a miss or any
 // problem with the entry (which the caller then rewrites).
-func readCache(dir string, key [32]byte, paths []string) ([]*File, map[scopeKey]string, bool) {
+func readCache(dir string, macKey []byte, key [32]byte, paths []string) ([]*File, map[scopeKey]string, bool) {
 	data, err := os.ReadFile(cachePath(dir, key))
 	if err != nil {
 		return nil, nil, false
 	}
-	files, hashes, err := decodeSnapshot(data)
+	payload, ok := openEntry(macKey, key, data)
+	if !ok {
+		return nil, nil, false
+	}
+	files, hashes, err := decodeSnapshot(payload)
 	if err != nil || len(files) != len(paths) {
 		return nil, nil, false
 	}
@@ -77,13 +197,17 @@ func readCache(dir string, key [32]byte, paths []string) ([]*File, map[scopeKey]
 }
 
 // writeCache stores the files under key, atomically (temporary file + rename).
-func writeCache(dir string, key [32]byte, files []*File, hashes map[scopeKey]string) error {
-	data, err := encodeSnapshot(files, hashes)
+func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes map[scopeKey]string) error {
+	payload, err := encodeSnapshot(files, hashes)
 	if err != nil {
 		return err
 	}
+	data := sealEntry(macKey, key, payload)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	if !usableCacheDir(dir) {
+		return errors.New("cache directory is a symbolic link")
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*"+cacheExt)
 	if err != nil {
@@ -166,9 +290,9 @@ func (e *encoder) optInt(p *int64) {
 	}
 }
 
+// encodeSnapshot encodes the payload of a cache entry (sealEntry frames it).
 func encodeSnapshot(files []*File, hashes map[scopeKey]string) ([]byte, error) {
 	e := &encoder{b: make([]byte, 0, 64<<10)}
-	e.b = append(e.b, cacheMagic...)
 	e.uint(uint64(len(files)))
 	for _, f := range files {
 		e.str(f.Path)
@@ -207,7 +331,7 @@ func encodeSnapshot(files []*File, hashes map[scopeKey]string) ([]byte, error) {
 		e.addr(k.issuer)
 		e.str(hashes[k])
 	}
-	return binary.LittleEndian.AppendUint32(e.b, crc32.Checksum(e.b[len(cacheMagic):], castagnoli)), nil
+	return e.b, nil
 }
 
 func (e *encoder) grant(g *kernel.CapabilityGrant) error {
@@ -290,10 +414,7 @@ func (e *encoder) value(v any) error {
 	return nil
 }
 
-var (
-	errCorrupt = errors.New("corrupt grant snapshot")
-	castagnoli = crc32.MakeTable(crc32.Castagnoli)
-)
+var errCorrupt = errors.New("corrupt grant snapshot")
 
 // decoder reads a snapshot held in one string: every decoded string is a substring of
 // it, so decoding allocates little. Any inconsistency sets bad.
@@ -446,14 +567,9 @@ func (d *decoder) optInt() *int64 {
 	return p
 }
 
-func decodeSnapshot(data []byte) ([]*File, map[scopeKey]string, error) {
-	if len(data) < len(cacheMagic)+4 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
-		return nil, nil, errCorrupt
-	}
-	payload := data[len(cacheMagic) : len(data)-4]
-	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
-		return nil, nil, errCorrupt
-	}
+// decodeSnapshot decodes an authenticated payload (openEntry). It still checks every
+// length and tag, so a payload that is inconsistent is refused, never a panic.
+func decodeSnapshot(payload []byte) ([]*File, map[scopeKey]string, error) {
 	d := &decoder{s: string(payload)}
 	files := make([]*File, d.count())
 	for i := range files {

@@ -1,13 +1,55 @@
 package grantfile
 
 import (
+	"bytes"
 	"context"
-	"github.com/sharedos/sharedos/pkg/kernel"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
+
+// sourceDigest is the digest an entry for the files at paths must carry.
+func sourceDigest(t *testing.T, paths []string) [32]byte {
+	t.Helper()
+	datas := make([][]byte, len(paths))
+	for i, p := range paths {
+		d, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		datas[i] = d
+	}
+	return cacheKey(paths, datas)
+}
+
+// sealedEntry builds a cache entry for paths holding files, sealed with the key file's key.
+func sealedEntry(t *testing.T, keyFile string, paths []string, files []*File, hashes map[scopeKey]string) []byte {
+	t.Helper()
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := encodeSnapshot(files, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealEntry(key, sourceDigest(t, paths), payload)
+}
+
+// readEntry opens and decodes the entry for paths with the real key.
+func readEntry(t *testing.T, opts SetOptions, paths []string) ([]*File, bool) {
+	t.Helper()
+	key, err := os.ReadFile(opts.CacheKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, ok := readCache(opts.CacheDir, key, sourceDigest(t, paths), paths)
+	return files, ok
+}
 
 func cacheEntries(t *testing.T, dir string) []string {
 	t.Helper()
@@ -27,27 +69,43 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	files[0].Derived["g-child"] = true
 	hashes := map[scopeKey]string{{world: "w", subject: kernel.Address{Kind: kernel.KindAgent, ID: "a"},
 		issuer: kernel.Address{Kind: kernel.KindHuman, ID: "h"}}: "abc"}
-	data, err := encodeSnapshot(files, hashes)
+	payload, err := encodeSnapshot(files, hashes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, gotHashes, err := decodeSnapshot(data)
+	key := make([]byte, cacheKeySize)
+	digest := sha256.Sum256([]byte("source"))
+	data := sealEntry(key, digest, payload)
+	opened, ok := openEntry(key, digest, data)
+	if !ok {
+		t.Fatal("sealed entry does not open")
+	}
+	got, gotHashes, err := decodeSnapshot(opened)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, files) || !reflect.DeepEqual(gotHashes, hashes) {
 		t.Errorf("snapshot round trip changed the files or hashes")
 	}
-	// Every truncation and every single-byte change is detected.
+	// Every truncation and every single-byte change is detected, and so is another key
+	// or another digest.
 	for i := 0; i < len(data); i += 7 {
-		if _, _, err := decodeSnapshot(data[:i]); err == nil {
+		if _, ok := openEntry(key, digest, data[:i]); ok {
 			t.Fatalf("truncation at %d accepted", i)
 		}
 		bad := append([]byte(nil), data...)
 		bad[i] ^= 0x20
-		if _, _, err := decodeSnapshot(bad); err == nil {
+		if _, ok := openEntry(key, digest, bad); ok {
 			t.Fatalf("flipped byte %d accepted", i)
 		}
+	}
+	other := append([]byte(nil), key...)
+	other[0] ^= 1
+	if _, ok := openEntry(other, digest, data); ok {
+		t.Fatal("entry opened under another key")
+	}
+	if _, ok := openEntry(key, sha256.Sum256([]byte("other source")), data); ok {
+		t.Fatal("entry opened for another digest")
 	}
 }
 
@@ -57,9 +115,10 @@ func TestCache(t *testing.T) {
 		"a.yaml": string(readFixture(t, "full.yaml")),
 		"b.json": `{"version": 1, "grants": [` + jsonGrant1("b1") + `]}`,
 	})
-	cache := filepath.Join(t.TempDir(), "cache")
+	state := t.TempDir()
+	cache := filepath.Join(state, "cache")
 	paths := []string{filepath.Join(src, "a.yaml"), filepath.Join(src, "b.json")}
-	opts := SetOptions{CacheDir: cache}
+	opts := SetOptions{CacheDir: cache, CacheKeyFile: filepath.Join(state, "cache.key")}
 	ref, err := LoadSet(paths, SetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -77,13 +136,10 @@ func TestCache(t *testing.T) {
 	entry := entries[0]
 
 	// Hit: the snapshot is what is served. Prove it by planting a different (valid)
-	// snapshot under the same key.
+	// snapshot under the same name, sealed with the real key.
 	planted := ref.Files()
 	planted[0].Grants[0].Capabilities[0].Actions = []string{"planted"}
-	data, err := encodeSnapshot(planted, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := sealedEntry(t, opts.CacheKeyFile, paths, planted, nil)
 	if err := os.WriteFile(entry, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +163,8 @@ func TestCache(t *testing.T) {
 		if !reflect.DeepEqual(s.Files(), ref.Files()) {
 			t.Fatal("corrupt entry: wrong content served")
 		}
-		raw, err := os.ReadFile(entry)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if files, _, err := decodeSnapshot(raw); err != nil || !reflect.DeepEqual(files, ref.Files()) {
-			t.Fatalf("corrupt entry was not rewritten: %v", err)
+		if files, ok := readEntry(t, opts, paths); !ok || !reflect.DeepEqual(files, ref.Files()) {
+			t.Fatal("corrupt entry was not rewritten")
 		}
 	}
 
@@ -158,7 +210,7 @@ func TestCacheUnwritable(t *testing.T) {
 	if err := os.WriteFile(blocker, []byte("not a directory"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := LoadSet([]string{filepath.Join("testdata", "full.yaml")}, SetOptions{CacheDir: blocker})
+	s, err := LoadSet([]string{filepath.Join("testdata", "full.yaml")}, SetOptions{CacheDir: blocker, CacheKeyFile: filepath.Join(dir, "key")})
 	if err != nil || s.Len() != 3 {
 		t.Fatalf("LoadSet with an unusable cache dir = %v, %v", s, err)
 	}
@@ -170,9 +222,11 @@ func TestSnapshotHashes(t *testing.T) {
 	t.Parallel()
 	src := writeFiles(t, map[string]string{"a.yaml": string(readFixture(t, "full.yaml"))})
 	paths := []string{filepath.Join(src, "a.yaml")}
-	cache := filepath.Join(t.TempDir(), "cache")
+	state := t.TempDir()
+	cache := filepath.Join(state, "cache")
+	opts := SetOptions{CacheDir: cache, CacheKeyFile: filepath.Join(state, "key")}
 	ctx := context.Background()
-	s, err := LoadSet(paths, SetOptions{CacheDir: cache})
+	s, err := LoadSet(paths, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,15 +242,11 @@ func TestSnapshotHashes(t *testing.T) {
 		}
 		// The hit serves the hash from the cache entry: plant another one to prove it.
 		entry := cacheEntries(t, cache)[0]
-		files := s.Files()
-		data, err := encodeSnapshot(files, map[scopeKey]string{k: "planted"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := sealedEntry(t, opts.CacheKeyFile, paths, s.Files(), map[scopeKey]string{k: "planted"})
 		if err := os.WriteFile(entry, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		hit, err := LoadSet(paths, SetOptions{CacheDir: cache})
+		hit, err := LoadSet(paths, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,5 +254,164 @@ func TestSnapshotHashes(t *testing.T) {
 			t.Fatalf("cache hit recomputed the hash: %s", snap.Hash)
 		}
 		break
+	}
+}
+
+// TestCacheAuthenticated: whoever can write the cache directory (but not read the key
+// file) cannot make LoadSet serve anything but the source's grants.
+func TestCacheAuthenticated(t *testing.T) {
+	t.Parallel()
+	src := writeFiles(t, map[string]string{"g.yaml": string(readFixture(t, "full.yaml"))})
+	paths := []string{filepath.Join(src, "g.yaml")}
+	ref, err := LoadSet(paths, SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// forged is the set with every capability widened to "*".
+	forged := ref.Files()
+	for _, f := range forged {
+		for i := range f.Grants {
+			for j := range f.Grants[i].Capabilities {
+				f.Grants[i].Capabilities[j].Actions = []string{"*"}
+			}
+		}
+	}
+	forgedPayload, err := encodeSnapshot(forged, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wideOK := func(t *testing.T, s *Set) {
+		t.Helper()
+		if !reflect.DeepEqual(s.Files(), ref.Files()) {
+			t.Fatal("a forged cache entry was trusted")
+		}
+	}
+	newState := func(t *testing.T) SetOptions {
+		state := t.TempDir()
+		opts := SetOptions{CacheDir: filepath.Join(state, "cache"), CacheKeyFile: filepath.Join(state, "cache.key")}
+		if _, err := LoadSet(paths, opts); err != nil { // creates the key and the entry
+			t.Fatal(err)
+		}
+		return opts
+	}
+
+	forgeries := map[string]func(t *testing.T, opts SetOptions) []byte{
+		"wrong key": func(t *testing.T, opts SetOptions) []byte {
+			return sealEntry(make([]byte, cacheKeySize), sourceDigest(t, paths), forgedPayload)
+		},
+		"no MAC (the unauthenticated v2 layout)": func(t *testing.T, opts SetOptions) []byte {
+			return append([]byte("SOSGF\x00\x02\n"), forgedPayload...)
+		},
+		"MAC of the real key, built from other bytes": func(t *testing.T, opts SetOptions) []byte {
+			key, _ := os.ReadFile(opts.CacheKeyFile)
+			return sealEntry(key, sha256.Sum256([]byte("other source")), forgedPayload)
+		},
+		"MAC truncated": func(t *testing.T, opts SetOptions) []byte {
+			e := sealedEntry(t, opts.CacheKeyFile, paths, forged, nil)
+			return e[:len(e)-1]
+		},
+		"payload replaced, MAC kept": func(t *testing.T, opts SetOptions) []byte {
+			good, _ := os.ReadFile(cachePath(opts.CacheDir, sourceDigest(t, paths)))
+			e := sealedEntry(t, opts.CacheKeyFile, paths, forged, nil)
+			return append(e[:len(e)-sha256.Size], good[len(good)-sha256.Size:]...)
+		},
+	}
+	for name, forge := range forgeries {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := newState(t)
+			entry := cachePath(opts.CacheDir, sourceDigest(t, paths))
+			if err := os.WriteFile(entry, forge(t, opts), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := LoadSet(paths, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wideOK(t, s)
+			if files, ok := readEntry(t, opts, paths); !ok || !reflect.DeepEqual(files, ref.Files()) {
+				t.Fatal("the forged entry was not rebuilt from the source")
+			}
+		})
+	}
+
+	t.Run("key file created 0600 with 32 random bytes", func(t *testing.T) {
+		t.Parallel()
+		opts := newState(t)
+		info, err := os.Lstat(opts.CacheKeyFile)
+		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 || info.Size() != cacheKeySize {
+			t.Fatalf("key file %v, %v", info, err)
+		}
+		other := newState(t)
+		a, _ := os.ReadFile(opts.CacheKeyFile)
+		b, _ := os.ReadFile(other.CacheKeyFile)
+		if bytes.Equal(a, b) {
+			t.Fatal("two key files hold the same secret")
+		}
+		// The key survives: a second load is a hit with the same key.
+		if _, err := LoadSet(paths, opts); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := os.ReadFile(opts.CacheKeyFile); !bytes.Equal(a, again) {
+			t.Fatal("the key changed")
+		}
+	})
+
+	// A cache that cannot be trusted is not used at all: a planted entry sealed with the
+	// real key is ignored, and nothing is written.
+	unusable := map[string]func(t *testing.T, opts SetOptions) SetOptions{
+		"cache dir is a symlink": func(t *testing.T, opts SetOptions) SetOptions {
+			link := filepath.Join(t.TempDir(), "cache-link")
+			if err := os.Symlink(opts.CacheDir, link); err != nil {
+				t.Fatal(err)
+			}
+			opts.CacheDir = link
+			return opts
+		},
+		"key file readable by others": func(t *testing.T, opts SetOptions) SetOptions {
+			if err := os.Chmod(opts.CacheKeyFile, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return opts
+		},
+		"key file is a symlink": func(t *testing.T, opts SetOptions) SetOptions {
+			link := filepath.Join(t.TempDir(), "key-link")
+			if err := os.Symlink(opts.CacheKeyFile, link); err != nil {
+				t.Fatal(err)
+			}
+			opts.CacheKeyFile = link
+			return opts
+		},
+		"key file of the wrong size": func(t *testing.T, opts SetOptions) SetOptions {
+			key, _ := os.ReadFile(opts.CacheKeyFile)
+			if err := os.WriteFile(opts.CacheKeyFile, append(key, 0), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return opts
+		},
+		"no key file option": func(t *testing.T, opts SetOptions) SetOptions {
+			opts.CacheKeyFile = ""
+			return opts
+		},
+	}
+	for name, setup := range unusable {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := newState(t)
+			entry := cachePath(opts.CacheDir, sourceDigest(t, paths))
+			planted := sealedEntry(t, opts.CacheKeyFile, paths, forged, nil)
+			if err := os.WriteFile(entry, planted, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			bad := setup(t, opts)
+			s, err := LoadSet(paths, bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wideOK(t, s)
+			if now, _ := os.ReadFile(entry); !bytes.Equal(now, planted) {
+				t.Fatal("an unusable cache was written")
+			}
+		})
 	}
 }

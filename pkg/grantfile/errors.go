@@ -54,6 +54,6 @@ func oneLine(s string) string {
 }
 
 // Unwrap returns the underlying cause, if any: an I/O error from reading the file
-// (errors.Is(err, fs.ErrNotExist) works) or the kernel's *kernel.ContractError
-// (errors.Is(err, kernel.ErrContract) works).
+// (errors.Is(err, fs.ErrNotExist) works), the kernel's *kernel.ContractError
+// (errors.Is(err, kernel.ErrContract) works) or ErrContextConflict.
 func (e *Error) Unwrap() error { return e.cause }

@@ -93,6 +93,16 @@ type jsonGrant struct {
 // "grants" array; decoding it yields a grant equal to g. g should pass Validate; for a
 // grant that cannot be encoded (an address without a kind, say) the result is "".
 func FormatGrantJSON(g kernel.CapabilityGrant) string {
+	s, err := marshalGrantJSON(g, "", "  ")
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// marshalGrantJSON encodes g in the contract's form, indented with prefix and indent
+// (compact when both are empty), without a trailing newline.
+func marshalGrantJSON(g kernel.CapabilityGrant, prefix, indent string) (string, error) {
 	jg := jsonGrant{ID: g.ID, NamespaceID: g.NamespaceID, Subject: g.Subject, Issuer: g.Issuer,
 		Capabilities: g.Capabilities, Constraints: g.Constraints, IssuedAt: g.IssuedAt,
 		RevokedAt: g.RevokedAt, ParentGrantID: g.ParentGrantID}
@@ -105,11 +115,13 @@ func FormatGrantJSON(g kernel.CapabilityGrant) string {
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
 	e.SetEscapeHTML(false)
-	e.SetIndent("", "  ")
-	if err := e.Encode(jg); err != nil {
-		return ""
+	if prefix != "" || indent != "" {
+		e.SetIndent(prefix, indent)
 	}
-	return strings.TrimRight(b.String(), "\n")
+	if err := e.Encode(jg); err != nil {
+		return "", err
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
 }
 
 var (

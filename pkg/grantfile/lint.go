@@ -65,8 +65,21 @@ type lintGrant struct {
 	node *node
 }
 
-// Lint validates the grant files at paths as the CLI's `grants lint` does and returns
-// every finding, in file and grant order.
+// LintOptions tune LintWithOptions.
+type LintOptions struct {
+	// Tools are the registered tool definitions. When non-nil, a capability whose
+	// resource namespace no tool requires (RequiredCapability.Resource.Namespace), or
+	// an action no tool of that namespace requires (RequiredCapability.Action), is
+	// warned about — it can never match a call — with the closest registered name as a
+	// suggestion. The action "*" is never reported by this check.
+	Tools []kernel.ToolDefinition
+}
+
+// Lint is LintWithOptions without options.
+func Lint(paths []string) []Finding { return LintWithOptions(paths, LintOptions{}) }
+
+// LintWithOptions validates the grant files at paths as the CLI's `grants lint` does and
+// returns every finding, in file and grant order.
 //
 // Errors: anything Parse refuses (one finding per file: parsing stops at the first
 // problem), a grant id defined in two files, a derived grant (parentGrantId) without
@@ -74,8 +87,13 @@ type lintGrant struct {
 // delegation link that fails kernel.CheckDelegationLink, and delegation chains that cycle
 // or hold more than kernel.DefaultMaxDelegationChainLength grants.
 // Warnings: the action "*", a capability over a whole namespace (empty path with
-// descendants scope), and a grant without constraints.expiresAt.
-func Lint(paths []string) []Finding {
+// descendants scope), a grant without constraints.expiresAt, and, with opts.Tools, a
+// namespace or action that no registered tool uses.
+func LintWithOptions(paths []string, opts LintOptions) []Finding {
+	var reg *registry
+	if opts.Tools != nil {
+		reg = newRegistry(opts.Tools)
+	}
 	var out []Finding
 	var all []lintGrant
 	byID := map[string]lintGrant{}
@@ -125,6 +143,9 @@ func Lint(paths []string) []Finding {
 				if a == kernel.WildcardAction {
 					find(SeverityWarning, fmt.Sprintf("capabilities.%d.actions.%d", i, j), "action \"*\" allows every action, including ones added later")
 				}
+			}
+			if reg != nil {
+				reg.lint(c, fmt.Sprintf("capabilities.%d", i), func(field, msg string) { find(SeverityWarning, field, "%s", msg) })
 			}
 			if len(c.Resource.Path) == 0 && c.Scope == kernel.ScopeDescendants {
 				find(SeverityWarning, fmt.Sprintf("capabilities.%d.resource.path", i), "empty path with descendants scope covers the whole %q namespace", c.Resource.Namespace)
@@ -292,4 +313,122 @@ func chainDepths(all []lintGrant, byID map[string]lintGrant) (map[*kernel.Capabi
 		}
 	}
 	return depth, cycles
+}
+
+// registry is what lint knows of the registered tools: the actions required in each
+// resource namespace.
+type registry struct {
+	namespaces []string            // sorted
+	actions    map[string][]string // namespace → sorted actions
+}
+
+func newRegistry(defs []kernel.ToolDefinition) *registry {
+	r := &registry{actions: map[string][]string{}}
+	for _, d := range defs {
+		ns, a := d.RequiredCapability.Resource.Namespace, d.RequiredCapability.Action
+		if _, ok := r.actions[ns]; !ok {
+			r.namespaces = append(r.namespaces, ns)
+		}
+		if !slices.Contains(r.actions[ns], a) {
+			r.actions[ns] = append(r.actions[ns], a)
+		}
+	}
+	slices.Sort(r.namespaces)
+	for _, as := range r.actions {
+		slices.Sort(as)
+	}
+	return r
+}
+
+// lint reports the namespace or actions of capability c (at field) that no registered
+// tool uses.
+func (r *registry) lint(c kernel.Capability, field string, warn func(field, msg string)) {
+	ns := c.Resource.Namespace
+	actions, ok := r.actions[ns]
+	if !ok {
+		warn(field+".resource.namespace", fmt.Sprintf("namespace %q is used by no registered tool; %s", ns, suggest(ns, r.namespaces, "registered namespaces")))
+		return
+	}
+	for j, a := range c.Actions {
+		if a == kernel.WildcardAction || slices.Contains(actions, a) {
+			continue
+		}
+		warn(fmt.Sprintf("%s.actions.%d", field, j), fmt.Sprintf("action %q is used by no registered tool in namespace %s; %s", a, ns, suggest(a, actions, "its actions")))
+	}
+}
+
+// suggest names the closest of names to s ("did you mean X?") when one is close enough,
+// else lists them ("<what>: a, b, c").
+func suggest(s string, names []string, what string) string {
+	best, bestD := "", -1
+	for _, n := range names {
+		d := editDistance(strings.ToLower(s), strings.ToLower(n))
+		if bestD < 0 || d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if bestD >= 0 && bestD <= max(1, min(3, len([]rune(s))/3)) {
+		return "did you mean " + best + "?"
+	}
+	return what + ": " + strings.Join(names, ", ")
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+// ActionsTable renders, as a Markdown table, the action each registered tool requires
+// and in which resource namespace — what a grant's capability must name for the tool
+// to be usable — sorted by namespace, then action, then tool. The declared path is the
+// tool's requiredCapability path: [] means the call's own path argument is authorized.
+// docs/grant-files.md holds this table for the tools every sharedos host registers (a
+// test keeps it current).
+func ActionsTable(defs []kernel.ToolDefinition) string {
+	sorted := slices.Clone(defs)
+	slices.SortFunc(sorted, func(a, b kernel.ToolDefinition) int {
+		ra, rb := a.RequiredCapability, b.RequiredCapability
+		if c := strings.Compare(ra.Resource.Namespace, rb.Resource.Namespace); c != 0 {
+			return c
+		}
+		if c := strings.Compare(ra.Action, rb.Action); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var b strings.Builder
+	b.WriteString("| Resource namespace | Action | Tool | Reads or writes | Declared path |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, d := range sorted {
+		rc := d.RequiredCapability
+		path := make([]string, len(rc.Resource.Path))
+		for i, seg := range rc.Resource.Path {
+			path[i] = mdCell(seg)
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s | `[%s]` |\n", mdCell(rc.Resource.Namespace), mdCell(rc.Action),
+			mdCell(d.Name), mdCell(string(d.ReadWrite)), strings.Join(path, ", "))
+	}
+	return b.String()
+}
+
+// mdCell keeps a value inside its table cell and code span.
+func mdCell(s string) string {
+	return strings.NewReplacer("|", "\\|", "`", "'", "\n", " ", "\r", " ").Replace(s)
 }

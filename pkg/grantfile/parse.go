@@ -97,10 +97,8 @@ func readFile(path string) ([]byte, *Error) {
 	for {
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if len(buf) > MaxFileSize {
-			return nil, &Error{File: path, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
-		}
-		if errors.Is(err, io.EOF) {
+		if len(buf) > MaxFileSize || errors.Is(err, io.EOF) {
+			// Too large a file is refused by parse (a grant-level refusal, not an I/O one).
 			return buf, nil
 		}
 		if err != nil {
@@ -141,13 +139,27 @@ func isJSON(name string, data []byte) bool {
 }
 
 func parse(name string, data []byte) (*parsed, *Error) {
+	p, _, err := parseWithContext(name, data)
+	return p, err
+}
+
+// fileContext is a context block that parsed cleanly, with the line of each field.
+type fileContext struct {
+	ctx   Context
+	lines map[string]int
+}
+
+// parseWithContext is parse that, when the file is refused, still returns its context
+// block if that block was read completely and is valid (nil otherwise): the same parse
+// that refused the file, never a second, more lenient reader.
+func parseWithContext(name string, data []byte) (*parsed, *fileContext, *Error) {
 	if len(data) > MaxFileSize {
-		return nil, &Error{File: name, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
+		return nil, nil, &Error{File: name, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if !utf8.Valid(data) {
 		line := 1 + bytes.Count(data[:firstInvalidUTF8(data)], []byte{'\n'})
-		return nil, &Error{File: name, Line: line, Message: "grant file is not valid UTF-8"}
+		return nil, nil, &Error{File: name, Line: line, Message: "grant file is not valid UTF-8"}
 	}
 	var root *node
 	var terr *treeError
@@ -159,9 +171,33 @@ func parse(name string, data []byte) (*parsed, *Error) {
 	if terr != nil {
 		e := &Error{File: name, Line: terr.line, Message: terr.msg, cause: terr.cause}
 		e.Grant, e.Field = splitGrantPath(root, terr.path)
-		return nil, e
+		var fc *fileContext
+		if len(terr.path) == 0 || terr.path[0] != "context" {
+			// The tree is partial, but a context member it holds was read completely.
+			fc = cleanContext(name, root)
+		}
+		return nil, fc, e
 	}
-	return build(name, root)
+	p, err := build(name, root)
+	if err != nil {
+		return nil, cleanContext(name, root), err
+	}
+	return p, &fileContext{ctx: p.file.Context, lines: p.ctxLines}, nil
+}
+
+// cleanContext reads the context block of a (possibly partial) tree, or returns nil when
+// there is none or it is invalid.
+func cleanContext(name string, root *node) *fileContext {
+	c, cline := root.get("context")
+	if c == nil {
+		return nil
+	}
+	b := &builder{name: name, root: root}
+	fc := &fileContext{lines: map[string]int{}}
+	if err := b.context(c, cline, &fc.ctx, fc.lines); err != nil {
+		return nil
+	}
+	return fc
 }
 
 func firstInvalidUTF8(b []byte) int {
@@ -248,7 +284,7 @@ func build(name string, root *node) (*parsed, *Error) {
 	if v.kind != kNum {
 		return nil, b.errAt("version", vline, "must be the number 1, not %s", v.kind)
 	}
-	if n, err := json.Number(v.s).Int64(); err != nil || n != 1 {
+	if n, err := json.Number(v.s).Int64(); err != nil || n != 1 || !plainInt(v.s) {
 		return nil, b.errAt("version", vline, "unsupported version %s (this sharedos reads version 1)", v.s)
 	}
 	p := &parsed{root: root, ctxLines: map[string]int{}}
@@ -335,6 +371,20 @@ func (b *builder) context(c *node, cline int, out *Context, lines map[string]int
 	return nil
 }
 
+// plainInt reports whether s is a decimal integer literal: -?(0|[1-9][0-9]*).
+func plainInt(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // nodeAddress reads an address written as kind:id shorthand or as the object form.
 func nodeAddress(v *node) (kernel.Address, error) {
 	switch v.kind {
@@ -381,9 +431,24 @@ func addressNode(a kernel.Address, line int) *node {
 		kids: []*node{strNode(string(a.Kind), line), strNode(a.ID, line)}}
 }
 
-// grant fills the defaults of grant i, expands address shorthands and decodes it with
-// the kernel's strict decoder.
+// grant fills the defaults of grant i, expands address shorthands and decodes it under
+// the kernel's strict contract.
 func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
+	// The common case, without the generic value: decoded directly, then held to the
+	// kernel's contract (Validate). Anything else takes the decoder's path below.
+	if g, noIssuedAt, ok := fastGrant(gn, world); ok && g.Validate() == nil {
+		*out = g
+		if noIssuedAt && g.ParentGrantID != "" {
+			derived[g.ID] = true
+		}
+		return nil
+	}
+	return b.decodeGrant(i, gn, world, out, derived)
+}
+
+// decodeGrant is grant through the kernel's strict decoder of generic values, which
+// words every refusal.
+func (b *builder) decodeGrant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
 	if gn.kind != kObj {
 		return b.grantErr(i, gn, "", nil, "a grant must be a mapping, not %s", gn.kind)
 	}
@@ -413,11 +478,14 @@ func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGra
 		}
 	}
 	// A quoted number for maxUses or delegationDepth is refused here already, with the
-	// YAML node kind in the message (the kernel would refuse it too).
+	// node kind in the message (the kernel would refuse it too), and so is any form but
+	// a plain decimal integer (1.0 and 1e3 are integers to the kernel, not to a reader).
 	if c, _ := gn.get("constraints"); c != nil && c.kind == kObj {
 		for _, k := range []string{"maxUses", "delegationDepth"} {
 			if v, _ := c.get(k); v != nil && v.kind != kNum {
 				return b.grantErr(i, gn, "constraints."+k, nil, "must be an integer, not %s", v.kind)
+			} else if v != nil && !plainInt(v.s) {
+				return b.grantErr(i, gn, "constraints."+k, nil, "must be a plain decimal integer, not %s", v.s)
 			}
 		}
 	}

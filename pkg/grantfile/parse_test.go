@@ -91,7 +91,7 @@ func TestParseErrors(t *testing.T) {
 		{"numeric id", "g.yaml", yamlFile("  - id: 42\n" + okGrantYAML), Error{Field: "grants.0.id", Line: 3, Message: "must be a string"}},
 		{"date-only issuedAt", "g.yaml", yamlFile("  - id: g1\n    issuedAt: 2026-01-01\n" + okGrantYAML), Error{Grant: "g1", Field: "issuedAt", Line: 4, Message: "RFC 3339"}},
 		{"maxUses as string", "g.yaml", yamlFile("  - id: g1\n    constraints:\n      maxUses: \"3\"\n" + okGrantYAML), Error{Grant: "g1", Field: "constraints.maxUses", Line: 5, Message: "must be an integer, not a string"}},
-		{"infinite number", "g.yaml", yamlFile("  - id: g1\n    constraints: {maxUses: .inf}\n" + okGrantYAML), Error{Grant: "g1", Field: "constraints.maxUses", Line: 4, Message: "not a finite number"}},
+		{"infinite number", "g.yaml", yamlFile("  - id: g1\n    constraints: {maxUses: .inf}\n" + okGrantYAML), Error{Grant: "g1", Field: "constraints.maxUses", Line: 4, Message: `".inf" is not a plain decimal number`}},
 		{"null constraints", "g.yaml", yamlFile("  - id: g1\n    constraints: null\n" + okGrantYAML), Error{Grant: "g1", Field: "constraints", Line: 4, Message: "must be a JSON object"}},
 		{"parent is self", "g.yaml", yamlFile("  - id: g1\n    parentGrantId: g1\n" + okGrantYAML), Error{Grant: "g1", Field: "parentGrantId", Line: 4, Message: "must differ from id"}},
 		{"duplicate grant id", "g.yaml", yamlFile("  - id: g1\n"+okGrantYAML, "  - id: g1\n"+okGrantYAML), Error{Grant: "g1", Field: "id", Line: 10, Message: `duplicate grant id "g1" (first at line 3)`}},
@@ -271,15 +271,15 @@ func TestYAMLTags(t *testing.T) {
 			t.Errorf("expiresAt = %q: the literal was rewritten", got)
 		}
 	})
-	t.Run("numbers keep their JSON literal; YAML-only forms are converted", func(t *testing.T) {
+	t.Run("numbers keep their JSON literal", func(t *testing.T) {
 		t.Parallel()
-		f := mustParse(t, "g.yaml", grant("    constraints: {maxUses: 0x3, delegationDepth: 1_0}\n    metadata: {a: 1.50, b: .5, c: -0, d: 12345678901234567890123, e: !!str 7, f: ~, g: yes, h: True, i: !!float 1e400}\n"))
+		f := mustParse(t, "g.yaml", grant("    constraints: {maxUses: 3, delegationDepth: 10}\n    metadata: {a: 1.50, c: -0, d: 12345678901234567890123, e: !!str 7, f: ~, g: yes, h: True, i: !!float 1e400, j: 1e3}\n"))
 		g := f.Grants[0]
 		if *g.Constraints.MaxUses != 3 || *g.Constraints.DelegationDepth != 10 {
 			t.Errorf("constraints = %+v", g.Constraints)
 		}
-		want := map[string]any{"a": jsonNum("1.50"), "b": jsonNum("0.5"), "c": jsonNum("-0"), "d": jsonNum("12345678901234567890123"),
-			"e": "7", "f": nil, "g": "yes", "h": true, "i": jsonNum("1e400")}
+		want := map[string]any{"a": jsonNum("1.50"), "c": jsonNum("-0"), "d": jsonNum("12345678901234567890123"),
+			"e": "7", "f": nil, "g": "yes", "h": true, "i": jsonNum("1e400"), "j": jsonNum("1e3")}
 		if !reflect.DeepEqual(g.Metadata, want) {
 			t.Errorf("metadata = %#v\nwant %#v", g.Metadata, want)
 		}
@@ -324,3 +324,69 @@ func TestLoad(t *testing.T) {
 }
 
 func jsonNum(s string) any { return json.Number(s) }
+
+// TestStrictNumbers: YAML 1.1 and other library number forms are refused wherever they
+// appear, and integer fields take only plain decimal integers (in JSON files too), each
+// with a one-line file:line error naming the field.
+func TestStrictNumbers(t *testing.T) {
+	t.Parallel()
+	yamlForms := []string{"010", "0x10", "0o10", "0b1", "1_000", "+5", ".5", "-.5", "1.", ".inf", "-.Inf", ".nan", "00"}
+	for _, form := range yamlForms {
+		for _, field := range []string{"maxUses", "delegationDepth"} {
+			data := yamlFile("  - id: g1\n" + okGrantYAML + "    constraints:\n      purposes: [x]\n      " + field + ": " + form + "\n")
+			want := `g.yaml:12: grant "g1": constraints.` + field + `: "` + form + `" is not a plain decimal number`
+			checkRefused(t, "g.yaml", data, want)
+		}
+		checkRefused(t, "g.yaml", "version: "+form+"\ngrants: []\n", `g.yaml:1: version: "`+form+`" is not a plain decimal number`)
+		checkRefused(t, "g.yaml", yamlFile("  - id: g1\n"+okGrantYAML+"    metadata:\n      n: "+form+"\n"),
+			`g.yaml:11: grant "g1": metadata.n: "`+form+`" is not a plain decimal number`)
+	}
+	// Integers written as JSON fractions or exponents are numbers, but not integers a
+	// reader would recognise.
+	for _, form := range []string{"1e3", "1.0", "1E0", "3.0e0"} {
+		checkRefused(t, "g.yaml", yamlFile("  - id: g1\n"+okGrantYAML+"    constraints: {maxUses: "+form+"}\n"),
+			`g.yaml:10: grant "g1": constraints.maxUses: must be a plain decimal integer, not `+form)
+		checkRefused(t, "g.json", `{"version": 1, "grants": [{"id": "g1", "subject": "agent:a", "issuer": "human:b",`+"\n"+
+			` "capabilities": [{"resource": {"namespace": "files", "path": []}, "actions": ["read"], "scope": "exact"}],`+"\n"+
+			` "constraints": {"delegationDepth": `+form+`}}]}`,
+			`g.json:3: grant "g1": constraints.delegationDepth: must be a plain decimal integer, not `+form)
+		checkRefused(t, "g.yaml", "version: "+form+"\ngrants: []\n", `g.yaml:1: version: unsupported version `+form)
+	}
+	// Plain decimal integers still work, including in metadata.
+	f := mustParse(t, "g.yaml", yamlFile("  - id: g1\n"+okGrantYAML+"    constraints: {maxUses: 10, delegationDepth: 0}\n    metadata: {n: -12, f: 0.5, e: 2e-3}\n"))
+	if *f.Grants[0].Constraints.MaxUses != 10 || *f.Grants[0].Constraints.DelegationDepth != 0 {
+		t.Errorf("constraints = %+v", f.Grants[0].Constraints)
+	}
+}
+
+// checkRefused asserts that Parse refuses data with a one-line error starting with want.
+func checkRefused(t *testing.T, name, data, want string) {
+	t.Helper()
+	f, err := Parse(name, []byte(data))
+	if f != nil || err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Parse(%q) = %v\nwant an error starting with %s", data, err, want)
+	}
+}
+
+// TestYAMLTabLine: a tab in the indentation is reported on its own line.
+func TestYAMLTabLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		data string
+		line int
+	}{
+		{"version: 1\ngrants:\n\t- id: x\n", 3},
+		{"version: 1\ngrants:\n  - id: x\n\tsubject: agent:a\n", 4},
+		{"version: 1\ngrants:\n  - id: x\n    subject: agent:a\n\t\n", 5},
+		{"version: 1\ngrants:\n  - id: x\n    subject: agent:a\n    issuer: human:b\n  \t  capabilities: []\n", 6},
+		{"version: 1\ngrants:\n  - id: x\n    capabilities:\n      - resource: {namespace: files}\n\t  actions: [read]\n", 6},
+		{"version: 1\ncontext:\n  world: w\n\tactor: agent:a\ngrants: []\n", 4},
+	}
+	for _, tc := range tests {
+		_, err := Parse("g.yaml", []byte(tc.data))
+		var e *Error
+		if !errors.As(err, &e) || e.Line != tc.line || !strings.Contains(e.Message, "YAML syntax") {
+			t.Errorf("Parse(%q) = %v, want a YAML syntax error on line %d", tc.data, err, tc.line)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package grantfile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,17 +13,26 @@ import (
 
 // SetOptions tune LoadSet.
 type SetOptions struct {
-	// CacheDir, when non-empty, holds validated snapshots of loaded sets keyed by the
-	// SHA-256 of every path and its content, so that loading unchanged files again skips
-	// parsing. It must lie outside the files plane's root (whoever can write it defines
-	// authority). A missing, unreadable or corrupt entry is ignored and rewritten; a
-	// failure to write it is ignored.
-	CacheDir string
+	// CacheDir and CacheKeyFile, when both are non-empty, enable a cache of validated
+	// snapshots of loaded sets, so that loading unchanged files again skips parsing.
+	// Each entry is bound to the SHA-256 of every path and its exact content and
+	// authenticated by an HMAC-SHA256 keyed by the secret in CacheKeyFile: an entry that
+	// is missing, truncated, damaged, built from other bytes or forged (its MAC does not
+	// verify) is ignored, the files are parsed, and the entry is rewritten. A failure to
+	// write an entry is ignored.
+	//
+	// The cache is not used at all (the files are parsed; LoadSet does not fail) when
+	// CacheDir is a symbolic link or not a directory, or when the key file cannot be
+	// used: a symbolic link, not a regular file, accessible to group or others, or not
+	// 32 bytes. A missing key file is created (mode 0600, 32 random bytes; its directory
+	// 0700). Keep both outside the files plane's root, beside the state database.
+	CacheDir     string
+	CacheKeyFile string
 }
 
 // Set is several grant files loaded as one grant source: their grants concatenated in
-// argument order. It is immutable and safe for concurrent use; every grant it hands out
-// is a deep copy.
+// argument order. It is immutable and safe for concurrent use; LoadGrants, ResolveGrant
+// and Files hand out deep copies (LoadGrantSnapshot shares, see there).
 type Set struct {
 	files []*File
 	ctx   Context
@@ -51,10 +61,44 @@ var (
 	_ kernel.DelegationChainResolver = (*Set)(nil)
 )
 
-// LoadSet loads the grant files at paths as one grant source. A file that cannot be read
-// or fails the contract, a grant id defined twice (within or across files), or two
-// context blocks that set one field differently refuse the whole set with an *Error
-// naming the file(s). No paths gives an empty set.
+// ErrContextConflict is the cause of the error LoadSet returns when two grant files'
+// context blocks set one field to different values: errors.Is(err, ErrContextConflict).
+// The error is an *Error naming the second file and the field, its message naming the
+// first file. It is a usage problem (no context can be chosen), not a refused grant.
+var ErrContextConflict = errors.New("grant files' context blocks conflict")
+
+// RefusedError is the error LoadSet returns when the files were read but a grant-level
+// problem refuses them as a whole: a file that fails the contract (syntax, an unknown
+// key, a bad grant, too large, not UTF-8) or a grant id defined twice. Err is the
+// *Error naming the file, grant, field and line (errors.As(err, &*Error) still works);
+// Context holds the merged context blocks (actor, owner, authority, world, purpose) of
+// the files whose context block was read completely and is valid — from the same parse
+// that refused them, so a caller can still name the turn's actor when reporting the
+// refusal (authority_unavailable). A context confers no authority: no grant of a
+// refused set is ever served.
+//
+// LoadSet returns neither for an unreadable file (a plain *Error whose cause is the I/O
+// error, so errors.Is(err, fs.ErrNotExist) works) nor for a context conflict
+// (ErrContextConflict).
+type RefusedError struct {
+	Err     error
+	Context Context
+}
+
+// Error returns Err's message: one line naming the file.
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// LoadSet loads the grant files at paths as one grant source. No paths gives an empty
+// set. Refusals, in this order of precedence:
+//
+//   - a file that cannot be read: an *Error (cause: the I/O error);
+//   - two context blocks that set one field differently (among the blocks that parsed
+//     cleanly, even in files refused otherwise): an *Error wrapping ErrContextConflict;
+//   - a file that fails the contract, or a grant id defined twice (within or across
+//     files): a *RefusedError wrapping the *Error of the first problem in argument order.
 func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	datas := make([][]byte, len(paths))
 	for i, p := range paths {
@@ -65,38 +109,56 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		datas[i] = data
 	}
 	var key [32]byte
-	if opts.CacheDir != "" {
+	var macKey []byte
+	if opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir) {
+		macKey, _ = loadCacheKey(opts.CacheKeyFile)
+	}
+	if macKey != nil {
 		key = cacheKey(paths, datas)
-		if files, hashes, ok := readCache(opts.CacheDir, key, paths); ok {
+		if files, hashes, ok := readCache(opts.CacheDir, macKey, key, paths); ok {
 			s := newSet(files)
 			s.hashes = hashes
 			return s, nil
 		}
 	}
 	ps := make([]*parsed, len(paths))
+	ctxs := make([]*fileContext, len(paths))
+	var refused *Error
 	for i, p := range paths {
-		pf, err := parse(p, datas[i])
-		if err != nil {
-			return nil, err
+		pf, fc, err := parseWithContext(p, datas[i])
+		if err != nil && refused == nil {
+			refused = err
 		}
-		ps[i] = pf
+		ps[i], ctxs[i] = pf, fc
 	}
-	if err := checkSet(ps); err != nil {
+	if err := checkContexts(paths, ctxs); err != nil {
 		return nil, err
+	}
+	if refused == nil {
+		refused = checkIDs(ps)
+	}
+	if refused != nil {
+		var merged Context
+		for _, fc := range ctxs {
+			if fc != nil {
+				mergeContext(&merged, &fc.ctx)
+			}
+		}
+		return nil, &RefusedError{Err: refused, Context: cloneContext(merged)}
 	}
 	files := make([]*File, len(ps))
 	for i, p := range ps {
 		files[i] = p.file
 	}
 	s := newSet(files)
-	if opts.CacheDir != "" {
-		_ = writeCache(opts.CacheDir, key, files, s.allHashes())
+	if macKey != nil {
+		_ = writeCache(opts.CacheDir, macKey, key, files, s.allHashes())
 	}
 	return s, nil
 }
 
-// checkSet refuses duplicate grant ids across files and conflicting context fields.
-func checkSet(ps []*parsed) *Error {
+// checkIDs refuses a grant id defined in two files.
+func checkIDs(ps []*parsed) *Error {
 	type where struct {
 		file int
 		line int
@@ -113,14 +175,23 @@ func checkSet(ps []*parsed) *Error {
 			ids[id] = where{fi, line}
 		}
 	}
+	return nil
+}
+
+// checkContexts refuses two context blocks (nil: none, or not read) that set one field
+// differently.
+func checkContexts(paths []string, ctxs []*fileContext) *Error {
 	type setBy struct {
 		value string
 		file  int
 	}
 	seen := map[string]setBy{}
-	for fi, p := range ps {
+	for fi, fc := range ctxs {
+		if fc == nil {
+			continue
+		}
 		for _, k := range contextKeys {
-			v := contextField(&p.file.Context, k)
+			v := contextField(&fc.ctx, k)
 			if v == "" {
 				continue
 			}
@@ -130,9 +201,8 @@ func checkSet(ps []*parsed) *Error {
 				continue
 			}
 			if prev.value != v {
-				other := ps[prev.file]
-				return &Error{File: p.file.Path, Field: "context." + k, Line: p.ctxLines[k],
-					Message: fmt.Sprintf("context.%s %q conflicts with %q in %s", k, v, prev.value, at(other.file.Path, other.ctxLines[k]))}
+				return &Error{File: paths[fi], Field: "context." + k, Line: fc.lines[k], cause: ErrContextConflict,
+					Message: fmt.Sprintf("context.%s %q conflicts with %q in %s", k, v, prev.value, at(paths[prev.file], ctxs[prev.file].lines[k]))}
 			}
 		}
 	}

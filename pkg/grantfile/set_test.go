@@ -3,6 +3,8 @@ package grantfile
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -255,4 +257,118 @@ func mustResolve(t *testing.T, s *Set, world, id string) *kernel.CapabilityGrant
 		t.Fatalf("ResolveGrant(%s, %s) = %v, %v", world, id, g, err)
 	}
 	return g
+}
+
+// TestLoadSetRefusals checks the kinds of refusal LoadSet tells apart, and that a
+// refused set still reports the context blocks its files' own parse read cleanly.
+func TestLoadSetRefusals(t *testing.T) {
+	t.Parallel()
+	helper := kernel.Address{Kind: kernel.KindAgent, ID: "helper"}
+	alice := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
+	dir := writeFiles(t, map[string]string{
+		"good.yaml":        "version: 1\ncontext:\n  world: w1\n  actor: agent:helper\ngrants:\n" + grantFor("a1", "agent:helper", "human:alice"),
+		"badgrant.yaml":    "version: 1\ncontext:\n  owner: human:alice\n  purpose: triage\ngrants:\n  - id: x\n",
+		"badctx.yaml":      "version: 1\ncontext:\n  owner: human:bob\n  actor: nokind\ngrants: []\n",
+		"dupctx.yaml":      "version: 1\ncontext:\n  owner: human:bob\n  owner: human:bob\ngrants: []\n",
+		"syntax.yaml":      "version: 1\ncontext:\n  owner: human:bob\ngrants:\n  - id: [unclosed\n",
+		"tab.yaml":         "version: 1\ncontext:\n  authority: human:bob\ngrants:\n\t- id: x\n",
+		"jsonsyntax.json":  "{\"version\": 1, \"context\": {\"authority\": \"human:alice\"},\n \"grants\": [ }",
+		"jsoninctx.json":   "{\"version\": 1, \"context\": {\"authority\": \"human:alice\", }, \"grants\": []}",
+		"badversion.yaml":  "version: 2\ncontext:\n  authority: human:alice\ngrants: []\n",
+		"conflictbad.yaml": "version: 1\ncontext:\n  actor: agent:other\ngrants:\n  - id: y\n",
+		"bobctx.yaml":      "version: 1\ncontext:\n  owner: human:bob\ngrants: {}\n",
+		"dupid.yaml":       "version: 1\ncontext:\n  purpose: ops\ngrants:\n" + grantFor("a1", "agent:helper", "human:alice"),
+	})
+	p := func(names ...string) []string {
+		out := make([]string, len(names))
+		for i, n := range names {
+			out[i] = filepath.Join(dir, n)
+		}
+		return out
+	}
+	refused := []struct {
+		name  string
+		files []string
+		want  Context
+		msg   string
+	}{
+		{"bad grant keeps both contexts", []string{"good.yaml", "badgrant.yaml"}, Context{World: "w1", Actor: &helper, Owner: &alice, Purpose: "triage"}, "badgrant.yaml:6"},
+		{"first problem in argument order", []string{"badgrant.yaml", "badctx.yaml"}, Context{Owner: &alice, Purpose: "triage"}, "badgrant.yaml:6"},
+		{"invalid context block contributes nothing", []string{"badctx.yaml", "good.yaml"}, Context{World: "w1", Actor: &helper}, "badctx.yaml:4"},
+		{"duplicate key in the context contributes nothing", []string{"dupctx.yaml"}, Context{}, "dupctx.yaml:4"},
+		{"YAML syntax error: no tree, no context", []string{"syntax.yaml", "good.yaml"}, Context{World: "w1", Actor: &helper}, "syntax.yaml:5"},
+		{"YAML tab", []string{"tab.yaml"}, Context{}, "tab.yaml:5"},
+		{"JSON syntax error after a complete context", []string{"jsonsyntax.json"}, Context{Authority: &alice}, "jsonsyntax.json:2"},
+		{"JSON syntax error inside the context", []string{"jsoninctx.json"}, Context{}, "jsoninctx.json:1"},
+		{"bad version still reads the context", []string{"badversion.yaml"}, Context{Authority: &alice}, "badversion.yaml:1"},
+		{"duplicate id across files", []string{"good.yaml", "dupid.yaml"}, Context{World: "w1", Actor: &helper, Purpose: "ops"}, "dupid.yaml:5"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := LoadSet(p(tc.files...), SetOptions{})
+			var re *RefusedError
+			var e *Error
+			if s != nil || !errors.As(err, &re) || !errors.As(err, &e) {
+				t.Fatalf("LoadSet = %v, %v; want (nil, *RefusedError wrapping *Error)", s, err)
+			}
+			if errors.Is(err, ErrContextConflict) {
+				t.Errorf("a grant-level refusal matches ErrContextConflict: %v", err)
+			}
+			if !reflect.DeepEqual(re.Context, tc.want) {
+				t.Errorf("Context = %s, want %s", fmtContext(re.Context), fmtContext(tc.want))
+			}
+			if !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q does not name %s on one line", err, tc.msg)
+			}
+		})
+	}
+
+	conflicts := []struct {
+		name  string
+		files []string
+		msg   string
+	}{
+		{"two good files", []string{"good.yaml", "badgrant.yaml", "conflictbad.yaml"}, `context.actor "agent:other" conflicts with "agent:helper"`},
+		{"refused file's context still conflicts", []string{"conflictbad.yaml", "good.yaml"}, `context.actor "agent:helper" conflicts with "agent:other"`},
+		{"only clean blocks count", []string{"badgrant.yaml", "badctx.yaml", "dupctx.yaml", "syntax.yaml", "good.yaml", "badversion.yaml", "jsonsyntax.json", "bobctx.yaml"}, `bobctx.yaml:3: context.owner: context.owner "human:bob" conflicts with "human:alice" in `},
+	}
+	for _, tc := range conflicts {
+		t.Run("conflict/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := LoadSet(p(tc.files...), SetOptions{})
+			var re *RefusedError
+			if s != nil || !errors.Is(err, ErrContextConflict) || errors.As(err, &re) {
+				t.Fatalf("LoadSet = %v, %v; want an ErrContextConflict that is no *RefusedError", s, err)
+			}
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("error %q lacks %q", err, tc.msg)
+			}
+		})
+	}
+
+	t.Run("unreadable file", func(t *testing.T) {
+		t.Parallel()
+		s, err := LoadSet(p("good.yaml", "missing.yaml"), SetOptions{})
+		var re *RefusedError
+		if s != nil || !errors.Is(err, fs.ErrNotExist) || errors.As(err, &re) || errors.Is(err, ErrContextConflict) {
+			t.Fatalf("LoadSet = %v, %v; want a plain not-exist *Error", s, err)
+		}
+	})
+	t.Run("good files match neither", func(t *testing.T) {
+		t.Parallel()
+		if _, err := LoadSet(p("good.yaml"), SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func fmtContext(c Context) string {
+	a := func(x *kernel.Address) string {
+		if x == nil {
+			return "-"
+		}
+		return x.String()
+	}
+	return fmt.Sprintf("{world=%q actor=%s owner=%s authority=%s purpose=%q}", c.World, a(c.Actor), a(c.Owner), a(c.Authority), c.Purpose)
 }

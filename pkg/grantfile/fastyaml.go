@@ -1,0 +1,568 @@
+package grantfile
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// fastYAMLTree reads the common layout of hand-written grant files — block mappings and
+// block lists indented with spaces, one-line flow lists and mappings, plain and simple
+// quoted scalars, comments — straight into the tree, several times faster than the YAML
+// library. It returns ok=false for anything else, and for any error: the caller then
+// reads the document with the library, so the refusals (and their lines) stay the
+// library's. A tree it returns equals the one yamlTree builds from the library's
+// nodes, line numbers included (FuzzFastYAML holds it to that).
+func fastYAMLTree(data []byte) (*node, bool) {
+	if !fastYAMLText(data) {
+		return nil, false
+	}
+	// One conversion: every key and value is a substring of it (no copy per scalar).
+	p := &fastYAML{data: string(data)}
+	p.splitLines()
+	p.skipBlank()
+	if p.i >= len(p.lines) {
+		return nil, false
+	}
+	ind := p.indent()
+	if ind != 0 {
+		return nil, false
+	}
+	root, ok := p.mapping(ind)
+	if !ok {
+		return nil, false
+	}
+	p.skipBlank()
+	if p.i < len(p.lines) {
+		return nil, false
+	}
+	return root, true
+}
+
+// fastYAMLText reports whether data holds only characters the fast reader handles: no
+// tab, carriage return or other control character, no character YAML treats as a line
+// break or refuses, and no document marker or directive at the start of a line.
+func fastYAMLText(data []byte) bool {
+	lineStart := true
+	for i := 0; i < len(data); {
+		c := data[i]
+		if lineStart {
+			if c == '%' || (c == '-' || c == '.') && (bytes.HasPrefix(data[i:], []byte("---")) || bytes.HasPrefix(data[i:], []byte("..."))) {
+				return false
+			}
+		}
+		lineStart = c == '\n'
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\n') || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+type fastYAML struct {
+	data  string
+	lines []string // without the line break
+	i     int      // current line (0-based)
+	col   int      // where the current line's content starts, when a list item's dash put it there (else -1)
+	slab  []node
+	// Slabs the nodes' member slices are cut from (capacity-limited, so an append past
+	// the capacity copies instead of reaching a neighbour).
+	keySlab  []string
+	lineSlab []int
+	kidSlab  []*node
+}
+
+func (p *fastYAML) splitLines() {
+	p.lines = make([]string, 0, strings.Count(p.data, "\n")+1)
+	for d := p.data; ; {
+		i := strings.IndexByte(d, '\n')
+		if i < 0 {
+			p.lines = append(p.lines, d)
+			break
+		}
+		p.lines = append(p.lines, d[:i])
+		d = d[i+1:]
+	}
+	p.col = -1
+}
+
+func (p *fastYAML) newNode(k kind, line int) *node {
+	if len(p.slab) == 0 {
+		p.slab = make([]node, 1024)
+	}
+	n := &p.slab[0]
+	p.slab = p.slab[1:]
+	n.kind, n.line = k, line
+	return n
+}
+
+// members gives a new mapping or list node room for c members.
+func (p *fastYAML) members(n *node, c int) {
+	if len(p.kidSlab) < c {
+		p.kidSlab = make([]*node, 4096)
+	}
+	n.kids, p.kidSlab = p.kidSlab[:0:c], p.kidSlab[c:]
+	if n.kind == kObj {
+		if len(p.keySlab) < c {
+			p.keySlab = make([]string, 4096)
+			p.lineSlab = make([]int, 4096)
+		}
+		n.keys, p.keySlab = p.keySlab[:0:c], p.keySlab[c:]
+		n.keyLines, p.lineSlab = p.lineSlab[:0:c], p.lineSlab[c:]
+	}
+}
+
+// skipBlank moves past empty and comment-only lines (never past a line whose content a
+// list item's dash already started).
+func (p *fastYAML) skipBlank() {
+	if p.col >= 0 {
+		return
+	}
+	for p.i < len(p.lines) {
+		t := strings.TrimLeft(p.lines[p.i], " ")
+		if len(t) != 0 && t[0] != '#' {
+			return
+		}
+		p.i++
+	}
+}
+
+// indent is the column of the current line's content.
+func (p *fastYAML) indent() int {
+	if p.col >= 0 {
+		return p.col
+	}
+	l := p.lines[p.i]
+	i := 0
+	for i < len(l) && l[i] == ' ' {
+		i++
+	}
+	return i
+}
+
+// content is the current line from its content on.
+func (p *fastYAML) content() string { return p.lines[p.i][p.indent():] }
+
+// nextLine moves to the next line.
+func (p *fastYAML) nextLine() {
+	p.i++
+	p.col = -1
+}
+
+// endOfValue checks that a value that ended its line is not continued below (a plain
+// scalar over several lines, say): the next content line must be indented at most ind.
+func (p *fastYAML) endOfValue(ind int) bool {
+	p.nextLine()
+	p.skipBlank()
+	return p.i >= len(p.lines) || p.indent() <= ind
+}
+
+// keyEnd returns the length of the mapping key at the start of s and the offset of the
+// value after ": " (len(s) when the line ends after the colon), or ok=false when s does
+// not start with a key the fast reader accepts.
+func keyEnd(s string) (key string, value int, ok bool) {
+	var k, rest string
+	switch {
+	case len(s) > 0 && (s[0] == '"' || s[0] == '\''):
+		v, n, ok := quoted(s)
+		if !ok {
+			return "", 0, false
+		}
+		k, rest = v, s[n:]
+	default:
+		j := 0
+		for j < len(s) && isKeyByte(s[j]) {
+			j++
+		}
+		if j == 0 || !isLetter(s[0]) {
+			return "", 0, false
+		}
+		k, rest = s[:j], s[j:]
+		if _, reserved := resolvedPlain[k]; reserved {
+			return "", 0, false
+		}
+	}
+	if len(rest) == 0 || rest[0] != ':' {
+		return "", 0, false
+	}
+	if len(rest) == 1 {
+		return k, len(s), true
+	}
+	if rest[1] != ' ' {
+		return "", 0, false
+	}
+	off := len(s) - len(rest) + 1
+	for off < len(s) && s[off] == ' ' {
+		off++
+	}
+	return k, off, true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isKeyByte(c byte) bool {
+	return isLetter(c) || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/'
+}
+
+// resolvedPlain are the plain scalars starting with a letter that YAML does not read as
+// strings.
+var resolvedPlain = map[string]kind{
+	"true": kBool, "True": kBool, "TRUE": kBool, "false": kBool, "False": kBool, "FALSE": kBool,
+	"null": kNull, "Null": kNull, "NULL": kNull,
+}
+
+// mapping reads a block mapping whose keys sit in column ind; the first key is at the
+// current position.
+func (p *fastYAML) mapping(ind int) (*node, bool) {
+	n := p.newNode(kObj, p.i+1)
+	p.members(n, 8)
+	for {
+		p.skipBlank()
+		if p.i >= len(p.lines) {
+			return n, true
+		}
+		in := p.indent()
+		if in < ind {
+			return n, true
+		}
+		if in > ind {
+			return nil, false
+		}
+		line := p.i + 1
+		s := p.content()
+		if s[0] == '-' && (len(s) == 1 || s[1] == ' ') {
+			return n, true // an indentless list ends the mapping it sits in: the caller decides
+		}
+		key, off, ok := keyEnd(s)
+		if !ok || n.hasKey(key) {
+			return nil, false
+		}
+		v, ok := p.value(ind, in+off, line, s[off:])
+		if !ok {
+			return nil, false
+		}
+		n.keys = append(n.keys, key)
+		n.keyLines = append(n.keyLines, line)
+		n.kids = append(n.kids, v)
+	}
+}
+
+// value reads the value of a mapping key in column ind whose text rest starts at column
+// col of the current line.
+func (p *fastYAML) value(ind, col, line int, rest string) (*node, bool) {
+	if len(rest) == 0 || rest[0] == '#' {
+		// The value is a block node below the key.
+		p.nextLine()
+		p.skipBlank()
+		if p.i >= len(p.lines) {
+			return nil, false
+		}
+		in := p.indent()
+		s := p.content()
+		isItem := s[0] == '-' && (len(s) == 1 || s[1] == ' ')
+		switch {
+		case isItem && in >= ind:
+			return p.sequence(in)
+		case in > ind:
+			return p.mapping(in)
+		}
+		return nil, false // an empty value (null)
+	}
+	v, used, ok := p.inline(rest, line, false)
+	if !ok || !onlyComment(rest[used:]) {
+		return nil, false
+	}
+	return v, p.endOfValue(ind)
+}
+
+// onlyComment reports whether s is blank or blanks then a comment.
+func onlyComment(s string) bool {
+	t := strings.TrimLeft(s, " ")
+	return len(t) == 0 || (t[0] == '#' && len(t) < len(s))
+}
+
+// sequence reads a block list whose dashes sit in column ind.
+func (p *fastYAML) sequence(ind int) (*node, bool) {
+	n := p.newNode(kArr, p.i+1)
+	p.members(n, 16)
+	for {
+		p.skipBlank()
+		if p.i >= len(p.lines) {
+			return n, true
+		}
+		in := p.indent()
+		if in < ind {
+			return n, true
+		}
+		s := p.content()
+		if in > ind {
+			return nil, false
+		}
+		if s[0] != '-' {
+			return n, true
+		}
+		if len(s) < 3 || s[1] != ' ' {
+			return nil, false
+		}
+		j := 1
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		item := s[j:]
+		col := in + j
+		line := p.i + 1
+		if len(item) == 0 || item[0] == '#' || (item[0] == '-' && (len(item) == 1 || item[1] == ' ')) {
+			return nil, false
+		}
+		var v *node
+		var ok bool
+		if _, _, isKey := keyEnd(item); isKey {
+			p.col = col
+			v, ok = p.mapping(col)
+		} else {
+			var used int
+			v, used, ok = p.inline(item, line, false)
+			ok = ok && onlyComment(item[used:]) && p.endOfValue(ind)
+		}
+		if !ok {
+			return nil, false
+		}
+		n.kids = append(n.kids, v)
+	}
+}
+
+// inline reads a scalar or a one-line flow collection at the start of s; flow says
+// whether it sits inside a flow collection. It returns the node and the bytes used.
+func (p *fastYAML) inline(s string, line int, flow bool) (*node, int, bool) {
+	if len(s) == 0 {
+		return nil, 0, false
+	}
+	switch s[0] {
+	case '[', '{':
+		return p.flowCollection(s, line)
+	case '"', '\'':
+		v, n, ok := quoted(s)
+		if !ok {
+			return nil, 0, false
+		}
+		nd := p.newNode(kStr, line)
+		nd.s = v
+		return nd, n, true
+	case '&', '*', '!', '|', '>', '%', '@', '`', '?', ',', ']', '}', '#', ':', '.', '<', '~':
+		return nil, 0, false
+	}
+	// A plain scalar: up to " #", the end of the line, or (in a flow) an indicator.
+	end := 0
+	for end < len(s) {
+		c := s[end]
+		if c == '#' {
+			if end > 0 && s[end-1] == ' ' {
+				break
+			}
+			return nil, 0, false
+		}
+		if c == ':' {
+			if end+1 >= len(s) || !isKeyByte(s[end+1]) {
+				return nil, 0, false // "a: b", "a:" or an unusual character after a colon
+			}
+		}
+		if flow && (c == ',' || c == ']' || c == '}' || c == '[' || c == '{') {
+			break
+		}
+		if !flow && (c == '[' || c == ']' || c == '{' || c == '}' || c == ',') && end == 0 {
+			return nil, 0, false
+		}
+		end++
+	}
+	text := strings.TrimRight(s[:end], " ")
+	if len(text) == 0 {
+		return nil, 0, false
+	}
+	nd := p.newNode(kStr, line)
+	if !resolvePlain(nd, text) {
+		return nil, 0, false
+	}
+	return nd, len(text), true
+}
+
+// resolvePlain sets the kind and text of a plain scalar as the YAML library resolves it
+// (strings, booleans, null, numbers in JSON's form), or returns false when the fast
+// reader leaves it to the library.
+func resolvePlain(nd *node, text string) bool {
+	c := text[0]
+	switch {
+	case isLetter(c):
+		if k, ok := resolvedPlain[text]; ok {
+			nd.kind = k
+			if k == kBool {
+				nd.s = strconv.FormatBool(text[0] == 't' || text[0] == 'T')
+			}
+			return true
+		}
+		nd.s = text
+		return true
+	case c >= '0' && c <= '9' || c == '-':
+		if isJSONNumber(text) {
+			s := text
+			if _, err := strconv.ParseInt(s, 0, 64); err != nil {
+				if _, err := strconv.ParseUint(s, 0, 64); err != nil {
+					if _, err := strconv.ParseFloat(s, 64); err != nil {
+						return false // out of range: the library reads it as a string
+					}
+				}
+			}
+			nd.kind, nd.s = kNum, s
+			return true
+		}
+		if strings.IndexByte(text, ':') >= 0 && c != '-' {
+			// Not a number in any form the library knows (a timestamp, say): a string.
+			nd.s = text
+			return true
+		}
+	}
+	return false
+}
+
+// isJSONNumber matches -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?.
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		digits()
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// quoted reads a one-line quoted scalar without escapes at the start of s, returning
+// its value and length.
+func quoted(s string) (string, int, bool) {
+	q := s[0]
+	j := strings.IndexByte(s[1:], q)
+	if j < 0 {
+		return "", 0, false
+	}
+	v := s[1 : j+1]
+	if q == '"' && strings.IndexByte(v, '\\') >= 0 {
+		return "", 0, false
+	}
+	if q == '\'' && j+2 < len(s) && s[j+2] == '\'' {
+		return "", 0, false // '' is an escaped quote: left to the library
+	}
+	return v, j + 2, true
+}
+
+// flowCollection reads a flow list or mapping that closes on the same line.
+func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
+	open := s[0]
+	closeBy := byte(']')
+	k := kArr
+	if open == '{' {
+		closeBy, k = '}', kObj
+	}
+	n := p.newNode(k, line)
+	p.members(n, 4)
+	i := 1
+	skip := func() {
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+	}
+	skip()
+	if i < len(s) && s[i] == closeBy {
+		return n, i + 1, true
+	}
+	for {
+		skip()
+		if i >= len(s) {
+			return nil, 0, false
+		}
+		if k == kObj {
+			key, off, ok := flowKey(s[i:])
+			if !ok || n.hasKey(key) {
+				return nil, 0, false
+			}
+			i += off
+			skip()
+			v, used, ok := p.inline(s[i:], line, true)
+			if !ok {
+				return nil, 0, false
+			}
+			i += used
+			n.keys = append(n.keys, key)
+			n.keyLines = append(n.keyLines, line)
+			n.kids = append(n.kids, v)
+		} else {
+			v, used, ok := p.inline(s[i:], line, true)
+			if !ok {
+				return nil, 0, false
+			}
+			i += used
+			n.kids = append(n.kids, v)
+		}
+		skip()
+		if i >= len(s) {
+			return nil, 0, false
+		}
+		switch s[i] {
+		case ',':
+			i++
+			skip()
+			if i < len(s) && (s[i] == closeBy || s[i] == ',') {
+				return nil, 0, false // a trailing or doubled comma: left to the library
+			}
+		case closeBy:
+			return n, i + 1, true
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// flowKey reads "key: " inside a flow mapping, returning the key and the bytes used.
+func flowKey(s string) (string, int, bool) {
+	key, off, ok := keyEnd(s)
+	if !ok || off >= len(s) {
+		return "", 0, false
+	}
+	return key, off, true
+}

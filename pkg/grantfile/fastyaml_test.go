@@ -1,0 +1,94 @@
+package grantfile
+
+import (
+	"fmt"
+	"testing"
+)
+
+// slowYAMLTree is yamlTree without the fast path.
+func slowYAMLTree(data []byte) (*node, *treeError) {
+	return yamlTreeWith(data, false)
+}
+
+// sameTree compares two trees: kinds, values, keys and every line.
+func sameTree(a, b *node, path string) error {
+	if a == nil || b == nil {
+		if a != b {
+			return fmt.Errorf("%s: one node is nil", path)
+		}
+		return nil
+	}
+	if a.kind != b.kind || a.s != b.s || a.line != b.line {
+		return fmt.Errorf("%s: fast %s %q line %d, library %s %q line %d", path, a.kind, a.s, a.line, b.kind, b.s, b.line)
+	}
+	if len(a.kids) != len(b.kids) || len(a.keys) != len(b.keys) {
+		return fmt.Errorf("%s: fast has %d members, library %d", path, len(a.kids), len(b.kids))
+	}
+	for i := range a.keys {
+		if a.keys[i] != b.keys[i] || a.keyLines[i] != b.keyLines[i] {
+			return fmt.Errorf("%s: key %d: fast %q line %d, library %q line %d", path, i, a.keys[i], a.keyLines[i], b.keys[i], b.keyLines[i])
+		}
+	}
+	for i := range a.kids {
+		if err := sameTree(a.kids[i], b.kids[i], fmt.Sprintf("%s.%d", path, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFastYAML: whenever the fast reader accepts a document, the library accepts it
+// too and builds the same tree.
+func checkFastYAML(t *testing.T, data []byte) (fast bool) {
+	t.Helper()
+	f, ok := fastYAMLTree(data)
+	if !ok {
+		return false
+	}
+	s, err := slowYAMLTree(data)
+	if err != nil {
+		t.Fatalf("fast reader accepted what the library refuses (%s):\n%s", err.msg, data)
+	}
+	if err := sameTree(f, s, "$"); err != nil {
+		t.Fatalf("trees differ: %v\n%s", err, data)
+	}
+	return true
+}
+
+func TestFastYAML(t *testing.T) {
+	t.Parallel()
+	accepted := []string{
+		genYAML(30),
+		string(readFixture(t, "example.yaml")),
+		string(readFixture(t, "full.yaml")),
+		"version: 1\ngrants: []\n",
+		"# c\n\nversion: 1   # one\ncontext:\n  world: w # c\n\n  actor: agent:a\ngrants:\n- id: a\n  subject: agent:a\n",
+		"a: {b: [1, -2.5e3, x, 'y z', \"q\"], c: {}}\nd: []\ne: true\nf: NULL\ng: 2026-01-01T00:00:00Z\nh: x:y\n",
+		"a:\n  - x\n  -   y\n  - {k: v}\n  - [1, 2]\nb:\n    - c: 1\n      d: 2\n    - e: 3\n",
+	}
+	for _, d := range accepted {
+		if !checkFastYAML(t, []byte(d)) {
+			t.Errorf("fast reader declined a common document:\n%s", d)
+		}
+	}
+	// Documents it must leave to the library (which refuses several of them).
+	declined := []string{
+		"a: 010\n", "a: 0x10\n", "a: 1_000\n", "a: +5\n", "a: .5\n", "a: ~\n", "a:\n", "a: &x 1\n", "a: *x\n",
+		"a: !!str 1\n", "a: |\n  text\n", "a: b\n  c\n", "a: b: c\n", "---\na: 1\n", "a: 1\n...\n", "a: 1\r\n",
+		"a:\t1\n", "a: 1\na: 2\n", "<<: {}\n", "true: 1\n", "1: a\n", "a: [1,\n  2]\n", "a: \"x\\n\"\n",
+		"a: 2026-01-01\n", "a: 1e400\n", "a: [a, b,]\n", "a: {b}\n", "  a: 1\n", "a: b#c\n", "a: \"x\"#c\n",
+		"a:\n- b\n - c\n", "- a\n", "a: -x\n", "a: 'it''s'\n",
+	}
+	for _, d := range declined {
+		if _, ok := fastYAMLTree([]byte(d)); ok {
+			t.Errorf("fast reader accepted %q", d)
+		}
+	}
+}
+
+func FuzzFastYAML(f *testing.F) {
+	fuzzSeeds(f, ".yaml", genYAML(3),
+		"a: {b: [1, -2.5e3, x, 'y z', \"q\"], c: {}}\nd: []\ne: true\nf: NULL\ng: 2026-01-01T00:00:00Z\nh: x:y\n",
+		"a:\n  - x\n  -   y\n  - {k: v}\n  - [1, 2]\nb:\n    - c: 1\n      d: 2\n    - e: 3\n")
+	f.Fuzz(func(t *testing.T, data []byte) { checkFastYAML(t, data) })
+}
