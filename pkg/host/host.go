@@ -180,17 +180,22 @@ func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
 	p.source = emptySource{}
 	var gctx grantfile.Context
 	if len(s.Grants) > 0 {
-		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(filepath.Dir(s.State), "cache", "grants")})
+		stateDir := filepath.Dir(s.State)
+		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
+			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key")})
 		switch {
 		case err == nil:
 			p.Grants, p.source, p.resolver, gctx = set, set, set, set.Context()
-		case isContextConflict(err):
+		case errors.Is(err, grantfile.ErrContextConflict):
 			return nil, usageError("make the grant files' context blocks agree, or pass the field as a flag",
 				"grant files disagree: %v", err)
 		default:
 			p.GrantErr = err
 			p.source = unavailableSource{err: err}
-			gctx = refusedContext(err, s.Grants)
+			var refused *grantfile.RefusedError
+			if errors.As(err, &refused) {
+				gctx = refused.Context
+			}
 		}
 	}
 	if p.Context, err = accessContext(s, gctx, p.Instant); err != nil {
@@ -442,24 +447,36 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// checkTrustBoundary refuses to start when a grant file, the config file or the state
-// database resolves (after symbolic links) inside the root: a files grant could then
-// rewrite the very authority that limits it (spec 40 §1).
+// checkTrustBoundary refuses to start when a trusted path — the config file, a grant
+// file, the state database, the validated grant cache and its key, the snapshot blobs —
+// resolves (after symbolic links) inside the root, or when the root lies inside one of
+// the trusted directories: a files grant could then rewrite the very authority that
+// limits it, or forge a cached grant or a snapshot (spec 40 §1).
 func checkTrustBoundary(s *Settings, rootReal string) error {
-	type item struct{ what, path string }
+	type item struct {
+		what, path string
+		dir        bool // the root must not lie inside it either
+	}
 	items := []item{}
 	if s.ConfigFile != "" {
-		items = append(items, item{"config file", s.ConfigFile})
+		items = append(items, item{"config file", s.ConfigFile, false})
 	}
 	for _, g := range s.Grants {
-		items = append(items, item{"grant file", g})
+		items = append(items, item{"grant file", g, false})
 	}
-	items = append(items, item{"state database", s.State})
+	stateDir := filepath.Dir(s.State)
+	items = append(items, item{"state database", s.State, false},
+		item{"grant cache", filepath.Join(stateDir, "cache"), true},
+		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true})
 	for _, it := range items {
 		real := resolveExisting(it.path)
 		if within(rootReal, real) {
-			return usageError("keep grant files, the config file and the state database outside --root, so that no files grant can rewrite them",
+			return usageError("keep grant files, the config file and the state directory outside --root, so that no files grant can rewrite them",
 				"%s %s lies inside the root %s; refusing to start", it.what, it.path, rootReal)
+		}
+		if it.dir && within(real, rootReal) {
+			return usageError("keep --root outside the state directory, so that no files grant can rewrite its cache or snapshots",
+				"the root %s lies inside the %s %s; refusing to start", rootReal, it.what, it.path)
 		}
 	}
 	return nil
