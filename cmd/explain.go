@@ -18,6 +18,7 @@ type ExplainOptions struct {
 	Name       string
 	Args       ArgsOptions
 	PrintGrant bool
+	Apply      string
 }
 
 func newExplainCmd(f *Factory) *cobra.Command {
@@ -31,10 +32,16 @@ arguments resolve to, the candidate grants and why each was rejected, and the fi
 namespace to enable, the grant (in grant-file format) that covers exactly the requirement,
 or the argument to correct.
 
-Exit codes: 0 the call would be allowed, 3 it would be refused (for any reason,
-including invalid arguments).`,
+--apply FILE inserts the grant fix into FILE, one of the run's grant files: under its
+grants: list wherever it sits (YAML or JSON, comments kept), checked by the strict
+parser and written atomically; the file is unchanged when anything is wrong. Prefer it
+to appending --print-grant with >>, which is safe only when grants: is the file's last
+block list.
+
+Exit codes: 0 the call would be allowed (or --apply added the grant), 3 it would be
+refused (for any reason, including invalid arguments, or --apply had no grant to add).`,
 		Example: `  sharedos explain files.replace -a path=notes/todo.md -a content=done
-  sharedos explain files.read -a path=secret.md --print-grant >> grants/reader.yaml`,
+  sharedos explain files.read -a path=secret.md --apply grants/reader.yaml`,
 		Args:              exactArgs(1, "one tool name"),
 		ValidArgsFunction: completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -45,6 +52,7 @@ including invalid arguments).`,
 	}
 	opts.Args.bind(c.Flags())
 	c.Flags().BoolVar(&opts.PrintGrant, "print-grant", false, "print only the grant to add, as a YAML list item to append under a grant file's grants:")
+	c.Flags().StringVar(&opts.Apply, "apply", "", "insert the grant fix into `FILE` (one of the run's grant files), structurally and atomically")
 	return c
 }
 
@@ -99,6 +107,9 @@ func runExplain(ctx context.Context, opts *ExplainOptions) error {
 	}
 	ex := h.Turn.ExplainCall(ctx, call)
 	out := buildExplanation(ctx, h, ex)
+	if opts.Apply != "" {
+		return applyFix(p, h, opts.Apply, out)
+	}
 	if opts.PrintGrant {
 		for _, fx := range out.Fixes {
 			if fx.Kind == FixAddGrant {
