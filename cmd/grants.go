@@ -57,7 +57,7 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 	for i, name := range opts.Files {
 		paths[i] = filepath.Clean(name)
 	}
-	findings := grantfile.Lint(paths)
+	findings := grantfile.LintWithOptions(paths, grantfile.LintOptions{Tools: staticDefinitions()})
 	if findings == nil {
 		findings = []grantfile.Finding{}
 	}
