@@ -13,7 +13,12 @@ func newGrantsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "grants",
 		Short: "Work with grant files",
-		Args:  noArgs,
+		Long: `Work with grant files: the YAML or JSON files that list what each agent may do.
+
+Every field, scope, owner defaulting, time windows, maxUses, delegation and the actions
+each tool requires are described in docs/grant-files.md. 'sharedos explain TOOL …
+--apply FILE' adds the grant a refused call needs.`,
+		Args: noArgs,
 	}
 	c.AddCommand(newGrantsLintCmd(f))
 	return c
