@@ -20,7 +20,7 @@ func (t *Turn) ListToolNamespaces(ctx context.Context) (ToolNamespaceCatalog, er
 	cat := buildNamespaceCatalog(reg, t.actx.EnabledToolNamespaces)
 	ev := t.k.event(t.actx, EventNamespaceCatalogListed, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"totalNamespaces": cat.Summary.Total, "enabledNamespaces": cat.Summary.Enabled}
-	t.k.auditAfter(ctx, ev)
+	t.auditAfter(ctx, ev)
 	return cat, nil
 }
 
@@ -93,7 +93,7 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 	}
 	if err != nil {
 		ev := k.event(t.actx, EventNamespaceSelectionUpdated, OutcomeFailed)
-		k.auditAfter(ctx, ev)
+		t.auditAfter(ctx, ev)
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
 	}
 	if sel, err = ValidateEnabledToolNamespaces(sel); err != nil {
@@ -105,7 +105,7 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 	next.EnabledToolNamespaces = sel
 	ev := k.event(next, EventNamespaceSelectionUpdated, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"enabledNamespaces": sel}
-	k.auditAfter(ctx, ev)
+	t.auditAfter(ctx, ev)
 	reg, err := t.registry(ctx)
 	if err != nil {
 		return ToolNamespaceCatalog{}, sel, err
@@ -196,7 +196,7 @@ func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *C
 	ev.Reason = CodeEscalationRequested
 	ev.RequestedAuthority = requested
 	ev.Metadata = map[string]any{"detail": reason, "reviewer": actx.Owner, "reviewerAssumed": true, "resolution": "pending"}
-	if err := k.audit(ctx, ev); err != nil {
+	if err := t.audit(ctx, ev); err != nil {
 		return Escalation{}, fmt.Errorf("record escalation: %w", err)
 	}
 	return esc, nil

@@ -220,6 +220,7 @@ type Turn struct {
 	k       *Kernel
 	actx    AccessContext
 	instant int64 // actx.Now, parsed once
+	meta    map[string]any
 
 	authOnce sync.Once
 	auth     *Authority
@@ -232,9 +233,22 @@ type Turn struct {
 	regErr  error
 }
 
+// TurnOptions tune a turn.
+type TurnOptions struct {
+	// AuditMetadata is merged into the metadata of every audit event the turn writes
+	// (a surface's name, its session id, the client: "surface", "session", "client").
+	// Keys the kernel sets itself win. The map is not copied; do not change it after.
+	AuditMetadata map[string]any
+}
+
 // BeginTurn starts a turn for actx. It fails (matching ErrInvalidContext) when actx does
 // not match the contract.
 func (k *Kernel) BeginTurn(actx AccessContext) (*Turn, error) {
+	return k.BeginTurnWith(actx, TurnOptions{})
+}
+
+// BeginTurnWith is BeginTurn with options.
+func (k *Kernel) BeginTurnWith(actx AccessContext, opts TurnOptions) (*Turn, error) {
 	actx = cloneContext(actx)
 	if err := actx.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidContext, err)
@@ -245,7 +259,7 @@ func (k *Kernel) BeginTurn(actx AccessContext) (*Turn, error) {
 		})
 	}
 	instant, _ := ParseTimestamp(actx.Now) // Validate parsed it already
-	return &Turn{k: k, actx: actx, instant: instant}, nil
+	return &Turn{k: k, actx: actx, instant: instant, meta: opts.AuditMetadata}, nil
 }
 
 // Context returns a copy of the turn's context.
@@ -279,7 +293,7 @@ func (t *Turn) auditedAuthority(ctx context.Context) *Authority {
 			ev.Metadata = map[string]any{"grantIds": auth.GrantIDs(), "grantCount": len(auth.grants)}
 		}
 		ev.Metadata["hostCeiling"] = map[bool]string{true: "installed", false: "absent"}[k.cfg.Ceiling != nil]
-		if err := k.audit(ctx, ev); err != nil {
+		if err := t.audit(ctx, ev); err != nil {
 			t.audited = UnavailableAuthority(string(CodeAuditUnavailable))
 		}
 	})
@@ -328,6 +342,28 @@ func (k *Kernel) auditAfter(ctx context.Context, ev AuditEvent) {
 	}
 }
 
+// withMeta merges the turn's audit metadata into ev (the kernel's own keys win).
+func (t *Turn) withMeta(ev AuditEvent) AuditEvent {
+	if len(t.meta) == 0 {
+		return ev
+	}
+	m := make(map[string]any, len(ev.Metadata)+len(t.meta))
+	for k, v := range t.meta {
+		m[k] = v
+	}
+	for k, v := range ev.Metadata {
+		m[k] = v
+	}
+	ev.Metadata = m
+	return ev
+}
+
+// audit writes one of the turn's events (pre-effect: its error refuses the operation).
+func (t *Turn) audit(ctx context.Context, ev AuditEvent) error { return t.k.audit(ctx, t.withMeta(ev)) }
+
+// auditAfter writes one of the turn's events after its effect.
+func (t *Turn) auditAfter(ctx context.Context, ev AuditEvent) { t.k.auditAfter(ctx, t.withMeta(ev)) }
+
 // ErrInvalidContext is returned (wrapped) when an access context fails the contract.
 var ErrInvalidContext = errors.New("the access context does not match the SharedOS contract")
 
@@ -353,7 +389,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		ev := k.event(t.actx, EventToolCatalogListed, OutcomeDenied)
 		ev.Reason = ReasonAuthorityUnavailable
 		ev.Metadata = map[string]any{"enabledNamespaces": t.actx.EnabledToolNamespaces, "withheldCount": 0}
-		k.auditAfter(ctx, ev)
+		t.auditAfter(ctx, ev)
 		return []ToolDefinition{}, nil
 	}
 	if st.regErr != nil {
@@ -383,7 +419,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		ev.FailClosed = outage
 		ev.Metadata = map[string]any{"catalogHash": st.reg.hash, "enabledNamespaces": t.actx.EnabledToolNamespaces,
 			"withheldCount": withheld}
-		if err := k.audit(ctx, ev); err != nil {
+		if err := t.audit(ctx, ev); err != nil {
 			return nil, fmt.Errorf("write audit: %w", err)
 		}
 	}
@@ -428,9 +464,9 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 		if k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed) {
 			rec := t.decisionEvent(st.auth, call, ev.Requirement, d, diag, consume)
 			if consume {
-				auditErr = k.audit(ctx, rec)
+				auditErr = t.audit(ctx, rec)
 			} else {
-				k.auditAfter(ctx, rec)
+				t.auditAfter(ctx, rec)
 			}
 		}
 		return Settled{Decision: d, Diagnostic: diag}
@@ -487,7 +523,7 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResul
 	if p.catalogHash != "" {
 		ev.Metadata = map[string]any{"catalogHash": p.catalogHash}
 	}
-	k.auditAfter(ctx, ev)
+	t.auditAfter(ctx, ev)
 }
 
 // noRejections is the empty rejectedGrants list, boxed once.

@@ -381,3 +381,31 @@ func runGo(t *testing.T, goBin string, args ...string) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "SHAREDOS_COVERAGE_CHILD=1")
 	return cmd.CombinedOutput()
 }
+
+// TestTurnAuditMetadata: a surface's metadata reaches every event of its turn, and the
+// kernel's own keys win over it.
+func TestTurnAuditMetadata(t *testing.T) {
+	t.Parallel()
+	audit := &memAudit{}
+	k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")}, audit, echoTool("t.read", "read"))
+	turn, err := k.BeginTurnWith(testContext(), kernel.TurnOptions{AuditMetadata: map[string]any{"surface": "mcp", "session": "s-1", "catalogHash": "forged"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := turn.ListTools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	turn.InvokeTool(context.Background(), call("t.read", `{"path":["docs","a"]}`))
+	turn.InvokeTool(context.Background(), call("t.read", `{"path":["other"]}`))
+	if len(audit.events) < 5 {
+		t.Fatalf("%d events", len(audit.events))
+	}
+	for _, ev := range audit.events {
+		if ev.Metadata["surface"] != "mcp" || ev.Metadata["session"] != "s-1" {
+			t.Errorf("%s: metadata %v lacks the surface", ev.Type, ev.Metadata)
+		}
+		if ev.Metadata["catalogHash"] == "forged" {
+			t.Errorf("%s: the surface overrode the kernel's catalogHash", ev.Type)
+		}
+	}
+}
