@@ -1,0 +1,196 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// TestChainBoundIsExact: a delegation chain of exactly DefaultMaxDelegationChainLength
+// grants (leaf included) is accepted; one more is refused chain_too_long.
+func TestChainBoundIsExact(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{kernel.DefaultMaxDelegationChainLength, kernel.DefaultMaxDelegationChainLength + 1} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			store := resolverMap{}
+			var leaf kernel.CapabilityGrant
+			for i := range n {
+				g := grant(fmt.Sprintf("g%d", i), []string{"read"}, kernel.ScopeDescendants)
+				g.Constraints.DelegationDepth = i64(int64(n - 1 - i))
+				if i < n-1 {
+					g.Subject = alice // each ancestor is held by the next grant's issuer
+				}
+				if i > 0 {
+					g.ParentGrantID = fmt.Sprintf("g%d", i-1)
+				}
+				gg := g
+				store[g.ID] = &gg
+				leaf = g
+			}
+			z := kernel.Authorizer{Resolver: store}
+			auth := kernel.NewAuthority([]kernel.CapabilityGrant{leaf}, testContext(), 0)
+			d, diag := z.Authorize(context.Background(), auth, testContext(), req("read", "x"), kernel.AuthorizeOptions{})
+			if n == kernel.DefaultMaxDelegationChainLength {
+				if !d.Allowed {
+					t.Fatalf("a chain of %d grants is refused: %s %v %+v", n, d.ReasonCode, d.Metadata, diag)
+				}
+				return
+			}
+			link, _ := d.Metadata["delegation"].(map[string]any)
+			if d.Allowed || d.ReasonCode != kernel.ReasonDelegationChainInvalid || link["code"] != kernel.LinkChainTooLong {
+				t.Fatalf("a chain of %d grants: %s %v, want delegation_chain_invalid chain_too_long", n, d.ReasonCode, d.Metadata)
+			}
+		})
+	}
+}
+
+// TestActionsCompareAsWholeStrings holds both matchers to whole-string actions: a granted
+// "snapshot" does not cover "snapshot:create", "read" does not cover "readme", and
+// "snapshot:*" is an ordinary action, not a glob. Only a granted "*" covers everything,
+// and a requested "*" is covered only by a granted "*".
+func TestActionsCompareAsWholeStrings(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		granted, requested string
+		want               bool
+	}{
+		{"snapshot", "snapshot:create", false},
+		{"snapshot:create", "snapshot", false},
+		{"read", "readme", false},
+		{"readme", "read", false},
+		{"snapshot:*", "snapshot:create", false},
+		{"snapshot:*", "snapshot:*", true},
+		{"read", "read", true},
+		{"*", "snapshot:create", true},
+		{"read", "*", false},
+		{"*", "*", true},
+		{"Read", "read", false},
+	}
+	for _, c := range cases {
+		for _, scope := range []kernel.Scope{kernel.ScopeExact, kernel.ScopeDescendants} {
+			capa := kernel.Capability{Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"docs"}}, Actions: []string{c.granted}, Scope: scope}
+			r := req(c.requested, "docs")
+			if got := kernel.CapabilityCovers(&capa, &r, alice); got != c.want {
+				t.Errorf("covers: granted %q, requested %q (%s): %v, want %v", c.granted, c.requested, scope, got, c.want)
+			}
+			if got := kernel.CapabilityIntersects(&capa, &r, alice); got != c.want {
+				t.Errorf("intersects: granted %q, requested %q (%s): %v, want %v", c.granted, c.requested, scope, got, c.want)
+			}
+		}
+		// and through the kernel (the index must not hide a matcher bug, nor invent a match)
+		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{c.granted}, kernel.ScopeDescendants, "docs")}, nil, echoTool("t.x", c.requested))
+		res := k.InvokeTool(context.Background(), testContext(), call("t.x", `{"path":["docs","a"]}`))
+		if got := res.Status == kernel.StatusSucceeded; got != c.want {
+			t.Errorf("kernel: granted %q, requested %q: %s %+v, want allowed=%v", c.granted, c.requested, res.Status, res.Error, c.want)
+		}
+	}
+}
+
+// TestListingNeverSpendsAUse: a maxUses:1 grant survives any number of listings and
+// discoveries, and is spent by exactly one call.
+func TestListingNeverSpendsAUse(t *testing.T) {
+	t.Parallel()
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")
+	g.Constraints.MaxUses = i64(1)
+	k := newKernel(t, []kernel.CapabilityGrant{g}, nil, echoTool("t.read", "read"))
+	for range 5 {
+		tools, err := k.ListTools(context.Background(), testContext())
+		if err != nil || len(tools) != 1 {
+			t.Fatalf("listing: %v %v", tools, err)
+		}
+	}
+	turn := mustTurn(t, k, testContext())
+	_ = turn.ExplainCall(context.Background(), call("t.read", `{"path":["docs","a"]}`))
+	if _, err := turn.AllTools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["docs","a"]}`)); res.Status != kernel.StatusSucceeded {
+		t.Fatalf("first call after listings: %+v", res.Error)
+	}
+	if res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["docs","a"]}`)); res.Status == kernel.StatusSucceeded {
+		t.Fatal("a second call spent a use that does not exist")
+	}
+}
+
+// TestNamespaceGateAppliesAtListing: a granted tool whose namespace is off is not listed.
+func TestNamespaceGateAppliesAtListing(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"*"}, kernel.ScopeDescendants)}, nil, echoTool("t.read", "read"))
+	actx := testContext()
+	actx.EnabledToolNamespaces = []string{"other"}
+	tools, err := k.ListTools(context.Background(), actx)
+	if err != nil || len(tools) != 0 {
+		t.Fatalf("listed %v (%v) with its namespace off", tools, err)
+	}
+	actx.EnabledToolNamespaces = []string{"files"}
+	if tools, _ := k.ListTools(context.Background(), actx); len(tools) != 1 {
+		t.Fatalf("listed %v with its namespace on", tools)
+	}
+}
+
+// TestWrongCallIDIsInvalidResult: a result naming another call (or tool) is refused
+// invalid_tool_result, never passed on.
+func TestWrongCallIDIsInvalidResult(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []func(*kernel.ToolResult){
+		func(r *kernel.ToolResult) { r.CallID = "another-call" },
+		func(r *kernel.ToolResult) { r.Tool = "t.other" },
+	} {
+		h := echoTool("t.read", "read")
+		inner := h.Invoke
+		h.Invoke = func(ctx context.Context, actx kernel.AccessContext, c kernel.ParsedToolCall) (kernel.ToolResult, error) {
+			r, err := inner(ctx, actx, c)
+			bad(&r)
+			return r, err
+		}
+		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}, nil, h)
+		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["docs"]}`))
+		if res.Status != kernel.StatusFailed || res.Error.Code != kernel.CodeInvalidToolResult || res.CallID != "call-1" {
+			t.Fatalf("result %+v %+v, want failed invalid_tool_result for call-1", res, res.Error)
+		}
+	}
+}
+
+// TestRequirementComesFromTheArguments: the call is decided on the resource its
+// arguments name, not on the tool's declared bound (the root): an exact grant on
+// docs/a allows docs/a and nothing else, although it makes the tool discoverable.
+func TestRequirementComesFromTheArguments(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeExact, "docs", "a")}, nil, echoTool("t.read", "read"))
+	for path, want := range map[string]kernel.ToolStatus{
+		`["docs","a"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusDenied, `["docs"]`: kernel.StatusDenied,
+		`[]`: kernel.StatusDenied, `["docs","a","x"]`: kernel.StatusDenied,
+	} {
+		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":`+path+`}`))
+		if res.Status != want {
+			t.Errorf("path %s: %s, want %s", path, res.Status, want)
+		}
+		if want == kernel.StatusDenied && res.Error.Code != kernel.ReasonNoMatchingGrant {
+			t.Errorf("path %s: %s, want no_matching_grant", path, res.Error.Code)
+		}
+	}
+}
+
+// TestCapabilitiesNeverCombine: the path of one capability and the action of another —
+// in one grant or across grants — never add up to an allow (spec 20 §3.7).
+func TestCapabilitiesNeverCombine(t *testing.T) {
+	t.Parallel()
+	pathOnly := grant("path", []string{"write"}, kernel.ScopeDescendants, "docs")
+	actionOnly := grant("action", []string{"read"}, kernel.ScopeDescendants, "src")
+	both := grant("both", []string{"write"}, kernel.ScopeDescendants, "docs")
+	both.Capabilities = append(both.Capabilities, actionOnly.Capabilities[0])
+	for name, grants := range map[string][]kernel.CapabilityGrant{
+		"across grants": {pathOnly, actionOnly},
+		"in one grant":  {both},
+	} {
+		k := newKernel(t, grants, nil, echoTool("t.read", "read"))
+		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["docs","a"]}`))
+		if res.Status != kernel.StatusDenied || res.Error.Code != kernel.ReasonNoMatchingGrant {
+			b, _ := json.Marshal(res)
+			t.Errorf("%s: %s, want no_matching_grant", name, b)
+		}
+	}
+}
