@@ -194,3 +194,34 @@ func TestCapabilitiesNeverCombine(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeAtTheMatcher tests the path rules on the matchers directly (the grant index
+// offers an exact grant only for its own path, so it would hide a matcher that let an
+// exact capability cover its subtree).
+func TestScopeAtTheMatcher(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		scope             kernel.Scope
+		granted, asked    []string
+		covers, intersect bool
+	}{
+		{kernel.ScopeExact, []string{"docs"}, []string{"docs"}, true, true},
+		{kernel.ScopeExact, []string{"docs"}, []string{"docs", "a"}, false, false},
+		{kernel.ScopeExact, []string{"docs", "a"}, []string{"docs"}, false, true},
+		{kernel.ScopeExact, []string{"docs"}, []string{"docsx"}, false, false},
+		{kernel.ScopeDescendants, []string{"docs"}, []string{"docs", "a"}, true, true},
+		{kernel.ScopeDescendants, []string{"docs", "a"}, []string{"docs"}, false, true},
+		{kernel.ScopeDescendants, []string{"docs"}, []string{"docs-secret"}, false, false},
+		{kernel.ScopeDescendants, []string{}, []string{"x", "y"}, true, true},
+	}
+	for _, c := range cases {
+		capa := kernel.Capability{Resource: kernel.ResourceRef{Namespace: "files", Path: c.granted}, Actions: []string{"read"}, Scope: c.scope}
+		r := req("read", c.asked...)
+		if got := kernel.CapabilityCovers(&capa, &r, alice); got != c.covers {
+			t.Errorf("covers %s %v ⊇ %v: %v, want %v", c.scope, c.granted, c.asked, got, c.covers)
+		}
+		if got := kernel.CapabilityIntersects(&capa, &r, alice); got != c.intersect {
+			t.Errorf("intersects %s %v ∩ bound %v: %v, want %v", c.scope, c.granted, c.asked, got, c.intersect)
+		}
+	}
+}
