@@ -227,6 +227,93 @@ func ResolveAuthority(ctx context.Context, src GrantSource, actx AccessContext, 
 	return NewAuthority(grants, actx, maxGrants)
 }
 
+// authorityCache keeps the authorities the kernel built from snapshot sources, so that a
+// new turn over an unchanged snapshot (an MCP session begins a turn per call) reuses the
+// validated, indexed set instead of validating and indexing every grant again. An entry
+// is reused only when the snapshot has the same hash, scope and limit, and lists the same
+// grant ids in the same order (a cheap check against a source whose hash does not follow
+// its content); the kernel validated the grants itself when it built the entry.
+type authorityCache struct {
+	mu      sync.Mutex
+	entries []cachedAuthority // most recent last
+}
+
+type cachedAuthority struct {
+	key  authorityKey
+	ids  []string
+	auth *Authority
+}
+
+type authorityKey struct {
+	hash                string
+	world               string
+	actor, authority    Address
+	maxGrants, hashSize int
+}
+
+const authorityCacheSize = 8
+
+func (c *authorityCache) get(key authorityKey, grants []CapabilityGrant) *Authority {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		e := &c.entries[i]
+		if e.key != key || len(e.ids) != len(grants) {
+			continue
+		}
+		same := true
+		for j := range grants {
+			if grants[j].ID != e.ids[j] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return e.auth
+		}
+	}
+	return nil
+}
+
+func (c *authorityCache) put(key authorityKey, a *Authority) {
+	ids := make([]string, len(a.grants))
+	for i := range a.grants {
+		ids[i] = a.grants[i].g.ID
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) == authorityCacheSize {
+		c.entries = append(c.entries[:0], c.entries[1:]...)
+	}
+	c.entries = append(c.entries, cachedAuthority{key: key, ids: ids, auth: a})
+}
+
+// resolveAuthority is ResolveAuthority with the kernel's per-snapshot cache.
+func (k *Kernel) resolveAuthority(ctx context.Context, actx AccessContext) *Authority {
+	ss, ok := k.cfg.Grants.(SnapshotGrantSource)
+	if !ok {
+		return ResolveAuthority(ctx, k.cfg.Grants, actx, k.cfg.MaxGrants)
+	}
+	snap, err := ss.LoadGrantSnapshot(ctx, actx)
+	if err != nil {
+		return UnavailableAuthority(AuthorityGrantSourceFailed)
+	}
+	if snap.Hash == "" {
+		return NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
+	}
+	key := authorityKey{hash: snap.Hash, world: actx.NamespaceID, actor: actx.Actor, authority: actx.Authority,
+		maxGrants: k.cfg.MaxGrants, hashSize: len(snap.Grants)}
+	if a := k.auths.get(key, snap.Grants); a != nil {
+		return a
+	}
+	a := NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
+	if a.unavailable == "" {
+		a.hashOnce.Do(func() { a.hash = snap.Hash })
+		k.auths.put(key, a)
+	}
+	return a
+}
+
 // HashGrants is the authority hash of a grant list (see Authority.Hash); snapshot
 // sources use it to compute the hash once per snapshot.
 func HashGrants(grants []CapabilityGrant) string {

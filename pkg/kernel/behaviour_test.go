@@ -225,3 +225,60 @@ func TestScopeAtTheMatcher(t *testing.T) {
 		}
 	}
 }
+
+// countingSnapshots is a SnapshotGrantSource whose snapshot the test can change.
+type countingSnapshots struct {
+	snap  kernel.GrantSnapshot
+	loads int
+}
+
+func (c *countingSnapshots) LoadGrants(context.Context, kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
+	return c.snap.Grants, nil
+}
+
+func (c *countingSnapshots) LoadGrantSnapshot(context.Context, kernel.AccessContext) (kernel.GrantSnapshot, error) {
+	c.loads++
+	return c.snap, nil // an immutable snapshot, shared as grant files share theirs
+}
+
+// TestAuthorityReusedPerSnapshot: turns over an unchanged snapshot share one validated
+// authority; a new hash, a source whose ids disagree with its hash, and another scope
+// each build (and validate) a new one; an invalid snapshot is never cached.
+func TestAuthorityReusedPerSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g1 := grant("g1", []string{"read"}, kernel.ScopeDescendants)
+	g2 := grant("g2", []string{"read"}, kernel.ScopeDescendants)
+	src := &countingSnapshots{snap: kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g1}, Hash: "h1"}}
+	k := kernel.New(kernel.Config{Grants: src})
+	authOf := func(actx kernel.AccessContext) *kernel.Authority { return mustTurn(t, k, actx).Authority(ctx) }
+	a1 := authOf(testContext())
+	if a2 := authOf(testContext()); a2 != a1 {
+		t.Fatal("an unchanged snapshot was validated and indexed again")
+	}
+	if a1.Hash() != "h1" {
+		t.Fatalf("hash %q, want the snapshot's", a1.Hash())
+	}
+	src.snap = kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g2}, Hash: "h1"} // a lying source
+	if a := authOf(testContext()); a == a1 || a.Grant("g2") == nil {
+		t.Fatal("a snapshot with other grants under the same hash reused the old authority")
+	}
+	src.snap = kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g1, g2}, Hash: "h2"}
+	a3 := authOf(testContext())
+	if a3 == a1 || a3.GrantCount() != 2 {
+		t.Fatal("a new snapshot reused the old authority")
+	}
+	other := testContext()
+	other.Actor = carol
+	if a := authOf(other); a == a3 || a.Unavailable() != kernel.AuthorityGrantScopeMismatch {
+		t.Fatalf("another scope: %q (shared=%v)", a.Unavailable(), a == a3)
+	}
+	bad := g1
+	bad.IssuedAt = "not a time"
+	src.snap = kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{bad}, Hash: "h3"}
+	for range 2 {
+		if a := authOf(testContext()); a.Unavailable() != kernel.AuthorityInvalidGrantMaterial {
+			t.Fatalf("an invalid snapshot: %q", a.Unavailable())
+		}
+	}
+}

@@ -182,3 +182,46 @@ func BenchmarkNewAuthority(b *testing.B) {
 		kernel.NewAuthority(grants, actx, 0)
 	}
 }
+
+// BenchmarkFirstCallSnapshot is the first call of a new turn over a grant-file-like
+// snapshot source (an MCP session begins a turn per call), 1,000 grants, with an audit
+// sink: the turn's authority.resolved and the operation's own events included.
+func BenchmarkFirstCallSnapshot(b *testing.B) {
+	grants := benchGrants(1000)
+	src := &countingSnapshots{snap: kernel.GrantSnapshot{Grants: grants, Hash: kernel.HashGrants(grants)}}
+	k := kernel.New(kernel.Config{Grants: src, Usage: newMemUsage(), Audit: discardAudit{}})
+	if err := k.RegisterTool(echoTool("files.read", "read")); err != nil {
+		b.Fatal(err)
+	}
+	for _, a := range fileActions {
+		if a == "read" {
+			continue
+		}
+		if err := k.RegisterTool(echoTool("files."+strings.ReplaceAll(a, ":", "."), a)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	actx := testContext()
+	ctx := context.Background()
+	target := fmt.Sprintf("p%d", (1000/2)/12*12+2)
+	c := kernel.ToolCall{ID: "c1", Tool: "files.read", TraceID: actx.TraceID, RequestedAt: actx.Now,
+		Arguments: json.RawMessage(`{"path":["projects","` + target + `","notes.md"]}`)}
+	b.Run("ListTools", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			turn, _ := k.BeginTurn(actx)
+			if tools, err := turn.ListTools(ctx); err != nil || len(tools) == 0 {
+				b.Fatal(tools, err)
+			}
+		}
+	})
+	b.Run("InvokeTool", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			turn, _ := k.BeginTurn(actx)
+			if res := turn.InvokeTool(ctx, c); res.Status != kernel.StatusSucceeded {
+				b.Fatal(res.Error)
+			}
+		}
+	})
+}
