@@ -44,6 +44,25 @@
 //   - Snapshot blobs live in ProviderOptions.SnapshotDir, which must be outside the root
 //     (NewProvider refuses otherwise); snapshot metadata lives in a SnapshotIndex.
 //
+// # Frozen paths
+//
+// ProviderOptions.Frozen holds the host ceiling's files paths. The kernel's ceiling
+// refuses a request named at or below one; the provider refuses those too
+// (host_policy_denied, denied), comparing names under the root's equivalence (see
+// NewProvider: case folding on a case-insensitive root, canonical Unicode equivalence
+// always), and it keeps what an operation reaches below its named path away from them:
+//
+//   - list, grep, search: skip. A frozen entry is not listed, and the walks never open
+//     it, so neither its names nor its content appear in any output.
+//   - delete with recursive:true: refuse. Deleting a directory with a frozen path
+//     anywhere below it fails host_policy_denied before anything is removed (whether or
+//     not the frozen path exists).
+//   - snapshot.create: skip. A directory snapshot does not capture a frozen subtree.
+//   - snapshot.restore: preserve. A directory restore never writes, creates or removes
+//     anything at or below a frozen path (content a snapshot holds there, from before
+//     the path was frozen, is not put back), and leaves in place a directory holding a
+//     frozen path even where the snapshot had a file.
+//
 // # Versions
 //
 // A file's version is the first 32 hexadecimal characters of the SHA-256 digest of its

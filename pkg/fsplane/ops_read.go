@@ -101,9 +101,13 @@ func (p *Provider) list(ctx context.Context, path []string) (any, error) {
 		return nil, err
 	}
 	out := ListOutput{Path: path, Entries: make([]ListEntry, 0, len(des))}
+	node, _ := p.frozen.at(path)
 	for _, de := range des {
 		if hidden(de.Name()) {
 			continue
+		}
+		if c := p.frozen.child(node, de.Name()); c != nil && c.frozen {
+			continue // a frozen path is not even named
 		}
 		out.Entries = append(out.Entries, ListEntry{Name: de.Name(), Kind: kindOf(de.Type())})
 	}

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // WriteOutput is the output of create, replace and append. Bytes is the file's total
@@ -239,6 +241,9 @@ func (p *Provider) delete(ctx context.Context, path []string, in DeleteInput) (a
 	case fi.IsDir():
 		if in.ExpectedVersion != nil {
 			return nil, failed(CodeInvalidInput, "%s is a directory; expectedVersion applies to files only, so omit it", show(path))
+		}
+		if spec := p.frozen.below(path); spec != "" {
+			return nil, denied(kernel.ReasonHostPolicyDenied, "%s holds the frozen path %s, which the host ceiling puts out of reach; nothing was deleted", show(path), spec)
 		}
 		sub, err := openChild(parent.r, name, path, false)
 		if err != nil {

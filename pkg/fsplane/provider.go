@@ -56,6 +56,16 @@ type ProviderOptions struct {
 	Now func() time.Time
 	// MaxReadBytes caps the content files.read returns. 0 means DefaultMaxReadBytes.
 	MaxReadBytes int
+	// Frozen are the root-relative paths no operation may reach (the host ceiling's
+	// "files:" paths, split into segments; an empty path freezes the whole root). A
+	// path matches whole segments only, under the root's name equivalence (see
+	// NewProvider). An operation named at or below a frozen path is refused
+	// host_policy_denied; what a recursive operation does with a frozen path below its
+	// named path is said in the package documentation.
+	Frozen [][]string
+
+	// probe replaces the probe of the root's name equivalence (tests).
+	probe func(real string) nameEquivalence
 }
 
 // Provider is the files ResourceProvider over one directory. It is safe for
@@ -69,10 +79,22 @@ type Provider struct {
 	now      func() time.Time
 	maxRead  int
 	workers  int
+	eq       nameEquivalence
+	frozen   *frozenTree // nil: nothing frozen
 }
 
 // NewProvider opens root (which must be an existing directory) as the files plane. It
-// does no work proportional to the tree. It fails if opts.SnapshotDir is inside root.
+// does no work proportional to the tree. It fails if opts.SnapshotDir is inside root or
+// a frozen path is not a valid path.
+//
+// With frozen paths, it first probes how the root's file system compares names, without
+// writing anything: it looks up an entry of the root (or the root's own name in its
+// parent) with its letters' case swapped. A case-insensitive root, or one the probe
+// cannot decide (an empty root whose name has no letter), compares frozen paths with
+// full Unicode case folding; every root compares them under canonical Unicode
+// equivalence (NFC), without the code points HFS+ ignores and without trailing dots.
+// The probe sees the root directory only: a sub-directory with other rules (ext4
+// casefold set on it, another file system mounted below the root) is not detected.
 func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -99,6 +121,18 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	}
 	if p.index == nil {
 		p.index = NewMemoryIndex()
+	}
+	if len(opts.Frozen) > 0 {
+		probe := opts.probe
+		if probe == nil {
+			probe = func(real string) nameEquivalence { return probeEquivalence(rootProbes(real)...) }
+		}
+		p.eq = probe(real)
+		t, err := newFrozenTree(opts.Frozen, p.eq)
+		if err != nil {
+			return nil, fmt.Errorf("files root %s: %w", root, err)
+		}
+		p.frozen = t
 	}
 	if opts.SnapshotDir != "" {
 		dir, err := checkSnapshotDir(real, opts.SnapshotDir)
@@ -293,6 +327,9 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 		return nil, denied(CodeInvalidPath, "the path is not valid: %v", err)
 	}
 	if err := checkSegments(path); err != nil {
+		return nil, err
+	}
+	if err := p.checkFrozen(path); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

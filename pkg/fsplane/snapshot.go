@@ -420,7 +420,8 @@ func (p *Provider) restoreDir(ctx context.Context, path []string, rec *SnapshotR
 		return nil, err
 	}
 	r := &restorer{p: p, ctx: ctx, rec: rec}
-	_, err = r.dir(d.r, path, tree)
+	node, _ := p.frozen.at(path)
+	_, err = r.dir(d.r, path, tree, node)
 	d.release()
 	if err != nil {
 		return nil, err
@@ -431,7 +432,7 @@ func (p *Provider) restoreDir(ctx context.Context, path []string, rec *SnapshotR
 
 // dir makes the directory dir (at path) equal to node and reports whether it removed
 // anything inside it.
-func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, error) {
+func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode, fnode *frozenNode) (bool, error) {
 	if err := r.ctx.Err(); err != nil {
 		return false, err
 	}
@@ -450,9 +451,17 @@ func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, er
 		}
 		sort.Strings(names)
 		present := map[string]bool{}
+		for n := range node.files {
+			if c := r.p.frozen.child(fnode, n); c != nil && c.frozen {
+				present[n] = true // frozen: never written
+			}
+		}
 		for _, n := range names {
 			if hidden(n) {
 				continue
+			}
+			if c := r.p.frozen.child(fnode, n); c != nil && c.frozen {
+				continue // frozen: left as it is
 			}
 			fi, err := dir.Lstat(n)
 			if err != nil {
@@ -476,6 +485,10 @@ func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, er
 				// Something else is in the way: remove it (a link is removed, never
 				// followed; a directory only without a .git inside).
 				if isDir {
+					if r.p.frozen.below(child) != "" {
+						present[n] = true // holds a frozen path: left as it is
+						continue
+					}
 					if err := r.removeTree(dir, n, child); err != nil {
 						return err
 					}
@@ -506,6 +519,9 @@ func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, er
 			}
 		}
 		for _, n := range sortedKeys(node.dirs) {
+			if c := r.p.frozen.child(fnode, n); c != nil && c.frozen {
+				continue
+			}
 			if err := dir.Mkdir(n, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
@@ -518,7 +534,9 @@ func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, er
 	}
 	// Recurse: wanted directories, and unwanted ones (to remove what was created since).
 	for _, n := range sortedKeys(node.dirs) {
-		subdirs = append(subdirs, n)
+		if c := r.p.frozen.child(fnode, n); c == nil || !c.frozen {
+			subdirs = append(subdirs, n)
+		}
 	}
 	sort.Strings(subdirs)
 	for i, n := range subdirs {
@@ -535,7 +553,7 @@ func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, er
 		if want == nil {
 			want = newRestoreNode()
 		}
-		rm, err := r.dir(sub, child, want)
+		rm, err := r.dir(sub, child, want, r.p.frozen.child(fnode, n))
 		sub.Close()
 		if err != nil {
 			return removedAny, err

@@ -93,18 +93,20 @@ type walkEntry struct {
 
 // walkFiles sends every regular file under path (a file or a directory) to out in
 // path order (segment by segment, byte-wise), then closes out. Links, special files,
-// .git directories and temporary files are skipped, as are sub-directories that cannot
-// be opened. It fails only for path itself.
-func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry) error {
+// .git directories, temporary files and frozen paths are skipped. A sub-directory that
+// cannot be read is skipped too, unless strict: then the walk stops and fails naming
+// it. Otherwise it fails only for path itself.
+func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry, strict bool) error {
 	defer close(out)
+	node, _ := p.frozen.at(path)
+	w := walker{ctx: ctx, out: out, frozen: p.frozen, strict: strict}
 	if len(path) == 0 {
 		fd, err := dupRootFd(p.root)
 		if err != nil {
 			return err
 		}
-		w := walker{ctx: ctx, out: out}
-		w.dir(newSharedDir(fd), path)
-		return nil
+		w.dir(newSharedDir(fd), path, node)
+		return w.err
 	}
 	parent, name, err := p.openParent(path, false)
 	if err != nil {
@@ -145,31 +147,43 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		if err != nil {
 			return err
 		}
-		w := walker{ctx: ctx, out: out}
-		w.dir(newSharedDir(fd), path)
-		return nil
+		w.dir(newSharedDir(fd), path, node)
+		return w.err
 	}
 	return failed(CodeNotAFile, "%s is not a regular file or directory", show(path))
 }
 
 type walker struct {
-	ctx  context.Context
-	out  chan<- walkEntry
-	seq  int
-	dbuf []byte
+	ctx    context.Context
+	out    chan<- walkEntry
+	seq    int
+	dbuf   []byte
+	frozen *frozenTree
+	strict bool  // a directory that cannot be read fails the walk
+	err    error // the failure of a strict walk
 }
 
-// dir walks d (and releases it).
-func (w *walker) dir(d *sharedDir, path []string) {
+// fail records the first failure of a strict walk, on the entry at path.
+func (w *walker) fail(path []string, err error) {
+	if w.err == nil {
+		w.err = failed(CodeProviderError, "%s cannot be read (%v), so it cannot be captured; nothing was recorded", show(path), errnoText(err))
+	}
+}
+
+// dir walks d (and releases it); node is d's place in the tree of frozen paths.
+func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 	defer d.release()
-	if w.ctx.Err() != nil {
+	if w.ctx.Err() != nil || w.err != nil {
 		return
 	}
 	if w.dbuf == nil {
 		w.dbuf = make([]byte, 32<<10)
 	}
 	ents, err := readDirents(d.fd, w.dbuf)
-	if err != nil && len(ents) == 0 {
+	if err != nil && (len(ents) == 0 || w.strict) {
+		if w.strict {
+			w.fail(path, err)
+		}
 		return
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
@@ -178,16 +192,28 @@ func (w *walker) dir(d *sharedDir, path []string) {
 		if hidden(name) {
 			continue
 		}
+		fnode := w.frozen.child(node, name)
+		if fnode != nil && fnode.frozen {
+			continue
+		}
 		switch de.typ {
 		case typeDir:
 			fd, err := openatNoFollow(d.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY)
 			if err != nil {
-				continue // vanished, replaced by a link, or unreadable
+				// Vanished, replaced by a link, or unreadable.
+				if w.strict && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+					w.fail(append(clonePath(path), name), err)
+					return
+				}
+				continue
 			}
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
-			w.dir(newSharedDir(fd), cp)
+			w.dir(newSharedDir(fd), cp, fnode)
+			if w.err != nil {
+				return
+			}
 		case typeFile:
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
@@ -246,11 +272,16 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 // a worker's goroutine (worker numbers 0..p.workers-1). It returns the error of the
 // walk of path itself.
 func (p *Provider) runWorkers(ctx context.Context, path []string, work func(worker int, e walkEntry)) error {
+	return p.runWalk(ctx, path, false, work)
+}
+
+// runWalk is runWorkers with the walk's strictness chosen (see walkFiles).
+func (p *Provider) runWalk(ctx context.Context, path []string, strict bool, work func(worker int, e walkEntry)) error {
 	jobs := make(chan walkEntry, 512)
 	var walkErr error
 	done := make(chan struct{})
 	go func() {
-		walkErr = p.walkFiles(ctx, path, jobs)
+		walkErr = p.walkFiles(ctx, path, jobs, strict)
 		close(done)
 	}()
 	n := p.workers
@@ -273,4 +304,17 @@ func (p *Provider) runWorkers(ctx context.Context, path []string, work func(work
 	wg.Wait()
 	<-done
 	return walkErr
+}
+
+// errnoText names the operating system's reason in a message ("permission denied").
+func errnoText(err error) string {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en.Error()
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
