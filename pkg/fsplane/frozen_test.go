@@ -155,7 +155,8 @@ func TestFrozenSnapshotsNeitherCaptureNorRestore(t *testing.T) {
 		o.probe = func(string) nameEquivalence { return nameEquivalence{} }
 	})
 	snap := e.ok("files.snapshot.create", jobj{"path": pth("ws")})["snapshotId"].(string)
-	rec, err := e.p.index.GetSnapshot(t.Context(), e.p.rootPath, pth("ws"), snap)
+	rec, err := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.NamespaceID, Owner: e.actx.Owner,
+		Root: e.p.rootPath, Path: pth("ws")}, snap)
 	if err != nil || rec == nil {
 		t.Fatal(rec, err)
 	}

@@ -373,17 +373,17 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 			if has {
 				label = &in.Label
 			}
-			out, err = p.snapshotCreate(ctx, path, label)
+			out, err = p.snapshotCreate(ctx, p.snapshotScope(op, path), label)
 		}
 	case ActionSnapshotList:
 		var in SnapshotListInput
 		if in, err = decodeSnapshotListInput(op.Input); err == nil {
-			out, err = p.snapshotList(ctx, path, in.Limit)
+			out, err = p.snapshotList(ctx, p.snapshotScope(op, path), in.Limit)
 		}
 	case ActionSnapshotRestore:
 		var in SnapshotRestoreInput
 		if in, err = decodeSnapshotRestoreInput(op.Input); err == nil {
-			out, err = p.snapshotRestore(ctx, path, in)
+			out, err = p.snapshotRestore(ctx, p.snapshotScope(op, path), in)
 		}
 	default:
 		return nil, failed(CodeUnsupportedAction, "the files plane has no action %q", op.Action)

@@ -688,10 +688,10 @@ func TestSnapshotDamagedStore(t *testing.T) {
 type brokenIndex struct{}
 
 func (brokenIndex) PutSnapshot(context.Context, SnapshotRecord) error { return fmt.Errorf("db down") }
-func (brokenIndex) ListSnapshots(context.Context, string, []string, int) ([]SnapshotRecord, error) {
+func (brokenIndex) ListSnapshots(context.Context, SnapshotScope, int) ([]SnapshotRecord, error) {
 	return nil, fmt.Errorf("db down")
 }
-func (brokenIndex) GetSnapshot(context.Context, string, []string, string) (*SnapshotRecord, error) {
+func (brokenIndex) GetSnapshot(context.Context, SnapshotScope, string) (*SnapshotRecord, error) {
 	return nil, fmt.Errorf("db down")
 }
 

@@ -148,7 +148,8 @@ func newSnapshotID(ms int64, digest []byte) string {
 	return strconv.FormatInt(ms, 36) + "-" + hex.EncodeToString(digest[:4]) + "-" + hex.EncodeToString(r[:])
 }
 
-func (p *Provider) snapshotCreate(ctx context.Context, path []string, label *string) (any, error) {
+func (p *Provider) snapshotCreate(ctx context.Context, scope SnapshotScope, label *string) (any, error) {
+	path := scope.Path
 	if err := p.snapshotsOn(); err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (p *Provider) snapshotCreate(ctx context.Context, path []string, label *str
 		digest, _ = hexDigest(entries[0].Blob)
 	}
 	ms := p.now().UnixMilli()
-	rec := SnapshotRecord{ID: newSnapshotID(ms, digest[:]), Root: p.rootPath, Path: clonePath(path),
+	rec := SnapshotRecord{SnapshotScope: scope, ID: newSnapshotID(ms, digest[:]),
 		Kind: kind, Label: label, CreatedAt: ms, Entries: entries}
 	if err := p.index.PutSnapshot(ctx, rec); err != nil {
 		return nil, &internalError{fmt.Errorf("snapshot index: put %s: %w", rec.ID, err)}
@@ -255,11 +256,12 @@ func hexDigest(h string) ([32]byte, error) {
 
 // ---- list ----
 
-func (p *Provider) snapshotList(ctx context.Context, path []string, limit int) (any, error) {
+func (p *Provider) snapshotList(ctx context.Context, scope SnapshotScope, limit int) (any, error) {
 	if err := p.snapshotsOn(); err != nil {
 		return nil, err
 	}
-	recs, err := p.index.ListSnapshots(ctx, p.rootPath, path, limit)
+	path := scope.Path
+	recs, err := p.index.ListSnapshots(ctx, scope, limit)
 	if err != nil {
 		return nil, &internalError{fmt.Errorf("snapshot index: list: %w", err)}
 	}
@@ -276,11 +278,12 @@ func (p *Provider) snapshotList(ctx context.Context, path []string, limit int) (
 
 // ---- restore ----
 
-func (p *Provider) snapshotRestore(ctx context.Context, path []string, in SnapshotRestoreInput) (any, error) {
+func (p *Provider) snapshotRestore(ctx context.Context, scope SnapshotScope, in SnapshotRestoreInput) (any, error) {
 	if err := p.snapshotsOn(); err != nil {
 		return nil, err
 	}
-	rec, err := p.index.GetSnapshot(ctx, p.rootPath, path, in.SnapshotID)
+	path := scope.Path
+	rec, err := p.index.GetSnapshot(ctx, scope, in.SnapshotID)
 	if err != nil {
 		return nil, &internalError{fmt.Errorf("snapshot index: get %s: %w", in.SnapshotID, err)}
 	}
