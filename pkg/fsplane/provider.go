@@ -33,6 +33,10 @@ const (
 	CodeUnsupportedAction kernel.ReasonCode = "unsupported_action" // unknown action, or snapshots not configured
 	CodeProviderError     kernel.ReasonCode = "provider_error"     // the file system failed (permissions, disk full, …); retryable
 	CodeCancelled         kernel.ReasonCode = "cancelled"          // the context ended before the operation took effect; retryable
+
+	CodeSnapshotIndexUnavailable kernel.ReasonCode = "snapshot_index_unavailable" // the snapshot index failed (its error is in the message); retryable
+	CodeSnapshotStoreUnavailable kernel.ReasonCode = "snapshot_store_unavailable" // the snapshot blob store could not be written (disk full, permissions); retryable
+	CodeSnapshotDamaged          kernel.ReasonCode = "snapshot_damaged"           // the snapshot's record or stored content is damaged or missing
 )
 
 // TempPrefix starts the name of every temporary file the provider writes. Such files
@@ -292,9 +296,10 @@ func validName(name string) bool {
 	return name != "." && name != ".."
 }
 
-// Invoke executes one operation. Every expected failure is a denied or failed result;
-// the returned error is reserved for faults of the provider itself (a closed provider,
-// an outage of the snapshot index or blob store).
+// Invoke executes one operation. Every expected failure is a denied or failed result,
+// an outage of the snapshot index or blob store included (snapshot_index_unavailable,
+// snapshot_store_unavailable, snapshot_damaged); the returned error is reserved for
+// faults of the provider itself.
 func (p *Provider) Invoke(ctx context.Context, op kernel.ResourceOperation) (kernel.ResourceResult, error) {
 	out, err := p.invoke(ctx, op)
 	res := kernel.ResourceResult{OperationID: op.OperationID, CompletedAt: kernel.FormatTimestamp(p.now().UnixMilli())}
@@ -311,12 +316,6 @@ func (p *Provider) Invoke(ctx context.Context, op kernel.ResourceOperation) (ker
 	res.Output = out
 	return res, nil
 }
-
-// internalError marks a fault of the provider (not of the request).
-type internalError struct{ err error }
-
-func (e *internalError) Error() string { return e.err.Error() }
-func (e *internalError) Unwrap() error { return e.err }
 
 func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any, error) {
 	if op.Resource.Namespace != Namespace {
@@ -389,10 +388,6 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 		return nil, failed(CodeUnsupportedAction, "the files plane has no action %q", op.Action)
 	}
 	if err != nil {
-		var ie *internalError
-		if errors.As(err, &ie) {
-			return nil, ie.err
-		}
 		return nil, fsError(path, err)
 	}
 	return out, nil

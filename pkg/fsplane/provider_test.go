@@ -676,9 +676,9 @@ func TestSnapshotDamagedStore(t *testing.T) {
 		t.Fatalf("blob files: %v", matches)
 	}
 	os.WriteFile(matches[0], []byte("tampered"), 0o600)
-	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeProviderError)
+	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeSnapshotDamaged)
 	os.Remove(matches[0])
-	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeProviderError)
+	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeSnapshotDamaged)
 	if s, _ := e.readFile("f.txt"); s != "two" {
 		t.Fatalf("a failed restore changed the file: %q", s)
 	}
@@ -714,9 +714,10 @@ func TestSnapshotIndexOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.h.Invoke(context.Background(), kernel.AccessContext{}, kernel.ParsedToolCall{ToolCall: kernel.ToolCall{ID: "c"}, Parsed: parsed})
-		if err == nil || !strings.Contains(err.Error(), "db down") {
-			t.Fatalf("%s: an index outage must be a provider fault, got %v", c.h.Definition.Name, err)
+		res, err := c.h.Invoke(context.Background(), kernel.AccessContext{}, kernel.ParsedToolCall{ToolCall: kernel.ToolCall{ID: "c"}, Parsed: parsed})
+		if err != nil || res.Status != kernel.StatusFailed || res.Error.Code != CodeSnapshotIndexUnavailable ||
+			!*res.Error.Retryable || !strings.Contains(res.Error.Message, "db down") {
+			t.Fatalf("%s: an index outage must fail snapshot_index_unavailable naming the cause, got %+v %v", c.h.Definition.Name, res.Error, err)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -96,11 +95,11 @@ func (p *Provider) putBlob(data []byte) (string, error) {
 	}
 	dir := filepath.Dir(final)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", &internalError{fmt.Errorf("snapshot store: %w", err)}
+		return "", storeErr(err)
 	}
 	f, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return "", &internalError{fmt.Errorf("snapshot store: %w", err)}
+		return "", storeErr(err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
@@ -115,7 +114,7 @@ func (p *Provider) putBlob(data []byte) (string, error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return "", &internalError{fmt.Errorf("snapshot store: write blob: %w", err)}
+		return "", storeErr(err)
 	}
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
@@ -127,15 +126,15 @@ func (p *Provider) putBlob(data []byte) (string, error) {
 // getBlob reads a blob and checks its digest.
 func (p *Provider) getBlob(id string, e SnapshotEntry) ([]byte, error) {
 	if !blobNameOK(e.Blob) {
-		return nil, failed(CodeProviderError, "snapshot %s is damaged (bad blob name)", id)
+		return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (bad blob name)", id)
 	}
 	b, err := os.ReadFile(p.blobPath(e.Blob))
 	if err != nil {
-		return nil, failed(CodeProviderError, "snapshot %s: its stored content is missing from the snapshot store", id)
+		return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged: its stored content is missing from the snapshot store", id)
 	}
 	sum := sha256.Sum256(b)
 	if hex.EncodeToString(sum[:]) != e.Blob {
-		return nil, failed(CodeProviderError, "snapshot %s: its stored content is damaged (digest mismatch)", id)
+		return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged: its stored content does not match its digest", id)
 	}
 	return b, nil
 }
@@ -239,7 +238,7 @@ func (p *Provider) snapshotCreate(ctx context.Context, scope SnapshotScope, labe
 	rec := SnapshotRecord{SnapshotScope: scope, ID: newSnapshotID(ms, digest[:]),
 		Kind: kind, Label: label, CreatedAt: ms, Entries: entries}
 	if err := p.index.PutSnapshot(ctx, rec); err != nil {
-		return nil, &internalError{fmt.Errorf("snapshot index: put %s: %w", rec.ID, err)}
+		return nil, indexErr("record", rec.ID, err)
 	}
 	return SnapshotCreateOutput{Path: path, SnapshotID: rec.ID, Label: label, Kind: kind}, nil
 }
@@ -263,10 +262,13 @@ func (p *Provider) snapshotList(ctx context.Context, scope SnapshotScope, limit 
 	path := scope.Path
 	recs, err := p.index.ListSnapshots(ctx, scope, limit)
 	if err != nil {
-		return nil, &internalError{fmt.Errorf("snapshot index: list: %w", err)}
+		return nil, indexErr("list", "", err)
 	}
 	out := SnapshotListOutput{Path: path, Snapshots: make([]SnapshotInfo, 0, len(recs))}
 	for _, r := range recs {
+		if indexKey(r.SnapshotScope) != indexKey(scope) {
+			return nil, failed(CodeSnapshotDamaged, "the snapshot index listed a snapshot (%s) of another path, owner or world", r.ID)
+		}
 		if len(out.Snapshots) == limit {
 			break
 		}
@@ -285,15 +287,21 @@ func (p *Provider) snapshotRestore(ctx context.Context, scope SnapshotScope, in 
 	path := scope.Path
 	rec, err := p.index.GetSnapshot(ctx, scope, in.SnapshotID)
 	if err != nil {
-		return nil, &internalError{fmt.Errorf("snapshot index: get %s: %w", in.SnapshotID, err)}
+		return nil, indexErr("read", in.SnapshotID, err)
 	}
 	if rec == nil {
 		return nil, failed(CodeNotFound, "there is no snapshot %s of %s; list them with files.snapshot.list", in.SnapshotID, show(path))
 	}
+	if indexKey(rec.SnapshotScope) != indexKey(scope) || rec.ID != in.SnapshotID {
+		return nil, failed(CodeSnapshotDamaged, "the snapshot index answered for snapshot %s with a snapshot of another path, owner or world; nothing was restored", in.SnapshotID)
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, failed(CodeSnapshotDamaged, "%v; nothing was restored", err)
+	}
 	switch rec.Kind {
 	case SnapshotFile:
 		if len(path) == 0 || len(rec.Entries) != 1 {
-			return nil, failed(CodeProviderError, "snapshot %s is damaged (a file snapshot needs one entry)", rec.ID)
+			return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (a file snapshot needs one entry)", rec.ID)
 		}
 		return p.restoreFile(ctx, path, rec, in.ExpectedVersion)
 	case SnapshotDirectory:
@@ -302,7 +310,7 @@ func (p *Provider) snapshotRestore(ctx context.Context, scope SnapshotScope, in 
 		}
 		return p.restoreDir(ctx, path, rec)
 	}
-	return nil, failed(CodeProviderError, "snapshot %s is damaged (unknown kind %q)", rec.ID, rec.Kind)
+	return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (unknown kind %q)", rec.ID, rec.Kind)
 }
 
 func (p *Provider) restoreFile(ctx context.Context, path []string, rec *SnapshotRecord, expected *string) (any, error) {
@@ -371,12 +379,12 @@ func buildRestoreTree(rec *SnapshotRecord) (*restoreNode, error) {
 	root := newRestoreNode()
 	for _, e := range rec.Entries {
 		if len(e.Path) == 0 || kernel.ValidatePath(e.Path) != nil || checkSegments(e.Path) != nil {
-			return nil, failed(CodeProviderError, "snapshot %s is damaged (bad entry path %q)", rec.ID, e.Path)
+			return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (bad entry path %q)", rec.ID, e.Path)
 		}
 		n := root
 		for _, seg := range e.Path[:len(e.Path)-1] {
 			if _, clash := n.files[seg]; clash {
-				return nil, failed(CodeProviderError, "snapshot %s is damaged (%s is both a file and a directory)", rec.ID, seg)
+				return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (%s is both a file and a directory)", rec.ID, seg)
 			}
 			c := n.dirs[seg]
 			if c == nil {
@@ -387,7 +395,7 @@ func buildRestoreTree(rec *SnapshotRecord) (*restoreNode, error) {
 		}
 		last := e.Path[len(e.Path)-1]
 		if _, clash := n.dirs[last]; clash {
-			return nil, failed(CodeProviderError, "snapshot %s is damaged (%s is both a file and a directory)", rec.ID, last)
+			return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (%s is both a file and a directory)", rec.ID, last)
 		}
 		n.files[last] = e
 	}
@@ -658,4 +666,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// indexErr is a failure of the snapshot index while it was asked to (what) the snapshot
+// id ("" for a list). A record the index holds but cannot decode is snapshot_damaged;
+// any other failure snapshot_index_unavailable, retryable.
+func indexErr(what, id string, err error) error {
+	name := "the snapshots"
+	if id != "" {
+		name = "snapshot " + id
+	}
+	if errors.Is(err, kernel.ErrSnapshotDamaged) {
+		return failed(CodeSnapshotDamaged, "the snapshot index holds a damaged record for %s (%v); nothing was changed", name, err)
+	}
+	e := failed(CodeSnapshotIndexUnavailable, "the snapshot index could not %s %s (%v); nothing was changed", what, name, err)
+	e.retryable = true
+	return e
+}
+
+// storeErr is a failure to write the snapshot blob store.
+func storeErr(err error) error {
+	e := failed(CodeSnapshotStoreUnavailable, "the snapshot store could not be written (%v); no snapshot was recorded", errnoText(err))
+	e.retryable = true
+	return e
 }
