@@ -42,7 +42,43 @@
 //     expectedVersion is atomic across processes. Stale temporary files (left by a
 //     crashed writer) are removed under that lock.
 //   - Snapshot blobs live in ProviderOptions.SnapshotDir, which must be outside the root
-//     (NewProvider refuses otherwise); snapshot metadata lives in a SnapshotIndex.
+//     (NewProvider refuses otherwise); snapshot metadata lives in a kernel.SnapshotIndex,
+//     keyed by the world and owner of the context that took them: another owner or world
+//     never lists or restores a snapshot.
+//
+// # Snapshots
+//
+//   - A directory snapshot is complete or fails: a file or directory below the path that
+//     cannot be read fails snapshot.create (provider_error, naming it), as does content
+//     beyond ProviderOptions.MaxSnapshotBytes (too_large); nothing is recorded. What a
+//     snapshot never captures by design — links, special files, .git, temporary files,
+//     names no tool can address, frozen paths — a restore never removes either.
+//   - A directory restore makes the subtree equal to the snapshot: changed files are
+//     put back, files created since are removed (and directories created since, once
+//     that empties them). It leaves in place, counting them in preserved: frozen paths,
+//     every directory holding a .git entry (a repository's working tree belongs to the
+//     repo plane), and a directory holding anything but files and directories where the
+//     snapshot had a file. Restoring a directory that itself holds a .git is refused
+//     not_permitted, as deleting it is.
+//   - A directory restore is all-or-nothing as far as the file system allows: every
+//     file is first staged (streamed from its blob, its digest checked) in a temporary
+//     file beside its target, a missing directory is built whole in a temporary
+//     directory, and every directory involved stays locked; a failure then (a damaged
+//     blob, a full disk) removes what was staged and names the entry, leaving the old
+//     tree. Only then are the staged entries renamed into place, each rename atomic. A
+//     crash during those renames can leave part of the tree restored; staged leftovers
+//     are removed by the next write in their directory.
+//   - An outage of the index or the blob store fails the operation
+//     snapshot_index_unavailable or snapshot_store_unavailable (retryable, naming the
+//     cause); a record or blob that is damaged or missing fails snapshot_damaged.
+//
+// # Memory
+//
+// No operation holds a whole file in memory: versions are hashed while streaming,
+// appends and restores copy into the temporary file through a fixed buffer, and
+// snapshots stream into the blob store. A files operation's memory is bounded by
+// constants (the read and grep/search limits, the copy buffer), beside what is
+// proportional to the entries of a tree it walks (names, a snapshot's entry list).
 //
 // # Frozen paths
 //

@@ -37,6 +37,7 @@ const (
 	CodeSnapshotIndexUnavailable kernel.ReasonCode = "snapshot_index_unavailable" // the snapshot index failed (its error is in the message); retryable
 	CodeSnapshotStoreUnavailable kernel.ReasonCode = "snapshot_store_unavailable" // the snapshot blob store could not be written (disk full, permissions); retryable
 	CodeSnapshotDamaged          kernel.ReasonCode = "snapshot_damaged"           // the snapshot's record or stored content is damaged or missing
+	CodeTooLarge                 kernel.ReasonCode = "too_large"                  // a snapshot would exceed ProviderOptions.MaxSnapshotBytes
 )
 
 // TempPrefix starts the name of every temporary file the provider writes. Such files
@@ -46,6 +47,10 @@ const TempPrefix = ".sharedos-tmp-"
 
 // DefaultMaxReadBytes is the read limit when ProviderOptions.MaxReadBytes is 0.
 const DefaultMaxReadBytes = 256 << 10
+
+// DefaultMaxSnapshotBytes is the snapshot size limit when
+// ProviderOptions.MaxSnapshotBytes is 0.
+const DefaultMaxSnapshotBytes = 8 << 30
 
 // ProviderOptions configure a Provider.
 type ProviderOptions struct {
@@ -60,6 +65,11 @@ type ProviderOptions struct {
 	Now func() time.Time
 	// MaxReadBytes caps the content files.read returns. 0 means DefaultMaxReadBytes.
 	MaxReadBytes int
+	// MaxSnapshotBytes caps the content one snapshot captures (a file, or the sum of
+	// a directory's files); a larger snapshot fails too_large and records nothing. 0
+	// means DefaultMaxSnapshotBytes. Content is streamed, so this bounds the snapshot
+	// store's disk use, not memory.
+	MaxSnapshotBytes int64
 	// Frozen are the root-relative paths no operation may reach (the host ceiling's
 	// "files:" paths, split into segments; an empty path freezes the whole root). A
 	// path matches whole segments only, under the root's name equivalence (see
@@ -76,15 +86,16 @@ type ProviderOptions struct {
 // concurrent use by many goroutines, and its writes are safe against other processes
 // using a Provider on the same directory.
 type Provider struct {
-	root     *os.Root
-	rootPath string // absolute, symbolic links resolved
-	blobDir  string // "" when snapshots are off
-	index    SnapshotIndex
-	now      func() time.Time
-	maxRead  int
-	workers  int
-	eq       nameEquivalence
-	frozen   *frozenTree // nil: nothing frozen
+	root        *os.Root
+	rootPath    string // absolute, symbolic links resolved
+	blobDir     string // "" when snapshots are off
+	index       SnapshotIndex
+	now         func() time.Time
+	maxRead     int
+	maxSnapshot int64
+	workers     int
+	eq          nameEquivalence
+	frozen      *frozenTree // nil: nothing frozen
 }
 
 // NewProvider opens root (which must be an existing directory) as the files plane. It
@@ -122,6 +133,9 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	}
 	if p.maxRead <= 0 {
 		p.maxRead = DefaultMaxReadBytes
+	}
+	if p.maxSnapshot = opts.MaxSnapshotBytes; p.maxSnapshot <= 0 {
+		p.maxSnapshot = DefaultMaxSnapshotBytes
 	}
 	if p.index == nil {
 		p.index = NewMemoryIndex()

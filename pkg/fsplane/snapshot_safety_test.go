@@ -2,7 +2,10 @@ package fsplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +120,150 @@ func TestSnapshotStoreUnwritable(t *testing.T) {
 	}
 	if out := e.ok("files.snapshot.list", jobj{"path": pth("f.txt")}); len(out["snapshots"].([]any)) != 0 {
 		t.Errorf("a failed snapshot was recorded: %v", out)
+	}
+}
+
+// TestDirectorySnapshotIsCompleteOrFails: a file that cannot be captured fails the
+// snapshot naming it, and nothing is recorded.
+func TestDirectorySnapshotIsCompleteOrFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("d/a.txt", "small")
+	e.write("d/sub/big.bin", "more than ten bytes")
+	e.reopen(func(o *ProviderOptions) { o.MaxSnapshotBytes = 10 })
+	msg := e.fail("files.snapshot.create", jobj{"path": pth("d")}, kernel.StatusFailed, CodeTooLarge)
+	if !strings.Contains(msg, "d/sub/big.bin") {
+		t.Errorf("the message does not name the file: %s", msg)
+	}
+	if out := e.ok("files.snapshot.list", jobj{"path": pth("d")}); len(out["snapshots"].([]any)) != 0 {
+		t.Errorf("an incomplete snapshot was recorded: %v", out)
+	}
+	e.fail("files.snapshot.create", jobj{"path": pth("d", "sub", "big.bin")}, kernel.StatusFailed, CodeTooLarge)
+	// The sum of the files counts too.
+	e.reopen(func(o *ProviderOptions) { o.MaxSnapshotBytes = 20 })
+	e.write("d/sub/c.txt", "0123456789")
+	e.fail("files.snapshot.create", jobj{"path": pth("d")}, kernel.StatusFailed, CodeTooLarge)
+}
+
+// TestDirectorySnapshotUnreadable: an unreadable file or directory fails the snapshot
+// naming it (it used to be left out, and a restore then deleted it as created since).
+func TestDirectorySnapshotUnreadable(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() == 0 {
+		t.Skip("root reads files whatever their mode")
+	}
+	e := newEnv(t)
+	e.write("d/a.txt", "a")
+	e.write("d/locked.txt", "secret")
+	e.write("d/closed/in.txt", "in")
+	os.Chmod(filepath.Join(e.root, "d", "locked.txt"), 0)
+	t.Cleanup(func() { os.Chmod(filepath.Join(e.root, "d", "closed"), 0o755) })
+	msg := e.fail("files.snapshot.create", jobj{"path": pth("d")}, kernel.StatusFailed, CodeProviderError)
+	if !strings.Contains(msg, "d/locked.txt") || !strings.Contains(msg, "permission denied") {
+		t.Errorf("message: %s", msg)
+	}
+	os.Chmod(filepath.Join(e.root, "d", "locked.txt"), 0o644)
+	os.Chmod(filepath.Join(e.root, "d", "closed"), 0)
+	msg = e.fail("files.snapshot.create", jobj{"path": pth("d")}, kernel.StatusFailed, CodeProviderError)
+	if !strings.Contains(msg, "d/closed") {
+		t.Errorf("message: %s", msg)
+	}
+}
+
+// TestRestoreDeletesOnlyWhatTheSnapshotCouldHaveSeen: entries a snapshot never captures
+// (links, unaddressable names, repositories) are not taken for files created since.
+func TestRestoreDeletesOnlyWhatTheSnapshotCouldHaveSeen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("ws/a.txt", "A")
+	e.write("ws/x", "a file then")
+	id := e.ok("files.snapshot.create", jobj{"path": pth("ws")})["snapshotId"].(string)
+	e.write("ws/new.txt", "created since")
+	e.write("ws/bad\nname.txt", "no tool can name me")
+	e.symlink("a.txt", "ws/link")
+	e.write("ws/repo/.git/HEAD", "ref")
+	e.write("ws/repo/main.go", "package main")
+	os.Remove(filepath.Join(e.root, "ws", "x"))
+	e.write("ws/x/keep.txt", "beside a link")
+	e.symlink("keep.txt", "ws/x/l")
+	r := e.ok("files.snapshot.restore", jobj{"path": pth("ws"), "snapshotId": id})
+	if r["removed"] != float64(1) || r["preserved"] != float64(2) {
+		t.Errorf("restore = %v", r)
+	}
+	if _, ok := e.readFile("ws/new.txt"); ok {
+		t.Error("a file created since survived")
+	}
+	for rel, want := range map[string]string{"ws/bad\nname.txt": "no tool can name me", "ws/repo/main.go": "package main",
+		"ws/repo/.git/HEAD": "ref", "ws/x/keep.txt": "beside a link"} {
+		if got, _ := e.readFile(rel); got != want {
+			t.Errorf("%q = %q, want %q", rel, got, want)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(e.root, "ws", "link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Error("the restore removed a link it never saw")
+	}
+}
+
+// TestDirectoryRestoreIsAllOrNothing: a restore that cannot put back one file changes
+// nothing, names the entry, and leaves no temporary file.
+func TestDirectoryRestoreIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("d/1-first.txt", "first old")
+	e.write("d/2-second.txt", "second old")
+	e.write("d/sub/3-third.txt", "third old")
+	id := e.ok("files.snapshot.create", jobj{"path": pth("d")})["snapshotId"].(string)
+	e.write("d/1-first.txt", "first new")
+	e.write("d/2-second.txt", "second new")
+	e.write("d/sub/3-third.txt", "third new")
+	e.write("d/4-created.txt", "created since")
+	os.RemoveAll(filepath.Join(e.root, "d", "sub"))
+	e.write("d/sub", "a file in the way")
+	// The blob of a later file goes missing.
+	sum := sha256.Sum256([]byte("third old"))
+	if err := os.Remove(e.p.blobPath(hex.EncodeToString(sum[:]))); err != nil {
+		t.Fatal(err)
+	}
+	before := e.treeState()
+	msg := e.fail("files.snapshot.restore", jobj{"path": pth("d"), "snapshotId": id}, kernel.StatusFailed, CodeSnapshotDamaged)
+	if !strings.Contains(msg, "d/sub") || !strings.Contains(msg, "nothing was changed") {
+		t.Errorf("message: %s", msg)
+	}
+	e.sameTree(before, "a failed restore")
+	// Put the blob back: the restore then goes through.
+	os.WriteFile(e.p.blobPath(hex.EncodeToString(sum[:])), []byte("third old"), 0o600)
+	r := e.ok("files.snapshot.restore", jobj{"path": pth("d"), "snapshotId": id})
+	if r["restored"] != float64(3) || r["removed"] != float64(2) {
+		t.Errorf("restore = %v", r)
+	}
+	for rel, want := range map[string]string{"d/1-first.txt": "first old", "d/2-second.txt": "second old", "d/sub/3-third.txt": "third old"} {
+		if got, _ := e.readFile(rel); got != want {
+			t.Errorf("%s = %q, want %q", rel, got, want)
+		}
+	}
+	filepath.WalkDir(e.root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), TempPrefix) {
+			t.Errorf("temporary entry left: %s", p)
+		}
+		return nil
+	})
+	// A damaged blob (right size, wrong bytes) is caught before anything moves too.
+	e.write("d/1-first.txt", "first new")
+	sum = sha256.Sum256([]byte("first old"))
+	os.WriteFile(e.p.blobPath(hex.EncodeToString(sum[:])), []byte("first bad"), 0o600)
+	before = e.treeState()
+	e.fail("files.snapshot.restore", jobj{"path": pth("d"), "snapshotId": id}, kernel.StatusFailed, CodeSnapshotDamaged)
+	e.sameTree(before, "a restore from a damaged blob")
+}
+
+// TestStaleStagingDirectoryIsCleaned: a directory a crashed restore was staging is
+// removed by the next write in its directory.
+func TestStaleStagingDirectoryIsCleaned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("d/"+TempPrefix+"stale/deep/f.txt", "half staged")
+	e.ok("files.create", jobj{"path": pth("d", "n.txt"), "content": "x"})
+	if _, err := os.Lstat(filepath.Join(e.root, "d", TempPrefix+"stale")); err == nil {
+		t.Error("the stale staging directory survived")
 	}
 }

@@ -233,6 +233,29 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 	}
 }
 
+// openWalked opens a walked file for reading without following a link. It returns
+// ok=false, and no error, for an entry that is no longer a regular file (it vanished,
+// or a link or special file took its place); any other failure is returned.
+func openWalked(e walkEntry) (*os.File, bool, error) {
+	fd, err := openatNoFollow(e.dir.fd, e.name, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return nil, false, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		syscall.Close(fd)
+		return nil, false, nil
+	}
+	return os.NewFile(uintptr(fd), e.name), true, nil
+}
+
 // readWalked opens a walked file without following a link, checks it is a regular file
 // of at most max bytes, and reads it into buf (reused when large enough). It returns
 // (nil, false) for a file to skip.
