@@ -320,3 +320,26 @@ func TestProbeEquivalence(t *testing.T) {
 		t.Error("an invalid frozen path was accepted")
 	}
 }
+
+func TestGitNameSpellings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		git  bool
+	}{
+		{".git", true}, {".GIT", true}, {".Git", true}, {".git.", true}, {".git..", true}, {"git~1", true}, {"GIT~1", true},
+		{".git\u200c", true}, {"\ufeff.git", true}, {".g\u200dit", true}, {".\u0067it", true},
+		{".gitignore", false}, {".github", false}, {"git", false}, {".gi", false}, {"git~2", false}, {"x.git", false}, {".git-x", false},
+	} {
+		if got := isGitName(tc.name); got != tc.git {
+			t.Errorf("isGitName(%q) = %v, want %v", tc.name, got, tc.git)
+		}
+	}
+	e := newEnv(t)
+	for _, n := range []string{".git.", "git~1", ".GIT\u200c"} {
+		e.fail("files.create", jobj{"path": pth("d", n, "config"), "content": "x"}, kernel.StatusDenied, CodeNotPermitted)
+	}
+	if ents, _ := os.ReadDir(e.root); len(ents) != 0 {
+		t.Errorf("a refused create left %v", ents)
+	}
+}

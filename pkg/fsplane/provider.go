@@ -285,7 +285,19 @@ func checkSegments(path []string) error {
 	return nil
 }
 
-func isGitName(s string) bool { return strings.EqualFold(s, ".git") }
+// isGitName reports whether s may name a .git entry on some file system: ".git" in any
+// case, and (as Git itself refuses them) the spellings a file system may take for it —
+// trailing dots (NTFS, SMB), the 8.3 short name "git~1", and the code points HFS+ ignores
+// or that Unicode case folding or normalisation removes.
+func isGitName(s string) bool {
+	if len(s) < 4 {
+		return false
+	}
+	if isPlainASCII(s) {
+		return strings.EqualFold(strings.TrimRight(s, "."), ".git") || strings.EqualFold(s, "git~1")
+	}
+	return nameEquivalence{foldCase: true}.key(s) == ".git"
+}
 
 func isTempName(s string) bool {
 	return len(s) >= len(TempPrefix) && strings.EqualFold(s[:len(TempPrefix)], TempPrefix)

@@ -337,6 +337,7 @@ func toolSpecs() []toolSpec {
 				"label": map[string]any{"type": "string", "minLength": 1, "maxLength": maxLabelLen},
 			},
 			description: "Snapshot a file, a directory (its whole subtree) or the root (path []), for a later files.snapshot.restore. " +
+				"A directory snapshot captures every file below it or fails naming the one it cannot capture. " +
 				"Returns {path, snapshotId, label, kind}.",
 			output: snapshotCreateOutputSchema(), parse: parseSnapshotCreateArgs},
 		{name: "files.snapshot.list", action: ActionSnapshotList, read: true, minPath: 0,
