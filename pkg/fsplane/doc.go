@@ -18,8 +18,10 @@
 //     openat(directory handle, name, O_NOFOLLOW), so the kernel itself refuses any link
 //     met on the way.
 //   - A path is validated with kernel.ValidatePath first (invalid_path, denied).
-//   - A segment equal to ".git" in any letter case, or starting with the temporary-file
-//     prefix ".sharedos-tmp-" (any case), is refused not_permitted (denied).
+//   - A segment that may name ".git" on some file system (any letter case, trailing
+//     dots, the 8.3 name "git~1", code points HFS+ ignores), or starting with the
+//     temporary-file prefix ".sharedos-tmp-" (any case), is refused not_permitted
+//     (denied).
 //   - A path with a symbolic link in any position (first, middle or last) is refused
 //     path_escape (denied), whether the link points inside or outside the root. The
 //     provider resolves a path one segment at a time: it Lstats the segment, refuses a
