@@ -80,35 +80,41 @@ func isPlainASCII(s string) bool {
 // frozen path (everything at and below it is out of reach).
 type frozenNode struct {
 	frozen   bool
-	spec     string // the frozen path, for messages
+	spec     string          // the frozen path, for messages
+	eq       nameEquivalence // how the directory this node stands for compares names
 	children map[string]*frozenNode
 }
 
-// frozenTree holds the frozen paths under the root's equivalence. The zero value (and
-// nil) freezes nothing.
+// frozenTree holds the frozen paths, each segment keyed under the equivalence of the
+// directory that holds it (file systems such as ext4 with casefold decide it per
+// directory). The zero value (and nil) freezes nothing.
 type frozenTree struct {
-	eq   nameEquivalence
 	root *frozenNode // nil: nothing frozen
 }
 
-func newFrozenTree(paths [][]string, eq nameEquivalence) (*frozenTree, error) {
-	t := &frozenTree{eq: eq}
+// newFrozenTree builds the tree of paths; eqAt tells how the directory at a path
+// (from the root) compares names.
+func newFrozenTree(paths [][]string, eqAt func(dir []string) nameEquivalence) (*frozenTree, error) {
+	t := &frozenTree{}
 	for _, p := range paths {
 		if err := kernel.ValidatePath(p); err != nil {
 			return nil, fmt.Errorf("frozen path %q: %v", strings.Join(p, "/"), err)
 		}
 		if t.root == nil {
-			t.root = &frozenNode{}
+			t.root = &frozenNode{eq: eqAt(nil)}
 		}
 		n := t.root
-		for _, seg := range p {
-			k := eq.key(seg)
+		for i, seg := range p {
+			k := n.eq.key(seg)
 			c := n.children[k]
 			if c == nil {
 				if n.children == nil {
 					n.children = map[string]*frozenNode{}
 				}
 				c = &frozenNode{}
+				if i < len(p)-1 {
+					c.eq = eqAt(p[:i+1])
+				}
 				n.children[k] = c
 			}
 			n = c
@@ -131,7 +137,7 @@ func (t *frozenTree) at(path []string) (*frozenNode, string) {
 		return n, n.spec
 	}
 	for _, seg := range path {
-		n = n.children[t.eq.key(seg)]
+		n = n.children[n.eq.key(seg)]
 		if n == nil {
 			return nil, ""
 		}
@@ -147,7 +153,7 @@ func (t *frozenTree) child(n *frozenNode, name string) *frozenNode {
 	if n == nil || len(n.children) == 0 {
 		return nil
 	}
-	return n.children[t.eq.key(name)]
+	return n.children[n.eq.key(name)]
 }
 
 // below returns a frozen path strictly below path ("" when there is none).
@@ -242,17 +248,11 @@ func swapASCIICase(s string) string {
 	return string(b)
 }
 
-// osProbeDir probes a real directory.
-type osProbeDir struct {
-	dir  string
-	only string // when set, the only name offered (the root's name in its parent)
-}
+// rootProbeDir probes a directory opened inside the root.
+type rootProbeDir struct{ r *os.Root }
 
-func (d osProbeDir) Names(max int) ([]string, error) {
-	if d.only != "" {
-		return []string{d.only}, nil
-	}
-	f, err := os.Open(d.dir)
+func (d rootProbeDir) Names(max int) ([]string, error) {
+	f, err := d.r.Open(".")
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,28 @@ func (d osProbeDir) Names(max int) ([]string, error) {
 	return nil, err
 }
 
-func (d osProbeDir) Same(name, other string) (bool, bool, error) {
+func (d rootProbeDir) Same(name, other string) (bool, bool, error) {
+	a, err := d.r.Lstat(name)
+	if err != nil {
+		return false, false, err
+	}
+	b, err := d.r.Lstat(other)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, os.SameFile(a, b), nil
+}
+
+// nameProbeDir offers one name of a directory outside the root: the root's own name
+// in its parent.
+type nameProbeDir struct{ dir, name string }
+
+func (d nameProbeDir) Names(int) ([]string, error) { return []string{d.name}, nil }
+
+func (d nameProbeDir) Same(name, other string) (bool, bool, error) {
 	a, err := os.Lstat(filepath.Join(d.dir, name))
 	if err != nil {
 		return false, false, err
@@ -279,19 +300,28 @@ func (d osProbeDir) Same(name, other string) (bool, bool, error) {
 	return true, os.SameFile(a, b), nil
 }
 
-// rootProbes are the probes of the root at real: its entries, then its own name in its
-// parent when the parent is on the same file system.
-func rootProbes(real string) []probeDir {
-	probes := []probeDir{osProbeDir{dir: real}}
-	parent := filepath.Dir(real)
-	if parent != real {
-		if a, err := os.Stat(real); err == nil {
-			if b, err := os.Stat(parent); err == nil && sameDevice(a, b) {
-				probes = append(probes, osProbeDir{dir: parent, only: filepath.Base(real)})
+// probeAt decides the equivalence of the directory at dir (from the root) by probing
+// its entries; for the root itself, its own name in its parent counts too when the
+// parent is on the same file system. A directory that does not exist (or is reached
+// through a link) cannot be probed: it is taken to fold case.
+func (p *Provider) probeAt(dir []string) nameEquivalence {
+	d, err := p.openDir(dir, false)
+	if err != nil {
+		return nameEquivalence{foldCase: true}
+	}
+	defer d.release()
+	probes := []probeDir{rootProbeDir{d.r}}
+	if len(dir) == 0 {
+		parent := filepath.Dir(p.rootPath)
+		if parent != p.rootPath {
+			if a, err := os.Stat(p.rootPath); err == nil {
+				if b, err := os.Stat(parent); err == nil && sameDevice(a, b) {
+					probes = append(probes, nameProbeDir{dir: parent, name: filepath.Base(p.rootPath)})
+				}
 			}
 		}
 	}
-	return probes
+	return probeEquivalence(probes...)
 }
 
 func sameDevice(a, b os.FileInfo) bool {

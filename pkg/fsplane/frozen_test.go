@@ -85,7 +85,7 @@ func frozenEnv(t *testing.T, fold bool, frozen ...[]string) *env {
 	e.write("ws/privateer.md", "public neighbour\n")
 	e.reopen(func(o *ProviderOptions) {
 		o.Frozen = frozen
-		o.probe = func(string) nameEquivalence { return nameEquivalence{foldCase: fold} }
+		o.probe = func([]string) nameEquivalence { return nameEquivalence{foldCase: fold} }
 	})
 	return e
 }
@@ -152,7 +152,7 @@ func TestFrozenSnapshotsNeitherCaptureNorRestore(t *testing.T) {
 	old := e.ok("files.snapshot.create", jobj{"path": pth("ws")})["snapshotId"].(string)
 	e.reopen(func(o *ProviderOptions) {
 		o.Frozen = [][]string{{"ws", "private"}}
-		o.probe = func(string) nameEquivalence { return nameEquivalence{} }
+		o.probe = func([]string) nameEquivalence { return nameEquivalence{} }
 	})
 	snap := e.ok("files.snapshot.create", jobj{"path": pth("ws")})["snapshotId"].(string)
 	rec, err := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.NamespaceID, Owner: e.actx.Owner,
@@ -191,12 +191,28 @@ func TestFrozenSnapshotsNeitherCaptureNorRestore(t *testing.T) {
 	e.write("top/ws/private/secret.md", "SECRET-TEXT kept\n")
 	e.reopen(func(o *ProviderOptions) {
 		o.Frozen = [][]string{{"top", "ws", "private"}}
-		o.probe = func(string) nameEquivalence { return nameEquivalence{} }
+		o.probe = func([]string) nameEquivalence { return nameEquivalence{} }
 	})
 	res := e.call("files.snapshot.restore", jobj{"path": pth("top"), "snapshotId": fileThen})
 	if got, _ := e.readFile("top/ws/private/secret.md"); got != "SECRET-TEXT kept\n" {
 		t.Errorf("restore replaced the directory holding the frozen path (%s): %q", res.Status, got)
 	}
+}
+
+// TestFrozenPerDirectoryEquivalence: on a file system that decides case per directory
+// (ext4 casefold), a frozen name is compared under its own directory's rules.
+func TestFrozenPerDirectoryEquivalence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("ws/private/secret.md", "SECRET-TEXT\n")
+	e.reopen(func(o *ProviderOptions) {
+		o.Frozen = [][]string{{"ws", "private"}}
+		o.probe = func(dir []string) nameEquivalence { return nameEquivalence{foldCase: len(dir) == 1 && dir[0] == "ws"} }
+	})
+	e.fail("files.read", jobj{"path": pth("ws", "PRIVATE", "secret.md")}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	// The root compares exactly: "WS" is another directory there.
+	e.write("WS/private/other.md", "public\n")
+	e.ok("files.read", jobj{"path": pth("WS", "private", "other.md")})
 }
 
 func TestFrozenUnderCaseFolding(t *testing.T) {
@@ -300,21 +316,40 @@ func TestProbeEquivalence(t *testing.T) {
 	// must leave as it was.
 	dir := t.TempDir()
 	root := filepath.Join(dir, "Root")
-	os.Mkdir(root, 0o755)
-	if got := probeEquivalence(rootProbes(root)...); got.foldCase {
-		t.Errorf("empty root %s probed as case-insensitive", root)
+	os.MkdirAll(filepath.Join(root, "ws", "private"), 0o755)
+	os.MkdirAll(filepath.Join(root, "123", "456"), 0o755)
+	p, err := NewProvider(root, ProviderOptions{Frozen: [][]string{{"ws", "private", "x"}, {"123", "456", "789"}, {"gone", "x"}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(root, "file.txt"), nil, 0o644)
-	if got := probeEquivalence(rootProbes(root)...); got.foldCase {
-		t.Errorf("root %s probed as case-insensitive", root)
+	defer p.Close()
+	for _, tc := range []struct {
+		dir  []string
+		fold bool
+	}{
+		{nil, false},                      // the root's entries have letters
+		{[]string{"ws"}, false},           // "private" probed as "PRIVATE"
+		{[]string{"ws", "private"}, true}, // empty: cannot tell
+		{[]string{"123"}, true},           // no letters
+		{[]string{"gone"}, true},          // missing
+	} {
+		n, _ := p.frozen.at(tc.dir)
+		if n == nil || n.eq.foldCase != tc.fold {
+			t.Errorf("directory %v: %+v, want foldCase %v", tc.dir, n, tc.fold)
+		}
 	}
-	digits := filepath.Join(dir, "123")
-	os.Mkdir(digits, 0o755)
-	if got := probeEquivalence(rootProbes(digits)...); !got.foldCase {
-		t.Errorf("an undecidable root %s must be treated as case-insensitive", digits)
-	}
-	if ents, _ := os.ReadDir(root); len(ents) != 1 {
+	if ents, _ := os.ReadDir(filepath.Join(root, "ws")); len(ents) != 1 {
 		t.Errorf("the probe left entries behind: %v", ents)
+	}
+	empty := filepath.Join(dir, "Empty")
+	os.Mkdir(empty, 0o755)
+	q, err := NewProvider(empty, ProviderOptions{Frozen: [][]string{{"x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if q.frozen.root.eq.foldCase {
+		t.Error("an empty root named with letters, in a case-sensitive parent, probed as case-insensitive")
 	}
 	if _, err := NewProvider(root, ProviderOptions{Frozen: [][]string{{"a", ".."}}}); err == nil {
 		t.Error("an invalid frozen path was accepted")

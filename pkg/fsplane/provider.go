@@ -78,8 +78,8 @@ type ProviderOptions struct {
 	// named path is said in the package documentation.
 	Frozen [][]string
 
-	// probe replaces the probe of the root's name equivalence (tests).
-	probe func(real string) nameEquivalence
+	// probe replaces the probe of a directory's name equivalence (tests).
+	probe func(dir []string) nameEquivalence
 }
 
 // Provider is the files ResourceProvider over one directory. It is safe for
@@ -94,7 +94,6 @@ type Provider struct {
 	maxRead     int
 	maxSnapshot int64
 	workers     int
-	eq          nameEquivalence
 	frozen      *frozenTree // nil: nothing frozen
 }
 
@@ -102,14 +101,17 @@ type Provider struct {
 // does no work proportional to the tree. It fails if opts.SnapshotDir is inside root or
 // a frozen path is not a valid path.
 //
-// With frozen paths, it first probes how the root's file system compares names, without
-// writing anything: it looks up an entry of the root (or the root's own name in its
-// parent) with its letters' case swapped. A case-insensitive root, or one the probe
-// cannot decide (an empty root whose name has no letter), compares frozen paths with
-// full Unicode case folding; every root compares them under canonical Unicode
-// equivalence (NFC), without the code points HFS+ ignores and without trailing dots.
-// The probe sees the root directory only: a sub-directory with other rules (ext4
-// casefold set on it, another file system mounted below the root) is not detected.
+// With frozen paths, it then probes how the file system compares names in each
+// directory a frozen path passes through (the root, and each existing ancestor of a
+// frozen path), without writing anything: it looks up an entry of the directory (or,
+// for the root, the root's own name in its parent) with its letters' case swapped. A
+// case-insensitive directory, or one the probe cannot decide (missing, empty, or whose
+// names have no letter), compares the frozen names in it with full Unicode case
+// folding; every directory compares them under canonical Unicode equivalence (NFC),
+// without the code points HFS+ ignores and without trailing dots. What the probe cannot
+// see is not covered: a directory on a frozen path that is created later with other
+// rules than the probe assumed (casefold set on it, a file system mounted there), and
+// aliases that are not names (8.3 short names on SMB, hard links).
 func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -140,18 +142,6 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	if p.index == nil {
 		p.index = NewMemoryIndex()
 	}
-	if len(opts.Frozen) > 0 {
-		probe := opts.probe
-		if probe == nil {
-			probe = func(real string) nameEquivalence { return probeEquivalence(rootProbes(real)...) }
-		}
-		p.eq = probe(real)
-		t, err := newFrozenTree(opts.Frozen, p.eq)
-		if err != nil {
-			return nil, fmt.Errorf("files root %s: %w", root, err)
-		}
-		p.frozen = t
-	}
 	if opts.SnapshotDir != "" {
 		dir, err := checkSnapshotDir(real, opts.SnapshotDir)
 		if err != nil {
@@ -164,6 +154,18 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, fmt.Errorf("open files root %s: %w", root, err)
 	}
 	p.root = r
+	if len(opts.Frozen) > 0 {
+		probe := opts.probe
+		if probe == nil {
+			probe = p.probeAt
+		}
+		t, err := newFrozenTree(opts.Frozen, probe)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("files root %s: %w", root, err)
+		}
+		p.frozen = t
+	}
 	return p, nil
 }
 
