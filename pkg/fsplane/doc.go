@@ -86,9 +86,10 @@
 //
 // ProviderOptions.Frozen holds the host ceiling's files paths. The kernel's ceiling
 // refuses a request named at or below one; the provider refuses those too
-// (host_policy_denied, denied), comparing names under the root's equivalence (see
-// NewProvider: case folding on a case-insensitive root, canonical Unicode equivalence
-// always), and it keeps what an operation reaches below its named path away from them:
+// (host_policy_denied, denied), comparing each name under the equivalence of its
+// directory, probed at start (see NewProvider: case folding where the file system is
+// case-insensitive or the probe cannot tell, canonical Unicode equivalence always), and
+// it keeps what an operation reaches below its named path away from them:
 //
 //   - list, grep, search: skip. A frozen entry is not listed, and the walks never open
 //     it, so neither its names nor its content appear in any output.
