@@ -1,6 +1,7 @@
 package fsplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -89,7 +90,8 @@ type frozenNode struct {
 // directory that holds it (file systems such as ext4 with casefold decide it per
 // directory). The zero value (and nil) freezes nothing.
 type frozenTree struct {
-	root *frozenNode // nil: nothing frozen
+	root  *frozenNode // nil: nothing frozen
+	paths [][]string  // as configured, for the identity check
 }
 
 // newFrozenTree builds the tree of paths; eqAt tells how the directory at a path
@@ -122,6 +124,7 @@ func newFrozenTree(paths [][]string, eqAt func(dir []string) nameEquivalence) (*
 		if !n.frozen {
 			n.frozen, n.spec = true, "files:"+strings.Join(p, "/")
 		}
+		t.paths = append(t.paths, p)
 	}
 	return t, nil
 }
@@ -188,6 +191,122 @@ func frozenErr(path []string, spec string) error {
 func (p *Provider) checkFrozen(path []string) error {
 	if _, spec := p.frozen.at(path); spec != "" {
 		return frozenErr(path, spec)
+	}
+	return nil
+}
+
+// ---- identities ----
+
+// Names are not the only aliases: an 8.3 short name on SMB or NTFS ("PRIVAT~1"), a
+// directory created later with other rules than the probe saw, or a bind mount reach a
+// frozen entry under another name. So each operation also looks up the frozen paths
+// that exist (by their configured names) and refuses or skips, whatever its name,
+// every entry that is one of them (same device and inode).
+
+// fileID is the identity of a file system object.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, true
+}
+
+// frozenIDs maps the identity of each frozen path that exists to its spec. Nil holds
+// nothing.
+type frozenIDs map[fileID]string
+
+// of returns the frozen path fi is, or "".
+func (ids frozenIDs) of(fi os.FileInfo) string {
+	if len(ids) == 0 || fi == nil {
+		return ""
+	}
+	id, ok := idOf(fi)
+	if !ok {
+		return ""
+	}
+	return ids[id]
+}
+
+func (ids frozenIDs) ofStat(st *syscall.Stat_t) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[fileID{uint64(st.Dev), uint64(st.Ino)}]
+}
+
+// frozenIdentities looks up the frozen paths that exist now (never through a link).
+func (p *Provider) frozenIdentities() frozenIDs {
+	if p.frozen == nil {
+		return nil
+	}
+	var ids frozenIDs
+	for _, fp := range p.frozen.paths {
+		if len(fp) == 0 {
+			continue // the whole root: every operation is refused by name already
+		}
+		parent, name, err := p.openParent(fp, false)
+		if err != nil {
+			continue
+		}
+		fi, err := parent.r.Lstat(name)
+		parent.release()
+		if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+			continue
+		}
+		if id, ok := idOf(fi); ok {
+			if ids == nil {
+				ids = frozenIDs{}
+			}
+			ids[id] = "files:" + strings.Join(fp, "/")
+		}
+	}
+	return ids
+}
+
+type frozenIDsKey struct{}
+
+// withFrozenIDs hands the identities looked up for one operation to the code below it
+// (the walks run in code that only receives the context).
+func withFrozenIDs(ctx context.Context, ids frozenIDs) context.Context {
+	if len(ids) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, frozenIDsKey{}, ids)
+}
+
+func frozenIDsFrom(ctx context.Context) frozenIDs {
+	ids, _ := ctx.Value(frozenIDsKey{}).(frozenIDs)
+	return ids
+}
+
+// checkFrozenIdentity refuses path when it, or a directory on the way to it, is a
+// frozen entry under another name.
+func (p *Provider) checkFrozenIdentity(path []string, ids frozenIDs) error {
+	if len(ids) == 0 || len(path) == 0 {
+		return nil
+	}
+	cur := dirRef{r: p.root}
+	defer func() { cur.release() }()
+	for i, seg := range path {
+		fi, err := cur.r.Lstat(seg)
+		if err != nil {
+			return nil // the operation itself reports it
+		}
+		if spec := ids.of(fi); spec != "" {
+			return frozenErr(path, spec)
+		}
+		if i == len(path)-1 || !fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		next, err := openChild(cur.r, seg, path[:i+1], false)
+		if err != nil {
+			return nil
+		}
+		cur.release()
+		cur = dirRef{r: next, owned: true}
 	}
 	return nil
 }

@@ -378,3 +378,46 @@ func TestGitNameSpellings(t *testing.T) {
 		t.Errorf("a refused create left %v", ents)
 	}
 }
+
+// TestFrozenUnderAnotherName: an entry that is a frozen path under another name (here
+// a hard link; an 8.3 short name or a bind mount alike) is refused or skipped like the
+// frozen path itself.
+func TestFrozenUnderAnotherName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("ws/secret.md", "SECRET-TEXT linked\n")
+	e.write("ws/pub/a.md", "public\n")
+	if err := os.Link(filepath.Join(e.root, "ws", "secret.md"), filepath.Join(e.root, "ws", "pub", "alias.md")); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	snapBefore := e.ok("files.snapshot.create", jobj{"path": pth("ws", "pub")})["snapshotId"].(string)
+	e.reopen(func(o *ProviderOptions) {
+		o.Frozen = [][]string{{"ws", "secret.md"}}
+		o.probe = func([]string) nameEquivalence { return nameEquivalence{} }
+	})
+	before := e.treeState()
+	e.fail("files.read", jobj{"path": pth("ws", "pub", "alias.md")}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.replace", jobj{"path": pth("ws", "pub", "alias.md"), "content": "x"}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.delete", jobj{"path": pth("ws", "pub"), "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	for _, tc := range []struct {
+		tool string
+		args jobj
+	}{
+		{"files.grep", jobj{"path": pth(), "pattern": "SECRET"}},
+		{"files.search", jobj{"path": pth(), "query": "secret text linked"}},
+		{"files.list", jobj{"path": pth("ws", "pub")}},
+	} {
+		if out := mustJSON(t, e.ok(tc.tool, tc.args)); strings.Contains(string(out), "SECRET") || strings.Contains(string(out), "alias") {
+			t.Errorf("%s reached the frozen file under another name: %s", tc.tool, out)
+		}
+	}
+	id := e.ok("files.snapshot.create", jobj{"path": pth("ws", "pub")})["snapshotId"].(string)
+	rec, _ := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.NamespaceID, Owner: e.actx.Owner, Root: e.p.rootPath, Path: pth("ws", "pub")}, id)
+	if rec == nil || len(rec.Entries) != 1 {
+		t.Errorf("the snapshot captured the frozen file under another name: %+v", rec)
+	}
+	// A restore from before the freeze neither rewrites nor removes it.
+	e.ok("files.snapshot.restore", jobj{"path": pth("ws", "pub"), "snapshotId": id})
+	e.ok("files.snapshot.restore", jobj{"path": pth("ws", "pub"), "snapshotId": snapBefore})
+	e.sameTree(before, "operations on a frozen file under another name")
+}

@@ -108,6 +108,11 @@ func (p *Provider) list(ctx context.Context, path []string) (any, error) {
 		if c := p.frozen.child(node, de.Name()); c != nil && c.frozen {
 			continue // a frozen path is not even named
 		}
+		if ids := frozenIDsFrom(ctx); len(ids) > 0 {
+			if fi, err := d.r.Lstat(de.Name()); err == nil && ids.of(fi) != "" {
+				continue // nor is it under another name
+			}
+		}
 		out.Entries = append(out.Entries, ListEntry{Name: de.Name(), Kind: kindOf(de.Type())})
 	}
 	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].Name < out.Entries[j].Name })

@@ -363,6 +363,9 @@ func checkDeletable(ctx context.Context, dir *os.Root, path []string) (empty boo
 			}
 			return false, err
 		}
+		if spec := frozenIDsFrom(ctx).of(fi); spec != "" {
+			return false, denied(kernel.ReasonHostPolicyDenied, "%s is the frozen path %s under another name, which the host ceiling puts out of reach; nothing was deleted", show(append(clonePath(path), n)), spec)
+		}
 		if fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
 			sub, err := openChild(dir, n, append(clonePath(path), n), false)
 			if err != nil {

@@ -108,10 +108,10 @@ type Provider struct {
 // case-insensitive directory, or one the probe cannot decide (missing, empty, or whose
 // names have no letter), compares the frozen names in it with full Unicode case
 // folding; every directory compares them under canonical Unicode equivalence (NFC),
-// without the code points HFS+ ignores and without trailing dots. What the probe cannot
-// see is not covered: a directory on a frozen path that is created later with other
-// rules than the probe assumed (casefold set on it, a file system mounted there), and
-// aliases that are not names (8.3 short names on SMB, hard links).
+// without the code points HFS+ ignores and without trailing dots. Where a directory's
+// rules change after the probe (casefold set on it, a file system mounted there), the
+// identity check every operation makes (see the package documentation) still covers
+// the frozen paths that exist.
 func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -359,6 +359,11 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 	if err := p.checkFrozen(path); err != nil {
 		return nil, err
 	}
+	ids := p.frozenIdentities()
+	if err := p.checkFrozenIdentity(path, ids); err != nil {
+		return nil, err
+	}
+	ctx = withFrozenIDs(ctx, ids)
 	if err := ctx.Err(); err != nil {
 		return nil, fsError(path, err)
 	}

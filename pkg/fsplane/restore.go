@@ -303,6 +303,10 @@ func (run *restoreRun) plan(d *restoreDirPlan, node *restoreNode, fnode *frozenN
 			return false, run.at(child, err)
 		}
 		seen[n] = true
+		if frozenIDsFrom(run.ctx).of(fi) != "" {
+			run.preserved++ // a frozen entry under another name
+			continue
+		}
 		want, wantFile := node.files[n]
 		wantNode, wantDir := node.dirs[n]
 		isLink := fi.Mode()&fs.ModeSymlink != 0
@@ -310,7 +314,7 @@ func (run *restoreRun) plan(d *restoreDirPlan, node *restoreNode, fnode *frozenN
 		case fi.IsDir() && !isLink && wantFile:
 			// A directory where the snapshot has a file: replaced only when it holds
 			// nothing a restore must keep.
-			files, ok, err := removableTree(d.r, n, child)
+			files, ok, err := removableTree(d.r, n, child, frozenIDsFrom(run.ctx))
 			if err != nil {
 				return false, run.at(child, err)
 			}
@@ -550,7 +554,7 @@ func (run *restoreRun) stopped(path []string, err error) error {
 // removableTree reports whether the directory name in dir holds only regular files,
 // temporary files and directories (so a restore may replace it by a file), and counts
 // the files in it.
-func removableTree(dir *os.Root, name string, path []string) (int, bool, error) {
+func removableTree(dir *os.Root, name string, path []string, ids frozenIDs) (int, bool, error) {
 	sub, err := openChild(dir, name, path, false)
 	if err != nil {
 		return 0, false, err
@@ -575,11 +579,14 @@ func removableTree(dir *os.Root, name string, path []string) (int, bool, error) 
 		if err != nil {
 			return 0, false, err
 		}
+		if ids.of(fi) != "" {
+			return 0, false, nil // a frozen entry under another name
+		}
 		switch {
 		case fi.Mode().IsRegular():
 			count++
 		case fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0:
-			k, ok, err := removableTree(sub, n, append(clonePath(path), n))
+			k, ok, err := removableTree(sub, n, append(clonePath(path), n), ids)
 			if err != nil || !ok {
 				return 0, ok, err
 			}

@@ -85,10 +85,11 @@ func openatNoFollow(dirfd int, name string, flags int) (int, error) {
 
 // walkEntry is one regular file found by a walk, numbered in path order.
 type walkEntry struct {
-	seq  int
-	path []string // from the plane root
-	dir  *sharedDir
-	name string
+	seq    int
+	path   []string // from the plane root
+	dir    *sharedDir
+	name   string
+	frozen frozenIDs // frozen entries, skipped whatever their name
 }
 
 // walkFiles sends every regular file under path (a file or a directory) to out in
@@ -99,7 +100,7 @@ type walkEntry struct {
 func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry, strict bool) error {
 	defer close(out)
 	node, _ := p.frozen.at(path)
-	w := walker{ctx: ctx, out: out, frozen: p.frozen, strict: strict}
+	w := walker{ctx: ctx, out: out, frozen: p.frozen, ids: frozenIDsFrom(ctx), strict: strict}
 	if len(path) == 0 {
 		fd, err := dupRootFd(p.root)
 		if err != nil {
@@ -131,7 +132,7 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		d := newSharedDir(fd)
 		d.refs.Add(1)
 		select {
-		case out <- walkEntry{seq: 0, path: path, dir: d, name: name}:
+		case out <- walkEntry{seq: 0, path: path, dir: d, name: name, frozen: w.ids}:
 		case <-ctx.Done():
 			d.release()
 		}
@@ -159,6 +160,7 @@ type walker struct {
 	seq    int
 	dbuf   []byte
 	frozen *frozenTree
+	ids    frozenIDs
 	strict bool  // a directory that cannot be read fails the walk
 	err    error // the failure of a strict walk
 }
@@ -207,6 +209,13 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 				}
 				continue
 			}
+			if len(w.ids) > 0 {
+				var st syscall.Stat_t
+				if syscall.Fstat(fd, &st) == nil && w.ids.ofStat(&st) != "" {
+					syscall.Close(fd)
+					continue // a frozen directory under another name
+				}
+			}
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
@@ -220,7 +229,7 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 			cp[len(path)] = name
 			d.refs.Add(1)
 			select {
-			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name}:
+			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name, frozen: w.ids}:
 				w.seq++
 			case <-w.ctx.Done():
 				d.release()
@@ -249,7 +258,7 @@ func openWalked(e walkEntry) (*os.File, bool, error) {
 		syscall.Close(fd)
 		return nil, false, err
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || e.frozen.ofStat(&st) != "" {
 		syscall.Close(fd)
 		return nil, false, nil
 	}
@@ -266,7 +275,7 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max {
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max || e.frozen.ofStat(&st) != "" {
 		return nil, false
 	}
 	size := int(st.Size)
