@@ -43,22 +43,26 @@ func (f *fileIndex) PutSnapshot(ctx context.Context, rec SnapshotRecord) error {
 	return os.WriteFile(f.path, b, 0o600)
 }
 
-func (f *fileIndex) ListSnapshots(ctx context.Context, root string, path []string, limit int) ([]SnapshotRecord, error) {
+func (f *fileIndex) ListSnapshots(ctx context.Context, scope SnapshotScope, limit int) ([]SnapshotRecord, error) {
 	m := NewMemoryIndex()
 	for _, r := range f.load() {
 		m.PutSnapshot(ctx, r)
 	}
-	return m.ListSnapshots(ctx, root, path, limit)
+	return m.ListSnapshots(ctx, scope, limit)
 }
 
-func (f *fileIndex) GetSnapshot(ctx context.Context, root string, path []string, id string) (*SnapshotRecord, error) {
+func (f *fileIndex) GetSnapshot(ctx context.Context, scope SnapshotScope, id string) (*SnapshotRecord, error) {
 	for _, r := range f.load() {
-		if r.ID == id && r.Root == root && fmt.Sprint(r.Path) == fmt.Sprint(path) {
+		if r.ID == id && indexKey(r.SnapshotScope) == indexKey(scope) {
 			return &r, nil
 		}
 	}
 	return nil, nil
 }
+
+// crashContext is the context of every crash-test operation (the snapshots it takes
+// belong to its world and owner, which the JSON index must be able to encode).
+var crashContext = kernel.AccessContext{NamespaceID: "world", Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}}
 
 func crashProvider(t testing.TB, base string) *Provider {
 	p, err := NewProvider(filepath.Join(base, "root"), ProviderOptions{SnapshotDir: filepath.Join(base, "snaps"),
@@ -70,7 +74,7 @@ func crashProvider(t testing.TB, base string) *Provider {
 }
 
 func mustOp(t testing.TB, p *Provider, action string, path []string, in any) kernel.ResourceResult {
-	rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "o",
+	rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "o", Context: crashContext,
 		Resource: kernel.ResourceRef{Namespace: "files", Path: path}, Action: action, Input: in})
 	if err != nil {
 		t.Fatalf("%s %v: %v", action, path, err)

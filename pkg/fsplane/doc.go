@@ -18,8 +18,10 @@
 //     openat(directory handle, name, O_NOFOLLOW), so the kernel itself refuses any link
 //     met on the way.
 //   - A path is validated with kernel.ValidatePath first (invalid_path, denied).
-//   - A segment equal to ".git" in any letter case, or starting with the temporary-file
-//     prefix ".sharedos-tmp-" (any case), is refused not_permitted (denied).
+//   - A segment that may name ".git" on some file system (any letter case, trailing
+//     dots, the 8.3 name "git~1", code points HFS+ ignores), or starting with the
+//     temporary-file prefix ".sharedos-tmp-" (any case), is refused not_permitted
+//     (denied).
 //   - A path with a symbolic link in any position (first, middle or last) is refused
 //     path_escape (denied), whether the link points inside or outside the root. The
 //     provider resolves a path one segment at a time: it Lstats the segment, refuses a
@@ -42,7 +44,67 @@
 //     expectedVersion is atomic across processes. Stale temporary files (left by a
 //     crashed writer) are removed under that lock.
 //   - Snapshot blobs live in ProviderOptions.SnapshotDir, which must be outside the root
-//     (NewProvider refuses otherwise); snapshot metadata lives in a SnapshotIndex.
+//     (NewProvider refuses otherwise); snapshot metadata lives in a kernel.SnapshotIndex,
+//     keyed by the world and owner of the context that took them: another owner or world
+//     never lists or restores a snapshot.
+//
+// # Snapshots
+//
+//   - A directory snapshot is complete or fails: a file or directory below the path that
+//     cannot be read fails snapshot.create (provider_error, naming it), as does content
+//     beyond ProviderOptions.MaxSnapshotBytes (too_large); nothing is recorded. What a
+//     snapshot never captures by design — links, special files, .git, temporary files,
+//     names no tool can address, frozen paths — a restore never removes either.
+//   - A directory restore makes the subtree equal to the snapshot: changed files are
+//     put back, files created since are removed (and directories created since, once
+//     that empties them). It leaves in place, counting them in preserved: frozen paths,
+//     every directory holding a .git entry (a repository's working tree belongs to the
+//     repo plane), and a directory holding anything but files and directories where the
+//     snapshot had a file. Restoring a directory that itself holds a .git is refused
+//     not_permitted, as deleting it is.
+//   - A directory restore is all-or-nothing as far as the file system allows: every
+//     file is first staged (streamed from its blob, its digest checked) in a temporary
+//     file beside its target, a missing directory is built whole in a temporary
+//     directory, and every directory involved stays locked; a failure then (a damaged
+//     blob, a full disk) removes what was staged and names the entry, leaving the old
+//     tree. Only then are the staged entries renamed into place, each rename atomic. A
+//     crash during those renames can leave part of the tree restored; staged leftovers
+//     are removed by the next write in their directory.
+//   - An outage of the index or the blob store fails the operation
+//     snapshot_index_unavailable or snapshot_store_unavailable (retryable, naming the
+//     cause); a record or blob that is damaged or missing fails snapshot_damaged.
+//
+// # Memory
+//
+// No operation holds a whole file in memory: versions are hashed while streaming,
+// appends and restores copy into the temporary file through a fixed buffer, and
+// snapshots stream into the blob store. A files operation's memory is bounded by
+// constants (the read and grep/search limits, the copy buffer), beside what is
+// proportional to the entries of a tree it walks (names, a snapshot's entry list).
+//
+// # Frozen paths
+//
+// ProviderOptions.Frozen holds the host ceiling's files paths. The kernel's ceiling
+// refuses a request named at or below one; the provider refuses those too
+// (host_policy_denied, denied), comparing each name under the equivalence of its
+// directory, probed at start (see NewProvider: case folding where the file system is
+// case-insensitive or the probe cannot tell, canonical Unicode equivalence always), and
+// it keeps what an operation reaches below its named path away from them. Each
+// operation also looks the frozen paths up by identity (device and inode, never through
+// a link), so an entry that is a frozen path under another name (an 8.3 short name, a
+// hard link, a bind mount) is treated as the frozen path, in its named path and in its
+// walks:
+//
+//   - list, grep, search: skip. A frozen entry is not listed, and the walks never open
+//     it, so neither its names nor its content appear in any output.
+//   - delete with recursive:true: refuse. Deleting a directory with a frozen path
+//     anywhere below it fails host_policy_denied before anything is removed (whether or
+//     not the frozen path exists).
+//   - snapshot.create: skip. A directory snapshot does not capture a frozen subtree.
+//   - snapshot.restore: preserve. A directory restore never writes, creates or removes
+//     anything at or below a frozen path (content a snapshot holds there, from before
+//     the path was frozen, is not put back), and leaves in place a directory holding a
+//     frozen path even where the snapshot had a file.
 //
 // # Versions
 //

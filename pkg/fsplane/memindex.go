@@ -11,14 +11,15 @@ import (
 // database. It is safe for concurrent use.
 type MemoryIndex struct {
 	mu   sync.Mutex
-	recs map[string][]SnapshotRecord // key: root + NUL + path; in insertion order
+	recs map[string][]SnapshotRecord // key: indexKey(scope); in insertion order
 }
 
 // NewMemoryIndex returns an empty MemoryIndex.
 func NewMemoryIndex() *MemoryIndex { return &MemoryIndex{recs: map[string][]SnapshotRecord{}} }
 
-func indexKey(root string, path []string) string {
-	return root + "\x00" + strings.Join(path, "\x00")
+func indexKey(s SnapshotScope) string {
+	// NUL cannot occur in a world, an owner, a root or a path segment.
+	return s.World + "\x00" + s.Owner.String() + "\x00" + s.Root + "\x00" + strings.Join(s.Path, "\x00")
 }
 
 func cloneRecord(r SnapshotRecord) SnapshotRecord {
@@ -39,11 +40,11 @@ func cloneRecord(r SnapshotRecord) SnapshotRecord {
 // ErrSnapshotExists is returned by MemoryIndex.PutSnapshot for a duplicate id.
 var ErrSnapshotExists = errors.New("snapshot already exists")
 
-// PutSnapshot stores rec; it fails if (Root, Path, ID) already exists.
+// PutSnapshot stores rec; it fails if its scope already holds its ID.
 func (m *MemoryIndex) PutSnapshot(ctx context.Context, rec SnapshotRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := indexKey(rec.Root, rec.Path)
+	k := indexKey(rec.SnapshotScope)
 	for _, r := range m.recs[k] {
 		if r.ID == rec.ID {
 			return ErrSnapshotExists
@@ -53,12 +54,12 @@ func (m *MemoryIndex) PutSnapshot(ctx context.Context, rec SnapshotRecord) error
 	return nil
 }
 
-// ListSnapshots returns the snapshots of exactly (root, path), newest first (ties:
-// later insertion first), at most limit (limit <= 0: all).
-func (m *MemoryIndex) ListSnapshots(ctx context.Context, root string, path []string, limit int) ([]SnapshotRecord, error) {
+// ListSnapshots returns the snapshots of exactly scope, newest first (ties: later
+// insertion first), at most limit (limit <= 0: all).
+func (m *MemoryIndex) ListSnapshots(ctx context.Context, scope SnapshotScope, limit int) ([]SnapshotRecord, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	src := m.recs[indexKey(root, path)]
+	src := m.recs[indexKey(scope)]
 	order := make([]int, len(src))
 	for i := range order {
 		order[i] = len(src) - 1 - i // later insertion first
@@ -80,10 +81,10 @@ func (m *MemoryIndex) ListSnapshots(ctx context.Context, root string, path []str
 }
 
 // GetSnapshot returns the snapshot, or (nil, nil) when there is none.
-func (m *MemoryIndex) GetSnapshot(ctx context.Context, root string, path []string, id string) (*SnapshotRecord, error) {
+func (m *MemoryIndex) GetSnapshot(ctx context.Context, scope SnapshotScope, id string) (*SnapshotRecord, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, r := range m.recs[indexKey(root, path)] {
+	for _, r := range m.recs[indexKey(scope)] {
 		if r.ID == id {
 			c := cloneRecord(r)
 			return &c, nil

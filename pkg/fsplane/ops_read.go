@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"sort"
 	"unicode/utf8"
 
@@ -101,9 +100,18 @@ func (p *Provider) list(ctx context.Context, path []string) (any, error) {
 		return nil, err
 	}
 	out := ListOutput{Path: path, Entries: make([]ListEntry, 0, len(des))}
+	node, _ := p.frozen.at(path)
 	for _, de := range des {
 		if hidden(de.Name()) {
 			continue
+		}
+		if c := p.frozen.child(node, de.Name()); c != nil && c.frozen {
+			continue // a frozen path is not even named
+		}
+		if ids := frozenIDsFrom(ctx); len(ids) > 0 {
+			if fi, err := d.r.Lstat(de.Name()); err == nil && ids.of(fi) != "" {
+				continue // nor is it under another name
+			}
 		}
 		out.Entries = append(out.Entries, ListEntry{Name: de.Name(), Kind: kindOf(de.Type())})
 	}
@@ -178,33 +186,6 @@ func (p *Provider) stat(ctx context.Context, path []string) (any, error) {
 		out.SizeBytes = 0
 	}
 	return out, ctx.Err()
-}
-
-// readFile opens the regular file at path and returns its whole content.
-func (p *Provider) readWhole(path []string) ([]byte, os.FileInfo, error) {
-	parent, name, err := p.openParent(path, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer parent.release()
-	return readFileIn(parent.r, name, path)
-}
-
-func readAll(f *os.File, size int64) ([]byte, error) {
-	buf := make([]byte, 0, size+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 func (p *Provider) read(ctx context.Context, path []string) (any, error) {

@@ -3,12 +3,16 @@ package fsplane
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // WriteOutput is the output of create, replace and append. Bytes is the file's total
@@ -83,7 +87,6 @@ func (p *Provider) write(ctx context.Context, action string, path []string, in W
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	var old []byte
 	var mode fs.FileMode
 	if exists {
 		switch {
@@ -97,18 +100,6 @@ func (p *Provider) write(ctx context.Context, action string, path []string, in W
 			return nil, failed(CodeNotAFile, "%s is not a regular file", show(path))
 		}
 		mode = fi.Mode().Perm()
-		if action == ActionAppend || in.ExpectedVersion != nil {
-			var st os.FileInfo
-			if old, st, err = readFileIn(parent.r, name, path); err != nil {
-				return nil, err
-			}
-			mode = st.Mode().Perm()
-			if in.ExpectedVersion != nil {
-				if cur := Version(old); cur != *in.ExpectedVersion {
-					return nil, versionConflict(path, cur)
-				}
-			}
-		}
 	} else {
 		if in.ExpectedVersion != nil {
 			return nil, versionConflict(path, "")
@@ -117,21 +108,64 @@ func (p *Provider) write(ctx context.Context, action string, path []string, in W
 			return nil, failed(CodeNotFound, "%s does not exist; use files.create to create it", show(path))
 		}
 	}
-	next := data
-	if action == ActionAppend {
-		next = make([]byte, 0, len(old)+len(data))
-		next = append(append(next, old...), data...)
+	// The new content is streamed into the temporary file and hashed on the way: an
+	// append copies the old content first (its hash checked against expectedVersion
+	// before anything moves), so no file is ever held in memory whole.
+	buf := make([]byte, copyBuf)
+	var old *os.File
+	if exists && (action == ActionAppend || in.ExpectedVersion != nil) {
+		var st os.FileInfo
+		if old, st, err = openFileIn(parent.r, name, path); err != nil {
+			return nil, err
+		}
+		defer old.Close()
+		mode = st.Mode().Perm()
+		if action != ActionAppend {
+			sum, err := hashFile(old, buf)
+			if err != nil {
+				return nil, err
+			}
+			if cur := versionOfDigest(sum); cur != *in.ExpectedVersion {
+				return nil, versionConflict(path, cur)
+			}
+			old = nil
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := atomicWrite(parent.r, dirf, name, next, mode, exists, !exists); err != nil {
+	whole := sha256.New()
+	var size int64
+	fill := func(w io.Writer) error {
+		if old != nil {
+			prev := sha256.New()
+			n, err := copyHashing(w, old, buf, -1, prev, whole)
+			if err != nil {
+				return err
+			}
+			if in.ExpectedVersion != nil {
+				if cur := versionOfDigest(prev.Sum(nil)); cur != *in.ExpectedVersion {
+					return versionConflict(path, cur)
+				}
+			}
+			size = n
+		}
+		whole.Write(data)
+		size += int64(len(data))
+		_, err := w.Write(data)
+		return err
+	}
+	if err := atomicWriteFrom(parent.r, dirf, name, fill, mode, exists, !exists); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, failed(CodeAlreadyExists, "%s was created by someone else meanwhile; nothing was changed", show(path))
 		}
+		var re *readError
+		if errors.As(err, &re) {
+			return nil, re.err
+		}
 		return nil, err
 	}
-	return WriteOutput{Path: path, Version: Version(next), Bytes: int64(len(next))}, nil
+	return WriteOutput{Path: path, Version: versionOfDigest(whole.Sum(nil)), Bytes: size}, nil
 }
 
 func tempName() string {
@@ -144,7 +178,17 @@ func tempName() string {
 // name: by rename (replacing whatever is there) or, with noClobber, by link (failing
 // with fs.ErrExist if name appeared). dirf (the open, locked directory) is fsynced
 // after. The caller holds the directory lock.
-func atomicWrite(dir *os.Root, dirf *os.File, name string, data []byte, mode fs.FileMode, keepMode, noClobber bool) (err error) {
+func atomicWrite(dir *os.Root, dirf *os.File, name string, data []byte, mode fs.FileMode, keepMode, noClobber bool) error {
+	fill := func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
+	return atomicWriteFrom(dir, dirf, name, fill, mode, keepMode, noClobber)
+}
+
+// atomicWriteFrom is atomicWrite with the content written by fill; when fill fails,
+// nothing moves and its error is returned.
+func atomicWriteFrom(dir *os.Root, dirf *os.File, name string, fill func(io.Writer) error, mode fs.FileMode, keepMode, noClobber bool) (err error) {
 	tmp := tempName()
 	perm := fs.FileMode(0o644)
 	if keepMode {
@@ -160,7 +204,7 @@ func atomicWrite(dir *os.Root, dirf *os.File, name string, data []byte, mode fs.
 			dir.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err == nil && keepMode {
+	if err = fill(f); err == nil && keepMode {
 		err = f.Chmod(mode)
 	}
 	if err == nil {
@@ -204,7 +248,9 @@ func cleanTemps(dir *os.Root, dirf *os.File) {
 	}
 	for _, n := range names {
 		if len(n) > len(TempPrefix) && n[:len(TempPrefix)] == TempPrefix {
-			dir.Remove(n)
+			if dir.Remove(n) != nil {
+				removeAllIn(dir, n) // a directory a crashed restore was staging
+			}
 		}
 	}
 }
@@ -240,6 +286,9 @@ func (p *Provider) delete(ctx context.Context, path []string, in DeleteInput) (a
 		if in.ExpectedVersion != nil {
 			return nil, failed(CodeInvalidInput, "%s is a directory; expectedVersion applies to files only, so omit it", show(path))
 		}
+		if spec := p.frozen.below(path); spec != "" {
+			return nil, denied(kernel.ReasonHostPolicyDenied, "%s holds the frozen path %s, which the host ceiling puts out of reach; nothing was deleted", show(path), spec)
+		}
 		sub, err := openChild(parent.r, name, path, false)
 		if err != nil {
 			return nil, err
@@ -269,11 +318,11 @@ func (p *Provider) delete(ctx context.Context, path []string, in DeleteInput) (a
 			if !fi.Mode().IsRegular() {
 				return nil, failed(CodeNotAFile, "%s is not a regular file; it has no version", show(path))
 			}
-			old, _, err := readFileIn(parent.r, name, path)
+			sum, _, err := hashFileIn(parent.r, name, path, make([]byte, copyBuf))
 			if err != nil {
 				return nil, err
 			}
-			if cur := Version(old); cur != *in.ExpectedVersion {
+			if cur := versionOfDigest(sum); cur != *in.ExpectedVersion {
 				return nil, versionConflict(path, cur)
 			}
 		}
@@ -313,6 +362,9 @@ func checkDeletable(ctx context.Context, dir *os.Root, path []string) (empty boo
 				continue
 			}
 			return false, err
+		}
+		if spec := frozenIDsFrom(ctx).of(fi); spec != "" {
+			return false, denied(kernel.ReasonHostPolicyDenied, "%s is the frozen path %s under another name, which the host ceiling puts out of reach; nothing was deleted", show(append(clonePath(path), n)), spec)
 		}
 		if fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
 			sub, err := openChild(dir, n, append(clonePath(path), n), false)

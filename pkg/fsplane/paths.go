@@ -115,18 +115,6 @@ func openFileIn(dir *os.Root, name string, path []string) (*os.File, os.FileInfo
 	return f, st, nil
 }
 
-// readFileIn reads the whole regular file name inside dir, with openFileIn's checks,
-// and returns its content and the opened file's info.
-func readFileIn(dir *os.Root, name string, path []string) ([]byte, os.FileInfo, error) {
-	f, st, err := openFileIn(dir, name, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	b, err := readAll(f, st.Size())
-	return b, st, err
-}
-
 var errRaced = errors.New("file changed while it was being opened")
 
 // openVerified opens name (read-only, non-blocking so a FIFO swapped in cannot hang

@@ -33,6 +33,11 @@ const (
 	CodeUnsupportedAction kernel.ReasonCode = "unsupported_action" // unknown action, or snapshots not configured
 	CodeProviderError     kernel.ReasonCode = "provider_error"     // the file system failed (permissions, disk full, …); retryable
 	CodeCancelled         kernel.ReasonCode = "cancelled"          // the context ended before the operation took effect; retryable
+
+	CodeSnapshotIndexUnavailable kernel.ReasonCode = "snapshot_index_unavailable" // the snapshot index failed (its error is in the message); retryable
+	CodeSnapshotStoreUnavailable kernel.ReasonCode = "snapshot_store_unavailable" // the snapshot blob store could not be written (disk full, permissions); retryable
+	CodeSnapshotDamaged          kernel.ReasonCode = "snapshot_damaged"           // the snapshot's record or stored content is damaged or missing
+	CodeTooLarge                 kernel.ReasonCode = "too_large"                  // a snapshot would exceed ProviderOptions.MaxSnapshotBytes
 )
 
 // TempPrefix starts the name of every temporary file the provider writes. Such files
@@ -42,6 +47,10 @@ const TempPrefix = ".sharedos-tmp-"
 
 // DefaultMaxReadBytes is the read limit when ProviderOptions.MaxReadBytes is 0.
 const DefaultMaxReadBytes = 256 << 10
+
+// DefaultMaxSnapshotBytes is the snapshot size limit when
+// ProviderOptions.MaxSnapshotBytes is 0.
+const DefaultMaxSnapshotBytes = 8 << 30
 
 // ProviderOptions configure a Provider.
 type ProviderOptions struct {
@@ -56,23 +65,53 @@ type ProviderOptions struct {
 	Now func() time.Time
 	// MaxReadBytes caps the content files.read returns. 0 means DefaultMaxReadBytes.
 	MaxReadBytes int
+	// MaxSnapshotBytes caps the content one snapshot captures (a file, or the sum of
+	// a directory's files); a larger snapshot fails too_large and records nothing. 0
+	// means DefaultMaxSnapshotBytes. Content is streamed, so this bounds the snapshot
+	// store's disk use, not memory.
+	MaxSnapshotBytes int64
+	// Frozen are the root-relative paths no operation may reach (the host ceiling's
+	// "files:" paths, split into segments; an empty path freezes the whole root). A
+	// path matches whole segments only, under the root's name equivalence (see
+	// NewProvider). An operation named at or below a frozen path is refused
+	// host_policy_denied; what a recursive operation does with a frozen path below its
+	// named path is said in the package documentation.
+	Frozen [][]string
+
+	// probe replaces the probe of a directory's name equivalence (tests).
+	probe func(dir []string) nameEquivalence
 }
 
 // Provider is the files ResourceProvider over one directory. It is safe for
 // concurrent use by many goroutines, and its writes are safe against other processes
 // using a Provider on the same directory.
 type Provider struct {
-	root     *os.Root
-	rootPath string // absolute, symbolic links resolved
-	blobDir  string // "" when snapshots are off
-	index    SnapshotIndex
-	now      func() time.Time
-	maxRead  int
-	workers  int
+	root        *os.Root
+	rootPath    string // absolute, symbolic links resolved
+	blobDir     string // "" when snapshots are off
+	index       SnapshotIndex
+	now         func() time.Time
+	maxRead     int
+	maxSnapshot int64
+	workers     int
+	frozen      *frozenTree // nil: nothing frozen
 }
 
 // NewProvider opens root (which must be an existing directory) as the files plane. It
-// does no work proportional to the tree. It fails if opts.SnapshotDir is inside root.
+// does no work proportional to the tree. It fails if opts.SnapshotDir is inside root or
+// a frozen path is not a valid path.
+//
+// With frozen paths, it then probes how the file system compares names in each
+// directory a frozen path passes through (the root, and each existing ancestor of a
+// frozen path), without writing anything: it looks up an entry of the directory (or,
+// for the root, the root's own name in its parent) with its letters' case swapped. A
+// case-insensitive directory, or one the probe cannot decide (missing, empty, or whose
+// names have no letter), compares the frozen names in it with full Unicode case
+// folding; every directory compares them under canonical Unicode equivalence (NFC),
+// without the code points HFS+ ignores and without trailing dots. Where a directory's
+// rules change after the probe (casefold set on it, a file system mounted there), the
+// identity check every operation makes (see the package documentation) still covers
+// the frozen paths that exist.
 func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -97,6 +136,9 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	if p.maxRead <= 0 {
 		p.maxRead = DefaultMaxReadBytes
 	}
+	if p.maxSnapshot = opts.MaxSnapshotBytes; p.maxSnapshot <= 0 {
+		p.maxSnapshot = DefaultMaxSnapshotBytes
+	}
 	if p.index == nil {
 		p.index = NewMemoryIndex()
 	}
@@ -112,6 +154,18 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, fmt.Errorf("open files root %s: %w", root, err)
 	}
 	p.root = r
+	if len(opts.Frozen) > 0 {
+		probe := opts.probe
+		if probe == nil {
+			probe = p.probeAt
+		}
+		t, err := newFrozenTree(opts.Frozen, probe)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("files root %s: %w", root, err)
+		}
+		p.frozen = t
+	}
 	return p, nil
 }
 
@@ -233,7 +287,19 @@ func checkSegments(path []string) error {
 	return nil
 }
 
-func isGitName(s string) bool { return strings.EqualFold(s, ".git") }
+// isGitName reports whether s may name a .git entry on some file system: ".git" in any
+// case, and (as Git itself refuses them) the spellings a file system may take for it —
+// trailing dots (NTFS, SMB), the 8.3 short name "git~1", and the code points HFS+ ignores
+// or that Unicode case folding or normalisation removes.
+func isGitName(s string) bool {
+	if len(s) < 4 {
+		return false
+	}
+	if isPlainASCII(s) {
+		return strings.EqualFold(strings.TrimRight(s, "."), ".git") || strings.EqualFold(s, "git~1")
+	}
+	return nameEquivalence{foldCase: true}.key(s) == ".git"
+}
 
 func isTempName(s string) bool {
 	return len(s) >= len(TempPrefix) && strings.EqualFold(s[:len(TempPrefix)], TempPrefix)
@@ -258,9 +324,10 @@ func validName(name string) bool {
 	return name != "." && name != ".."
 }
 
-// Invoke executes one operation. Every expected failure is a denied or failed result;
-// the returned error is reserved for faults of the provider itself (a closed provider,
-// an outage of the snapshot index or blob store).
+// Invoke executes one operation. Every expected failure is a denied or failed result,
+// an outage of the snapshot index or blob store included (snapshot_index_unavailable,
+// snapshot_store_unavailable, snapshot_damaged); the returned error is reserved for
+// faults of the provider itself.
 func (p *Provider) Invoke(ctx context.Context, op kernel.ResourceOperation) (kernel.ResourceResult, error) {
 	out, err := p.invoke(ctx, op)
 	res := kernel.ResourceResult{OperationID: op.OperationID, CompletedAt: kernel.FormatTimestamp(p.now().UnixMilli())}
@@ -278,12 +345,6 @@ func (p *Provider) Invoke(ctx context.Context, op kernel.ResourceOperation) (ker
 	return res, nil
 }
 
-// internalError marks a fault of the provider (not of the request).
-type internalError struct{ err error }
-
-func (e *internalError) Error() string { return e.err.Error() }
-func (e *internalError) Unwrap() error { return e.err }
-
 func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any, error) {
 	if op.Resource.Namespace != Namespace {
 		return nil, failed(CodeInvalidInput, "resource namespace %q is not %q", op.Resource.Namespace, Namespace)
@@ -295,6 +356,14 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 	if err := checkSegments(path); err != nil {
 		return nil, err
 	}
+	if err := p.checkFrozen(path); err != nil {
+		return nil, err
+	}
+	ids := p.frozenIdentities()
+	if err := p.checkFrozenIdentity(path, ids); err != nil {
+		return nil, err
+	}
+	ctx = withFrozenIDs(ctx, ids)
 	if err := ctx.Err(); err != nil {
 		return nil, fsError(path, err)
 	}
@@ -336,26 +405,22 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 			if has {
 				label = &in.Label
 			}
-			out, err = p.snapshotCreate(ctx, path, label)
+			out, err = p.snapshotCreate(ctx, p.snapshotScope(op, path), label)
 		}
 	case ActionSnapshotList:
 		var in SnapshotListInput
 		if in, err = decodeSnapshotListInput(op.Input); err == nil {
-			out, err = p.snapshotList(ctx, path, in.Limit)
+			out, err = p.snapshotList(ctx, p.snapshotScope(op, path), in.Limit)
 		}
 	case ActionSnapshotRestore:
 		var in SnapshotRestoreInput
 		if in, err = decodeSnapshotRestoreInput(op.Input); err == nil {
-			out, err = p.snapshotRestore(ctx, path, in)
+			out, err = p.snapshotRestore(ctx, p.snapshotScope(op, path), in)
 		}
 	default:
 		return nil, failed(CodeUnsupportedAction, "the files plane has no action %q", op.Action)
 	}
 	if err != nil {
-		var ie *internalError
-		if errors.As(err, &ie) {
-			return nil, ie.err
-		}
 		return nil, fsError(path, err)
 	}
 	return out, nil

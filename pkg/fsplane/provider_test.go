@@ -454,7 +454,8 @@ func TestSnapshotsDirectory(t *testing.T) {
 	e.write("proj/sub/b.txt", "B")
 	e.write("proj/sub/deep/c.txt", "C")
 	e.mkdir("proj/keep-empty")
-	e.write("proj/.git/HEAD", "ref")
+	e.write("proj/lib/.git/HEAD", "ref")
+	e.write("proj/lib/tracked.txt", "T")
 	e.symlink(e.outside, "proj/outlink")
 	s := e.ok("files.snapshot.create", jobj{"path": pth("proj"), "label": "start"})
 	if s["kind"] != "directory" {
@@ -468,6 +469,8 @@ func TestSnapshotsDirectory(t *testing.T) {
 	e.ok("files.create", jobj{"path": pth("proj", "sub", "extra.txt"), "content": "E"})
 	e.ok("files.delete", jobj{"path": pth("proj", "sub", "b.txt")})
 	e.mkdir("proj/sub/b.txt") // a directory where a file was
+	e.ok("files.replace", jobj{"path": pth("proj", "lib", "tracked.txt"), "content": "T2"})
+	e.ok("files.create", jobj{"path": pth("proj", "lib", "untracked.txt"), "content": "U"})
 	before := e.snapshotOutside()
 
 	msg := e.fail("files.snapshot.restore", jobj{"path": pth("proj"), "snapshotId": id, "expectedVersion": Version([]byte("A"))}, kernel.StatusFailed, CodeInvalidInput)
@@ -475,10 +478,12 @@ func TestSnapshotsDirectory(t *testing.T) {
 		t.Fatalf("message: %s", msg)
 	}
 	r := e.ok("files.snapshot.restore", jobj{"path": pth("proj"), "snapshotId": id})
-	if r["kind"] != "directory" || r["restored"] != float64(3) || r["removed"] != float64(2) {
+	if r["kind"] != "directory" || r["restored"] != float64(3) || r["removed"] != float64(2) || r["preserved"] != float64(1) {
 		t.Fatalf("restore = %v", r)
 	}
-	for rel, want := range map[string]string{"proj/a.txt": "A", "proj/sub/b.txt": "B", "proj/sub/deep/c.txt": "C", "proj/.git/HEAD": "ref"} {
+	// The repository below is left as it is, working tree included (as delete refuses it).
+	for rel, want := range map[string]string{"proj/a.txt": "A", "proj/sub/b.txt": "B", "proj/sub/deep/c.txt": "C", "proj/lib/.git/HEAD": "ref",
+		"proj/lib/tracked.txt": "T2", "proj/lib/untracked.txt": "U"} {
 		if got, _ := e.readFile(rel); got != want {
 			t.Fatalf("%s = %q, want %q", rel, got, want)
 		}
@@ -676,9 +681,9 @@ func TestSnapshotDamagedStore(t *testing.T) {
 		t.Fatalf("blob files: %v", matches)
 	}
 	os.WriteFile(matches[0], []byte("tampered"), 0o600)
-	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeProviderError)
+	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeSnapshotDamaged)
 	os.Remove(matches[0])
-	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeProviderError)
+	e.fail("files.snapshot.restore", jobj{"path": pth("f.txt"), "snapshotId": id}, kernel.StatusFailed, CodeSnapshotDamaged)
 	if s, _ := e.readFile("f.txt"); s != "two" {
 		t.Fatalf("a failed restore changed the file: %q", s)
 	}
@@ -688,10 +693,10 @@ func TestSnapshotDamagedStore(t *testing.T) {
 type brokenIndex struct{}
 
 func (brokenIndex) PutSnapshot(context.Context, SnapshotRecord) error { return fmt.Errorf("db down") }
-func (brokenIndex) ListSnapshots(context.Context, string, []string, int) ([]SnapshotRecord, error) {
+func (brokenIndex) ListSnapshots(context.Context, SnapshotScope, int) ([]SnapshotRecord, error) {
 	return nil, fmt.Errorf("db down")
 }
-func (brokenIndex) GetSnapshot(context.Context, string, []string, string) (*SnapshotRecord, error) {
+func (brokenIndex) GetSnapshot(context.Context, SnapshotScope, string) (*SnapshotRecord, error) {
 	return nil, fmt.Errorf("db down")
 }
 
@@ -714,9 +719,10 @@ func TestSnapshotIndexOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.h.Invoke(context.Background(), kernel.AccessContext{}, kernel.ParsedToolCall{ToolCall: kernel.ToolCall{ID: "c"}, Parsed: parsed})
-		if err == nil || !strings.Contains(err.Error(), "db down") {
-			t.Fatalf("%s: an index outage must be a provider fault, got %v", c.h.Definition.Name, err)
+		res, err := c.h.Invoke(context.Background(), kernel.AccessContext{}, kernel.ParsedToolCall{ToolCall: kernel.ToolCall{ID: "c"}, Parsed: parsed})
+		if err != nil || res.Status != kernel.StatusFailed || res.Error.Code != CodeSnapshotIndexUnavailable ||
+			!*res.Error.Retryable || !strings.Contains(res.Error.Message, "db down") {
+			t.Fatalf("%s: an index outage must fail snapshot_index_unavailable naming the cause, got %+v %v", c.h.Definition.Name, res.Error, err)
 		}
 	}
 }
@@ -773,12 +779,27 @@ func TestRestoreRemovesDirectoryInTheWay(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(e.root, "p", "keep", "new")); err == nil {
 		t.Fatal("a directory created since survived")
 	}
-	// A .git in the way is never removed.
+	// A repository in the way is never removed: it is preserved, and said so.
 	e.ok("files.delete", jobj{"path": pth("p", "x")})
 	e.write("p/x/.git/HEAD", "ref")
-	e.fail("files.snapshot.restore", jobj{"path": pth("p"), "snapshotId": id}, kernel.StatusDenied, CodeNotPermitted)
+	e.write("p/x/work.txt", "w")
+	r = e.ok("files.snapshot.restore", jobj{"path": pth("p"), "snapshotId": id})
+	if r["preserved"] != float64(1) {
+		t.Fatalf("restore = %v", r)
+	}
 	if s, _ := e.readFile("p/x/.git/HEAD"); s != "ref" {
 		t.Fatal(".git was touched")
+	}
+	if s, _ := e.readFile("p/x/work.txt"); s != "w" {
+		t.Fatal("the repository's working tree was touched")
+	}
+	// Restoring the repository itself is refused, as deleting it is.
+	e.fail("files.snapshot.restore", jobj{"path": pth("p", "x"), "snapshotId": id}, kernel.StatusFailed, CodeNotFound)
+	xid := e.ok("files.snapshot.create", jobj{"path": pth("p", "x")})["snapshotId"]
+	e.write("p/x/work.txt", "changed")
+	e.fail("files.snapshot.restore", jobj{"path": pth("p", "x"), "snapshotId": xid}, kernel.StatusDenied, CodeNotPermitted)
+	if s, _ := e.readFile("p/x/work.txt"); s != "changed" {
+		t.Fatal("a refused restore changed the working tree")
 	}
 	// A file where the snapshot's directory was.
 	os.RemoveAll(filepath.Join(e.root, "p"))

@@ -150,5 +150,6 @@ func snapshotRestoreOutputSchema() map[string]any {
 		"version":    versionOut(),
 		"restored":   nonNegInt(),
 		"removed":    nonNegInt(),
+		"preserved":  nonNegInt(),
 	}, "path", "snapshotId", "kind", "restored", "removed")
 }

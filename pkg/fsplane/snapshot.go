@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"hash"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -50,7 +50,9 @@ type SnapshotListOutput struct {
 
 // SnapshotRestoreOutput is the output of snapshot:restore. Version is the restored
 // file's version (file snapshots only). Restored counts the files written (0 when the
-// content was already equal), Removed the files removed (directory snapshots only).
+// content was already equal), Removed the entries removed, and Preserved the entries left
+// as they were because they are frozen, hold a Git repository, or hold what the
+// snapshot never saw where it had a file (directory snapshots only; omitted when 0).
 type SnapshotRestoreOutput struct {
 	Path       []string `json:"path"`
 	SnapshotID string   `json:"snapshotId"`
@@ -58,6 +60,7 @@ type SnapshotRestoreOutput struct {
 	Version    string   `json:"version,omitempty"`
 	Restored   int      `json:"restored"`
 	Removed    int      `json:"removed"`
+	Preserved  int      `json:"preserved,omitempty"`
 }
 
 func (p *Provider) snapshotsOn() error {
@@ -86,58 +89,153 @@ func (p *Provider) blobPath(h string) string {
 	return filepath.Join(p.blobDir, h[:2], h)
 }
 
-// putBlob stores data durably and returns its SHA-256 (hex).
-func (p *Provider) putBlob(data []byte) (string, error) {
-	sum := sha256.Sum256(data)
-	h := hex.EncodeToString(sum[:])
-	final := p.blobPath(h)
-	if fi, err := os.Stat(final); err == nil && fi.Size() == int64(len(data)) {
-		return h, nil
+// copyBuf is the size of the buffer every streamed copy uses: what a files operation
+// holds of a file at once.
+const copyBuf = 64 << 10
+
+// readError marks a failure to read the source of a copy (not of its destination).
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// copyHashing copies src to dst through buf, feeding every byte to the hashes too, and
+// fails once more than max bytes came (max < 0: no limit). A read failure is a
+// *readError.
+func copyHashing(dst io.Writer, src io.Reader, buf []byte, max int64, hs ...hash.Hash) (int64, error) {
+	var n int64
+	for {
+		m, err := src.Read(buf)
+		if m > 0 {
+			n += int64(m)
+			if max >= 0 && n > max {
+				return n, errTooLarge
+			}
+			for _, h := range hs {
+				h.Write(buf[:m])
+			}
+			if dst != nil {
+				if _, werr := dst.Write(buf[:m]); werr != nil {
+					return n, werr
+				}
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, &readError{err}
+		}
 	}
-	dir := filepath.Dir(final)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", &internalError{fmt.Errorf("snapshot store: %w", err)}
+}
+
+var errTooLarge = errors.New("too large")
+
+// putBlobFrom streams src (at most max bytes) into the blob store, hashing it on the
+// way, and returns its SHA-256 (hex) and size. path names the source for messages.
+func (p *Provider) putBlobFrom(src io.Reader, path []string, max int64) (string, int64, error) {
+	if err := os.MkdirAll(p.blobDir, 0o700); err != nil {
+		return "", 0, storeErr(err)
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
+	f, err := os.CreateTemp(p.blobDir, ".tmp-*")
 	if err != nil {
-		return "", &internalError{fmt.Errorf("snapshot store: %w", err)}
+		return "", 0, storeErr(err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	keep := false
+	defer func() {
+		if !keep {
+			os.Remove(tmp)
+		}
+	}()
+	h := sha256.New()
+	n, err := copyHashing(f, src, make([]byte, copyBuf), max, h)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, final)
+	var re *readError
+	switch {
+	case errors.Is(err, errTooLarge):
+		return "", 0, failed(CodeTooLarge, "%s is larger than the %d bytes a snapshot may hold; nothing was recorded", show(path), max)
+	case errors.As(err, &re):
+		return "", 0, failed(CodeProviderError, "%s cannot be read (%s), so it cannot be captured; nothing was recorded", show(path), errnoText(re.err))
+	case err != nil:
+		return "", 0, storeErr(err)
 	}
-	if err != nil {
-		os.Remove(tmp)
-		return "", &internalError{fmt.Errorf("snapshot store: write blob: %w", err)}
+	sum := hex.EncodeToString(h.Sum(nil))
+	final := p.blobPath(sum)
+	if fi, err := os.Stat(final); err == nil && fi.Size() == n {
+		return sum, n, nil
 	}
+	dir := filepath.Dir(final)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", 0, storeErr(err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return "", 0, storeErr(err)
+	}
+	keep = true
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
 	}
-	return h, nil
+	return sum, n, nil
 }
 
-// getBlob reads a blob and checks its digest.
-func (p *Provider) getBlob(id string, e SnapshotEntry) ([]byte, error) {
+// copyBlob streams the content of entry e of snapshot id into dst, checking its size and
+// digest on the way: a missing, short, long or altered blob fails snapshot_damaged (after
+// dst got some bytes, so dst must be a temporary file).
+func (p *Provider) copyBlob(dst io.Writer, id string, e SnapshotEntry, buf []byte) error {
 	if !blobNameOK(e.Blob) {
-		return nil, failed(CodeProviderError, "snapshot %s is damaged (bad blob name)", id)
+		return failed(CodeSnapshotDamaged, "snapshot %s is damaged (bad blob name)", id)
 	}
-	b, err := os.ReadFile(p.blobPath(e.Blob))
+	f, err := os.Open(p.blobPath(e.Blob))
 	if err != nil {
-		return nil, failed(CodeProviderError, "snapshot %s: its stored content is missing from the snapshot store", id)
+		return failed(CodeSnapshotDamaged, "snapshot %s is damaged: its stored content is missing from the snapshot store", id)
 	}
-	sum := sha256.Sum256(b)
-	if hex.EncodeToString(sum[:]) != e.Blob {
-		return nil, failed(CodeProviderError, "snapshot %s: its stored content is damaged (digest mismatch)", id)
+	defer f.Close()
+	h := sha256.New()
+	n, err := copyHashing(dst, f, buf, e.Size, h)
+	var re *readError
+	switch {
+	case errors.Is(err, errTooLarge) || err == nil && n != e.Size:
+		return failed(CodeSnapshotDamaged, "snapshot %s is damaged: its stored content does not have the size recorded", id)
+	case errors.As(err, &re):
+		return failed(CodeSnapshotDamaged, "snapshot %s: its stored content cannot be read (%s)", id, errnoText(re.err))
+	case err != nil:
+		return err // writing dst
 	}
-	return b, nil
+	if hex.EncodeToString(h.Sum(nil)) != e.Blob {
+		return failed(CodeSnapshotDamaged, "snapshot %s is damaged: its stored content does not match its digest", id)
+	}
+	return nil
+}
+
+// hashFile streams the open file f and returns the SHA-256 of its content.
+func hashFile(f io.Reader, buf []byte) ([]byte, error) {
+	h := sha256.New()
+	if _, err := copyHashing(nil, f, buf, -1, h); err != nil {
+		var re *readError
+		if errors.As(err, &re) {
+			return nil, re.err
+		}
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+// hashFileIn hashes the regular file name inside dir (with openFileIn's checks).
+func hashFileIn(dir *os.Root, name string, path []string, buf []byte) ([]byte, os.FileInfo, error) {
+	f, st, err := openFileIn(dir, name, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	sum, err := hashFile(f, buf)
+	return sum, st, err
 }
 
 // ---- create ----
@@ -148,7 +246,8 @@ func newSnapshotID(ms int64, digest []byte) string {
 	return strconv.FormatInt(ms, 36) + "-" + hex.EncodeToString(digest[:4]) + "-" + hex.EncodeToString(r[:])
 }
 
-func (p *Provider) snapshotCreate(ctx context.Context, path []string, label *string) (any, error) {
+func (p *Provider) snapshotCreate(ctx context.Context, scope SnapshotScope, label *string) (any, error) {
+	path := scope.Path
 	if err := p.snapshotsOn(); err != nil {
 		return nil, err
 	}
@@ -179,46 +278,72 @@ func (p *Provider) snapshotCreate(ctx context.Context, path []string, label *str
 	}
 	if isFile {
 		kind = SnapshotFile
-		b, _, err := p.readWhole(path)
+		parent, name, err := p.openParent(path, false)
 		if err != nil {
 			return nil, err
 		}
-		h, err := p.putBlob(b)
+		f, _, err := openFileIn(parent.r, name, path)
+		parent.release()
 		if err != nil {
 			return nil, err
 		}
-		entries = []SnapshotEntry{{Path: []string{}, Blob: h, Size: int64(len(b))}}
+		h, n, err := p.putBlobFrom(f, path, p.maxSnapshot)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		entries = []SnapshotEntry{{Path: []string{}, Blob: h, Size: n}}
 	} else {
+		// Every file under path must be captured, or the snapshot fails naming the
+		// first one that could not be: a restore must never take a file it did not see
+		// for one created since.
 		var mu sync.Mutex
 		var firstErr error
+		var total int64
 		type item struct {
 			seq int
 			e   SnapshotEntry
 		}
 		var items []item
-		bufs := make([][]byte, p.workers+1)
-		walkErr := p.runWorkers(ctx, path, func(w int, we walkEntry) {
-			b, ok := readWalked(we, bufs[w], 1<<62)
-			if !ok {
-				return // vanished or replaced meanwhile: not part of the snapshot
-			}
-			h, err := p.putBlob(b)
+		walkCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		fail := func(err error) {
 			mu.Lock()
-			defer mu.Unlock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+			cancel()
+		}
+		walkErr := p.runWalk(walkCtx, path, true, func(w int, we walkEntry) {
+			f, ok, err := openWalked(we)
 			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
+				fail(failed(CodeProviderError, "%s cannot be read (%s), so it cannot be captured; nothing was recorded", show(we.path), errnoText(err)))
 				return
 			}
+			if !ok {
+				return // vanished, or replaced by a link or special file: not a file to capture
+			}
+			h, n, err := p.putBlobFrom(f, we.path, p.maxSnapshot)
+			f.Close()
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if total += n; total > p.maxSnapshot && firstErr == nil {
+				firstErr = failed(CodeTooLarge, "the files under %s hold more than the %d bytes a snapshot may hold (reached at %s); nothing was recorded", show(path), p.maxSnapshot, show(we.path))
+				cancel()
+			}
 			rel := append([]string{}, we.path[len(path):]...)
-			items = append(items, item{we.seq, SnapshotEntry{Path: rel, Blob: h, Size: int64(len(b))}})
+			items = append(items, item{we.seq, SnapshotEntry{Path: rel, Blob: h, Size: n}})
 		})
-		if walkErr != nil {
-			return nil, walkErr
-		}
 		if firstErr != nil {
 			return nil, firstErr
+		}
+		if walkErr != nil {
+			return nil, walkErr
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -235,10 +360,10 @@ func (p *Provider) snapshotCreate(ctx context.Context, path []string, label *str
 		digest, _ = hexDigest(entries[0].Blob)
 	}
 	ms := p.now().UnixMilli()
-	rec := SnapshotRecord{ID: newSnapshotID(ms, digest[:]), Root: p.rootPath, Path: clonePath(path),
+	rec := SnapshotRecord{SnapshotScope: scope, ID: newSnapshotID(ms, digest[:]),
 		Kind: kind, Label: label, CreatedAt: ms, Entries: entries}
 	if err := p.index.PutSnapshot(ctx, rec); err != nil {
-		return nil, &internalError{fmt.Errorf("snapshot index: put %s: %w", rec.ID, err)}
+		return nil, indexErr("record", rec.ID, err)
 	}
 	return SnapshotCreateOutput{Path: path, SnapshotID: rec.ID, Label: label, Kind: kind}, nil
 }
@@ -255,16 +380,20 @@ func hexDigest(h string) ([32]byte, error) {
 
 // ---- list ----
 
-func (p *Provider) snapshotList(ctx context.Context, path []string, limit int) (any, error) {
+func (p *Provider) snapshotList(ctx context.Context, scope SnapshotScope, limit int) (any, error) {
 	if err := p.snapshotsOn(); err != nil {
 		return nil, err
 	}
-	recs, err := p.index.ListSnapshots(ctx, p.rootPath, path, limit)
+	path := scope.Path
+	recs, err := p.index.ListSnapshots(ctx, scope, limit)
 	if err != nil {
-		return nil, &internalError{fmt.Errorf("snapshot index: list: %w", err)}
+		return nil, indexErr("list", "", err)
 	}
 	out := SnapshotListOutput{Path: path, Snapshots: make([]SnapshotInfo, 0, len(recs))}
 	for _, r := range recs {
+		if indexKey(r.SnapshotScope) != indexKey(scope) {
+			return nil, failed(CodeSnapshotDamaged, "the snapshot index listed a snapshot (%s) of another path, owner or world", r.ID)
+		}
 		if len(out.Snapshots) == limit {
 			break
 		}
@@ -276,21 +405,28 @@ func (p *Provider) snapshotList(ctx context.Context, path []string, limit int) (
 
 // ---- restore ----
 
-func (p *Provider) snapshotRestore(ctx context.Context, path []string, in SnapshotRestoreInput) (any, error) {
+func (p *Provider) snapshotRestore(ctx context.Context, scope SnapshotScope, in SnapshotRestoreInput) (any, error) {
 	if err := p.snapshotsOn(); err != nil {
 		return nil, err
 	}
-	rec, err := p.index.GetSnapshot(ctx, p.rootPath, path, in.SnapshotID)
+	path := scope.Path
+	rec, err := p.index.GetSnapshot(ctx, scope, in.SnapshotID)
 	if err != nil {
-		return nil, &internalError{fmt.Errorf("snapshot index: get %s: %w", in.SnapshotID, err)}
+		return nil, indexErr("read", in.SnapshotID, err)
 	}
 	if rec == nil {
 		return nil, failed(CodeNotFound, "there is no snapshot %s of %s; list them with files.snapshot.list", in.SnapshotID, show(path))
 	}
+	if indexKey(rec.SnapshotScope) != indexKey(scope) || rec.ID != in.SnapshotID {
+		return nil, failed(CodeSnapshotDamaged, "the snapshot index answered for snapshot %s with a snapshot of another path, owner or world; nothing was restored", in.SnapshotID)
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, failed(CodeSnapshotDamaged, "%v; nothing was restored", err)
+	}
 	switch rec.Kind {
 	case SnapshotFile:
 		if len(path) == 0 || len(rec.Entries) != 1 {
-			return nil, failed(CodeProviderError, "snapshot %s is damaged (a file snapshot needs one entry)", rec.ID)
+			return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (a file snapshot needs one entry)", rec.ID)
 		}
 		return p.restoreFile(ctx, path, rec, in.ExpectedVersion)
 	case SnapshotDirectory:
@@ -299,342 +435,28 @@ func (p *Provider) snapshotRestore(ctx context.Context, path []string, in Snapsh
 		}
 		return p.restoreDir(ctx, path, rec)
 	}
-	return nil, failed(CodeProviderError, "snapshot %s is damaged (unknown kind %q)", rec.ID, rec.Kind)
+	return nil, failed(CodeSnapshotDamaged, "snapshot %s is damaged (unknown kind %q)", rec.ID, rec.Kind)
 }
 
-func (p *Provider) restoreFile(ctx context.Context, path []string, rec *SnapshotRecord, expected *string) (any, error) {
-	data, err := p.getBlob(rec.ID, rec.Entries[0])
-	if err != nil {
-		return nil, err
+// indexErr is a failure of the snapshot index while it was asked to (what) the snapshot
+// id ("" for a list). A record the index holds but cannot decode is snapshot_damaged;
+// any other failure snapshot_index_unavailable, retryable.
+func indexErr(what, id string, err error) error {
+	name := "the snapshots"
+	if id != "" {
+		name = "snapshot " + id
 	}
-	parent, name, dirf, release, err := p.lockedParent(ctx, path, expected == nil, expected != nil)
-	if err != nil {
-		return nil, err
+	if errors.Is(err, kernel.ErrSnapshotDamaged) {
+		return failed(CodeSnapshotDamaged, "the snapshot index holds a damaged record for %s (%v); nothing was changed", name, err)
 	}
-	defer release()
-	out := SnapshotRestoreOutput{Path: path, SnapshotID: rec.ID, Kind: SnapshotFile, Version: Version(data)}
-	fi, err := parent.r.Lstat(name)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	var mode fs.FileMode
-	if exists {
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return nil, escapeErr(path, false)
-		case fi.IsDir():
-			return nil, failed(CodeNotAFile, "%s is now a directory; delete it first to restore the file snapshot %s", show(path), rec.ID)
-		case !fi.Mode().IsRegular():
-			return nil, failed(CodeNotAFile, "%s is not a regular file", show(path))
-		}
-		old, st, err := readFileIn(parent.r, name, path)
-		if err != nil {
-			return nil, err
-		}
-		if expected != nil {
-			if cur := Version(old); cur != *expected {
-				return nil, versionConflict(path, cur)
-			}
-		}
-		if string(old) == string(data) {
-			return out, nil
-		}
-		mode = st.Mode().Perm()
-	} else if expected != nil {
-		return nil, versionConflict(path, "")
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := atomicWrite(parent.r, dirf, name, data, mode, exists, false); err != nil {
-		return nil, err
-	}
-	out.Restored = 1
-	return out, nil
+	e := failed(CodeSnapshotIndexUnavailable, "the snapshot index could not %s %s (%v); nothing was changed", what, name, err)
+	e.retryable = true
+	return e
 }
 
-// restoreNode is the desired content of one directory of a directory snapshot.
-type restoreNode struct {
-	files map[string]SnapshotEntry
-	dirs  map[string]*restoreNode
-}
-
-func newRestoreNode() *restoreNode {
-	return &restoreNode{files: map[string]SnapshotEntry{}, dirs: map[string]*restoreNode{}}
-}
-
-func buildRestoreTree(rec *SnapshotRecord) (*restoreNode, error) {
-	root := newRestoreNode()
-	for _, e := range rec.Entries {
-		if len(e.Path) == 0 || kernel.ValidatePath(e.Path) != nil || checkSegments(e.Path) != nil {
-			return nil, failed(CodeProviderError, "snapshot %s is damaged (bad entry path %q)", rec.ID, e.Path)
-		}
-		n := root
-		for _, seg := range e.Path[:len(e.Path)-1] {
-			if _, clash := n.files[seg]; clash {
-				return nil, failed(CodeProviderError, "snapshot %s is damaged (%s is both a file and a directory)", rec.ID, seg)
-			}
-			c := n.dirs[seg]
-			if c == nil {
-				c = newRestoreNode()
-				n.dirs[seg] = c
-			}
-			n = c
-		}
-		last := e.Path[len(e.Path)-1]
-		if _, clash := n.dirs[last]; clash {
-			return nil, failed(CodeProviderError, "snapshot %s is damaged (%s is both a file and a directory)", rec.ID, last)
-		}
-		n.files[last] = e
-	}
-	return root, nil
-}
-
-type restorer struct {
-	p        *Provider
-	ctx      context.Context
-	rec      *SnapshotRecord
-	restored int
-	removed  int
-}
-
-func (p *Provider) restoreDir(ctx context.Context, path []string, rec *SnapshotRecord) (any, error) {
-	tree, err := buildRestoreTree(rec)
-	if err != nil {
-		return nil, err
-	}
-	if len(path) > 0 {
-		parent, name, err := p.openParent(path, true)
-		if err != nil {
-			return nil, err
-		}
-		fi, err := parent.r.Lstat(name)
-		parent.release()
-		if err == nil && fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir() {
-			return nil, failed(CodeInvalidInput, "%s is now a file, but snapshot %s is of a directory; delete the file first", show(path), rec.ID)
-		}
-	}
-	d, err := p.openDir(path, true)
-	if err != nil {
-		return nil, err
-	}
-	r := &restorer{p: p, ctx: ctx, rec: rec}
-	_, err = r.dir(d.r, path, tree)
-	d.release()
-	if err != nil {
-		return nil, err
-	}
-	return SnapshotRestoreOutput{Path: path, SnapshotID: rec.ID, Kind: SnapshotDirectory,
-		Restored: r.restored, Removed: r.removed}, nil
-}
-
-// dir makes the directory dir (at path) equal to node and reports whether it removed
-// anything inside it.
-func (r *restorer) dir(dir *os.Root, path []string, node *restoreNode) (bool, error) {
-	if err := r.ctx.Err(); err != nil {
-		return false, err
-	}
-	removedAny := false
-	var subdirs []string // existing directories to recurse into
-	err := func() error {
-		dirf, unlock, err := lockDir(r.ctx, dir)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		cleanTemps(dir, dirf)
-		names, err := readNames(dir)
-		if err != nil {
-			return err
-		}
-		sort.Strings(names)
-		present := map[string]bool{}
-		for _, n := range names {
-			if hidden(n) {
-				continue
-			}
-			fi, err := dir.Lstat(n)
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				return err
-			}
-			child := append(clonePath(path), n)
-			isLink := fi.Mode()&fs.ModeSymlink != 0
-			isDir := fi.IsDir() && !isLink
-			want, wantFile := node.files[n]
-			_, wantDir := node.dirs[n]
-			switch {
-			case wantFile && fi.Mode().IsRegular():
-				present[n] = true
-				if err := r.putFile(dir, dirf, n, child, want, fi, true); err != nil {
-					return err
-				}
-			case wantFile || (wantDir && !isDir):
-				// Something else is in the way: remove it (a link is removed, never
-				// followed; a directory only without a .git inside).
-				if isDir {
-					if err := r.removeTree(dir, n, child); err != nil {
-						return err
-					}
-				} else {
-					if err := dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						return err
-					}
-					r.removed++
-				}
-				removedAny = true
-			case isDir:
-				subdirs = append(subdirs, n)
-			case fi.Mode().IsRegular():
-				if err := dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return err
-				}
-				r.removed++
-				removedAny = true
-			}
-			// Links and special files that are not in the way are left alone.
-		}
-		for _, n := range sortedKeys(node.files) {
-			if present[n] {
-				continue
-			}
-			if err := r.putFile(dir, dirf, n, append(clonePath(path), n), node.files[n], nil, false); err != nil {
-				return err
-			}
-		}
-		for _, n := range sortedKeys(node.dirs) {
-			if err := dir.Mkdir(n, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-		}
-		dirf.Sync()
-		return nil
-	}()
-	if err != nil {
-		return removedAny, err
-	}
-	// Recurse: wanted directories, and unwanted ones (to remove what was created since).
-	for _, n := range sortedKeys(node.dirs) {
-		subdirs = append(subdirs, n)
-	}
-	sort.Strings(subdirs)
-	for i, n := range subdirs {
-		if i > 0 && subdirs[i-1] == n {
-			continue
-		}
-		child := append(clonePath(path), n)
-		sub, err := openChild(dir, n, child, false)
-		if err != nil {
-			return removedAny, err
-		}
-		want := node.dirs[n]
-		empty := want == nil
-		if want == nil {
-			want = newRestoreNode()
-		}
-		rm, err := r.dir(sub, child, want)
-		sub.Close()
-		if err != nil {
-			return removedAny, err
-		}
-		if rm {
-			removedAny = true
-		}
-		if empty && rm {
-			// A directory the snapshot does not hold, emptied by this restore.
-			if err := dir.Remove(n); err == nil {
-				continue
-			}
-		}
-	}
-	return removedAny, nil
-}
-
-// putFile makes dir/name hold the entry's content (nothing is written when it already
-// does).
-func (r *restorer) putFile(dir *os.Root, dirf *os.File, name string, path []string, e SnapshotEntry, fi os.FileInfo, exists bool) error {
-	var mode fs.FileMode
-	if exists {
-		mode = fi.Mode().Perm()
-		if fi.Size() == e.Size {
-			old, _, err := readFileIn(dir, name, path)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(old)
-			if hex.EncodeToString(sum[:]) == e.Blob {
-				return nil
-			}
-		}
-	}
-	data, err := r.p.getBlob(r.rec.ID, e)
-	if err != nil {
-		return err
-	}
-	if err := r.ctx.Err(); err != nil {
-		return err
-	}
-	if err := atomicWrite(dir, dirf, name, data, mode, exists, false); err != nil {
-		return err
-	}
-	r.restored++
-	return nil
-}
-
-// removeTree removes the directory name in dir and everything in it, counting the
-// files removed.
-func (r *restorer) removeTree(dir *os.Root, name string, path []string) error {
-	sub, err := openChild(dir, name, path, false)
-	if err != nil {
-		return err
-	}
-	if _, err := checkDeletable(r.ctx, sub, path); err != nil {
-		sub.Close()
-		return err
-	}
-	n := countFiles(sub)
-	err = removeContents(r.ctx, sub, path)
-	sub.Close()
-	if err != nil {
-		return err
-	}
-	r.removed += n
-	return dir.Remove(name)
-}
-
-func countFiles(dir *os.Root) int {
-	names, err := readNames(dir)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, name := range names {
-		fi, err := dir.Lstat(name)
-		if err != nil {
-			continue
-		}
-		if fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
-			if sub, err := openChild(dir, name, nil, false); err == nil {
-				n += countFiles(sub)
-				sub.Close()
-			}
-			continue
-		}
-		if !strings.HasPrefix(name, TempPrefix) {
-			n++
-		}
-	}
-	return n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+// storeErr is a failure to write the snapshot blob store.
+func storeErr(err error) error {
+	e := failed(CodeSnapshotStoreUnavailable, "the snapshot store could not be written (%v); no snapshot was recorded", errnoText(err))
+	e.retryable = true
+	return e
 }

@@ -1,36 +1,27 @@
 package fsplane
 
-import "context"
+import "github.com/sharedos/sharedos/pkg/kernel"
 
-// SnapshotEntry is one file captured by a snapshot: its path relative to the snapshot's
-// path, and the SHA-256 (hex) of its content, which names its blob in the blob store.
-type SnapshotEntry struct {
-	Path []string `json:"path"`
-	Blob string   `json:"blob"`
-	Size int64    `json:"size"`
-}
+// The snapshot index port lives in the kernel (kernel.SnapshotIndex), so that a store
+// implementing it need not import a plane. These aliases keep the plane's own names.
+type (
+	// SnapshotEntry is kernel.SnapshotEntry.
+	SnapshotEntry = kernel.SnapshotEntry
+	// SnapshotScope is kernel.SnapshotScope.
+	SnapshotScope = kernel.SnapshotScope
+	// SnapshotRecord is kernel.SnapshotRecord.
+	SnapshotRecord = kernel.SnapshotRecord
+	// SnapshotIndex is kernel.SnapshotIndex.
+	SnapshotIndex = kernel.SnapshotIndex
+)
 
-// SnapshotRecord is the metadata of one snapshot. Root is the absolute path of the
-// plane's root, so one index can serve several roots. Kind is "file" or "directory";
-// a file snapshot has exactly one entry with an empty Path.
-type SnapshotRecord struct {
-	ID        string          `json:"id"`
-	Root      string          `json:"root"`
-	Path      []string        `json:"path"`
-	Kind      string          `json:"kind"`
-	Label     *string         `json:"label"`
-	CreatedAt int64           `json:"createdAt"` // Unix milliseconds
-	Entries   []SnapshotEntry `json:"entries"`
-}
-
-// SnapshotIndex stores snapshot metadata (the blobs live beside it, content-addressed).
-//
-// PutSnapshot fails if (Root, Path, ID) already exists. ListSnapshots returns the
-// snapshots of exactly (root, path), newest first (ties: later insertion first), at most
-// limit (limit <= 0: all). GetSnapshot returns (nil, nil) when there is no such snapshot.
-// Any returned error is an outage of the index.
-type SnapshotIndex interface {
-	PutSnapshot(ctx context.Context, rec SnapshotRecord) error
-	ListSnapshots(ctx context.Context, root string, path []string, limit int) ([]SnapshotRecord, error)
-	GetSnapshot(ctx context.Context, root string, path []string, id string) (*SnapshotRecord, error)
+// snapshotScope is the scope the snapshots of path taken or seen by op belong to: the
+// world and owner of its context (the resource's owner when the operation names one),
+// this root, and path.
+func (p *Provider) snapshotScope(op kernel.ResourceOperation, path []string) SnapshotScope {
+	owner := op.Context.Owner
+	if op.Resource.Owner != nil {
+		owner = *op.Resource.Owner
+	}
+	return SnapshotScope{World: op.Context.NamespaceID, Owner: owner, Root: p.rootPath, Path: clonePath(path)}
 }

@@ -337,6 +337,7 @@ func toolSpecs() []toolSpec {
 				"label": map[string]any{"type": "string", "minLength": 1, "maxLength": maxLabelLen},
 			},
 			description: "Snapshot a file, a directory (its whole subtree) or the root (path []), for a later files.snapshot.restore. " +
+				"A directory snapshot captures every file below it or fails naming the one it cannot capture. " +
 				"Returns {path, snapshotId, label, kind}.",
 			output: snapshotCreateOutputSchema(), parse: parseSnapshotCreateArgs},
 		{name: "files.snapshot.list", action: ActionSnapshotList, read: true, minPath: 0,
@@ -353,8 +354,9 @@ func toolSpecs() []toolSpec {
 			},
 			required: []string{"snapshotId"},
 			description: "Restore a snapshot of this path. A file snapshot overwrites the file (guarded by expectedVersion). " +
-				"A directory snapshot makes the subtree equal to the snapshot again: changed files are put back, files created since are removed " +
-				"(expectedVersion is refused for a directory). Safe to re-run. Returns {path, snapshotId, kind, version?, restored, removed}.",
+				"A directory snapshot makes the subtree equal to the snapshot again, all or nothing: changed files are put back, files created since are removed " +
+				"(expectedVersion is refused for a directory); frozen paths and Git repositories are left as they are (counted in preserved). " +
+				"Safe to re-run. Returns {path, snapshotId, kind, version?, restored, removed, preserved?}.",
 			output: snapshotRestoreOutputSchema(), parse: parseSnapshotRestoreArgs},
 	}
 }

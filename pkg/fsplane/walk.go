@@ -85,26 +85,29 @@ func openatNoFollow(dirfd int, name string, flags int) (int, error) {
 
 // walkEntry is one regular file found by a walk, numbered in path order.
 type walkEntry struct {
-	seq  int
-	path []string // from the plane root
-	dir  *sharedDir
-	name string
+	seq    int
+	path   []string // from the plane root
+	dir    *sharedDir
+	name   string
+	frozen frozenIDs // frozen entries, skipped whatever their name
 }
 
 // walkFiles sends every regular file under path (a file or a directory) to out in
 // path order (segment by segment, byte-wise), then closes out. Links, special files,
-// .git directories and temporary files are skipped, as are sub-directories that cannot
-// be opened. It fails only for path itself.
-func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry) error {
+// .git directories, temporary files and frozen paths are skipped. A sub-directory that
+// cannot be read is skipped too, unless strict: then the walk stops and fails naming
+// it. Otherwise it fails only for path itself.
+func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry, strict bool) error {
 	defer close(out)
+	node, _ := p.frozen.at(path)
+	w := walker{ctx: ctx, out: out, frozen: p.frozen, ids: frozenIDsFrom(ctx), strict: strict}
 	if len(path) == 0 {
 		fd, err := dupRootFd(p.root)
 		if err != nil {
 			return err
 		}
-		w := walker{ctx: ctx, out: out}
-		w.dir(newSharedDir(fd), path)
-		return nil
+		w.dir(newSharedDir(fd), path, node)
+		return w.err
 	}
 	parent, name, err := p.openParent(path, false)
 	if err != nil {
@@ -129,7 +132,7 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		d := newSharedDir(fd)
 		d.refs.Add(1)
 		select {
-		case out <- walkEntry{seq: 0, path: path, dir: d, name: name}:
+		case out <- walkEntry{seq: 0, path: path, dir: d, name: name, frozen: w.ids}:
 		case <-ctx.Done():
 			d.release()
 		}
@@ -145,31 +148,44 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		if err != nil {
 			return err
 		}
-		w := walker{ctx: ctx, out: out}
-		w.dir(newSharedDir(fd), path)
-		return nil
+		w.dir(newSharedDir(fd), path, node)
+		return w.err
 	}
 	return failed(CodeNotAFile, "%s is not a regular file or directory", show(path))
 }
 
 type walker struct {
-	ctx  context.Context
-	out  chan<- walkEntry
-	seq  int
-	dbuf []byte
+	ctx    context.Context
+	out    chan<- walkEntry
+	seq    int
+	dbuf   []byte
+	frozen *frozenTree
+	ids    frozenIDs
+	strict bool  // a directory that cannot be read fails the walk
+	err    error // the failure of a strict walk
 }
 
-// dir walks d (and releases it).
-func (w *walker) dir(d *sharedDir, path []string) {
+// fail records the first failure of a strict walk, on the entry at path.
+func (w *walker) fail(path []string, err error) {
+	if w.err == nil {
+		w.err = failed(CodeProviderError, "%s cannot be read (%v), so it cannot be captured; nothing was recorded", show(path), errnoText(err))
+	}
+}
+
+// dir walks d (and releases it); node is d's place in the tree of frozen paths.
+func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 	defer d.release()
-	if w.ctx.Err() != nil {
+	if w.ctx.Err() != nil || w.err != nil {
 		return
 	}
 	if w.dbuf == nil {
 		w.dbuf = make([]byte, 32<<10)
 	}
 	ents, err := readDirents(d.fd, w.dbuf)
-	if err != nil && len(ents) == 0 {
+	if err != nil && (len(ents) == 0 || w.strict) {
+		if w.strict {
+			w.fail(path, err)
+		}
 		return
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
@@ -178,23 +194,42 @@ func (w *walker) dir(d *sharedDir, path []string) {
 		if hidden(name) {
 			continue
 		}
+		fnode := w.frozen.child(node, name)
+		if fnode != nil && fnode.frozen {
+			continue
+		}
 		switch de.typ {
 		case typeDir:
 			fd, err := openatNoFollow(d.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY)
 			if err != nil {
-				continue // vanished, replaced by a link, or unreadable
+				// Vanished, replaced by a link, or unreadable.
+				if w.strict && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+					w.fail(append(clonePath(path), name), err)
+					return
+				}
+				continue
+			}
+			if len(w.ids) > 0 {
+				var st syscall.Stat_t
+				if syscall.Fstat(fd, &st) == nil && w.ids.ofStat(&st) != "" {
+					syscall.Close(fd)
+					continue // a frozen directory under another name
+				}
 			}
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
-			w.dir(newSharedDir(fd), cp)
+			w.dir(newSharedDir(fd), cp, fnode)
+			if w.err != nil {
+				return
+			}
 		case typeFile:
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
 			d.refs.Add(1)
 			select {
-			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name}:
+			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name, frozen: w.ids}:
 				w.seq++
 			case <-w.ctx.Done():
 				d.release()
@@ -207,6 +242,29 @@ func (w *walker) dir(d *sharedDir, path []string) {
 	}
 }
 
+// openWalked opens a walked file for reading without following a link. It returns
+// ok=false, and no error, for an entry that is no longer a regular file (it vanished,
+// or a link or special file took its place); any other failure is returned.
+func openWalked(e walkEntry) (*os.File, bool, error) {
+	fd, err := openatNoFollow(e.dir.fd, e.name, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return nil, false, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || e.frozen.ofStat(&st) != "" {
+		syscall.Close(fd)
+		return nil, false, nil
+	}
+	return os.NewFile(uintptr(fd), e.name), true, nil
+}
+
 // readWalked opens a walked file without following a link, checks it is a regular file
 // of at most max bytes, and reads it into buf (reused when large enough). It returns
 // (nil, false) for a file to skip.
@@ -217,7 +275,7 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max {
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max || e.frozen.ofStat(&st) != "" {
 		return nil, false
 	}
 	size := int(st.Size)
@@ -246,11 +304,16 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 // a worker's goroutine (worker numbers 0..p.workers-1). It returns the error of the
 // walk of path itself.
 func (p *Provider) runWorkers(ctx context.Context, path []string, work func(worker int, e walkEntry)) error {
+	return p.runWalk(ctx, path, false, work)
+}
+
+// runWalk is runWorkers with the walk's strictness chosen (see walkFiles).
+func (p *Provider) runWalk(ctx context.Context, path []string, strict bool, work func(worker int, e walkEntry)) error {
 	jobs := make(chan walkEntry, 512)
 	var walkErr error
 	done := make(chan struct{})
 	go func() {
-		walkErr = p.walkFiles(ctx, path, jobs)
+		walkErr = p.walkFiles(ctx, path, jobs, strict)
 		close(done)
 	}()
 	n := p.workers
@@ -273,4 +336,17 @@ func (p *Provider) runWorkers(ctx context.Context, path []string, work func(work
 	wg.Wait()
 	<-done
 	return walkErr
+}
+
+// errnoText names the operating system's reason in a message ("permission denied").
+func errnoText(err error) string {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en.Error()
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }

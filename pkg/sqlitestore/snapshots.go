@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
-// PutSnapshot records a snapshot's metadata. A snapshot with the same (Root, Path, ID) is
-// an error wrapping ErrDuplicate, and nothing is written.
-func (s *Store) PutSnapshot(ctx context.Context, rec fsplane.SnapshotRecord) error {
+// PutSnapshot records a snapshot's metadata. A snapshot with the same scope (world,
+// owner, root, path) and ID is an error wrapping ErrDuplicate, and nothing is written.
+func (s *Store) PutSnapshot(ctx context.Context, rec kernel.SnapshotRecord) error {
 	if rec.ID == "" || rec.Root == "" {
 		return errors.New("put snapshot: id and root are required")
 	}
@@ -28,9 +28,9 @@ func (s *Store) PutSnapshot(ctx context.Context, rec fsplane.SnapshotRecord) err
 	if rec.Label != nil {
 		label = sql.NullString{String: *rec.Label, Valid: true}
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO snapshots (root, path, id, kind, label, created_ms, entries)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root, path, id) DO NOTHING`,
-		rec.Root, path, rec.ID, rec.Kind, label, rec.CreatedAt, string(entries))
+	res, err := s.db.ExecContext(ctx, `INSERT INTO snapshots (world, owner, root, path, id, kind, label, created_ms, entries)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (world, owner, root, path, id) DO NOTHING`,
+		rec.World, ownerKey(rec.Owner), rec.Root, path, rec.ID, rec.Kind, label, rec.CreatedAt, string(entries))
 	if err != nil {
 		return fmt.Errorf("put snapshot %s: %w", rec.ID, err)
 	}
@@ -44,16 +44,24 @@ func (s *Store) PutSnapshot(ctx context.Context, rec fsplane.SnapshotRecord) err
 	return nil
 }
 
-// ListSnapshots returns the snapshots of exactly (root, path), newest first (by CreatedAt,
-// then later insertion first), at most limit of them (limit <= 0: all).
-func (s *Store) ListSnapshots(ctx context.Context, root string, path []string, limit int) ([]fsplane.SnapshotRecord, error) {
-	p, err := encodePath(path)
+// ownerKey is the stored form of an owner: "kind:id" ("" for the zero address).
+func ownerKey(a kernel.Address) string {
+	if a.IsZero() && a.ID == "" {
+		return ""
+	}
+	return a.String()
+}
+
+// ListSnapshots returns the snapshots of exactly scope, newest first (by CreatedAt, then
+// later insertion first), at most limit of them (limit <= 0: all).
+func (s *Store) ListSnapshots(ctx context.Context, scope kernel.SnapshotScope, limit int) ([]kernel.SnapshotRecord, error) {
+	p, err := encodePath(scope.Path)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
-	q := `SELECT root, path, id, kind, label, created_ms, entries FROM snapshots
-		WHERE root = ? AND path = ? ORDER BY created_ms DESC, seq DESC`
-	args := []any{root, p}
+	q := `SELECT id, kind, label, created_ms, entries FROM snapshots
+		WHERE world = ? AND owner = ? AND root = ? AND path = ? ORDER BY created_ms DESC, seq DESC`
+	args := []any{scope.World, ownerKey(scope.Owner), scope.Root, p}
 	if limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, limit)
@@ -63,9 +71,9 @@ func (s *Store) ListSnapshots(ctx context.Context, root string, path []string, l
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	defer rows.Close()
-	var out []fsplane.SnapshotRecord
+	var out []kernel.SnapshotRecord
 	for rows.Next() {
-		rec, err := scanSnapshot(rows)
+		rec, err := scanSnapshot(rows, scope)
 		if err != nil {
 			return nil, fmt.Errorf("list snapshots: %w", err)
 		}
@@ -77,15 +85,15 @@ func (s *Store) ListSnapshots(ctx context.Context, root string, path []string, l
 	return out, nil
 }
 
-// GetSnapshot returns the snapshot (root, path, id), or (nil, nil) when there is none.
-func (s *Store) GetSnapshot(ctx context.Context, root string, path []string, id string) (*fsplane.SnapshotRecord, error) {
-	p, err := encodePath(path)
+// GetSnapshot returns the snapshot id of exactly scope, or (nil, nil) when there is none.
+func (s *Store) GetSnapshot(ctx context.Context, scope kernel.SnapshotScope, id string) (*kernel.SnapshotRecord, error) {
+	p, err := encodePath(scope.Path)
 	if err != nil {
 		return nil, fmt.Errorf("get snapshot %s: %w", id, err)
 	}
-	row := s.db.QueryRowContext(ctx, `SELECT root, path, id, kind, label, created_ms, entries FROM snapshots
-		WHERE root = ? AND path = ? AND id = ?`, root, p, id)
-	rec, err := scanSnapshot(row)
+	row := s.db.QueryRowContext(ctx, `SELECT id, kind, label, created_ms, entries FROM snapshots
+		WHERE world = ? AND owner = ? AND root = ? AND path = ? AND id = ?`, scope.World, ownerKey(scope.Owner), scope.Root, p, id)
+	rec, err := scanSnapshot(row, scope)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -107,18 +115,26 @@ func encodePath(path []string) (string, error) {
 	return string(b), nil
 }
 
-func scanSnapshot(row interface{ Scan(...any) error }) (*fsplane.SnapshotRecord, error) {
-	var rec fsplane.SnapshotRecord
-	var path, entries string
+// scanSnapshot reads one row (id, kind, label, created_ms, entries) of a snapshot of
+// scope.
+func scanSnapshot(row interface{ Scan(...any) error }, scope kernel.SnapshotScope) (*kernel.SnapshotRecord, error) {
+	var id, kind, entries string
+	var created int64
 	var label sql.NullString
-	if err := row.Scan(&rec.Root, &path, &rec.ID, &rec.Kind, &label, &rec.CreatedAt, &entries); err != nil {
+	if err := row.Scan(&id, &kind, &label, &created, &entries); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(path), &rec.Path); err != nil {
-		return nil, fmt.Errorf("decode path of snapshot %s: %w", rec.ID, err)
-	}
+	return decodeSnapshot(scope, id, kind, label, created, entries)
+}
+
+// decodeSnapshot builds a record from its stored columns. A value that cannot be a
+// snapshot's (entries that are not a JSON array of entries) is an error wrapping
+// kernel.ErrSnapshotDamaged.
+func decodeSnapshot(scope kernel.SnapshotScope, id, kind string, label sql.NullString, created int64, entries string) (*kernel.SnapshotRecord, error) {
+	rec := kernel.SnapshotRecord{SnapshotScope: scope, ID: id, Kind: kind, CreatedAt: created}
+	rec.Path = append([]string{}, scope.Path...)
 	if err := json.Unmarshal([]byte(entries), &rec.Entries); err != nil {
-		return nil, fmt.Errorf("decode entries of snapshot %s: %w", rec.ID, err)
+		return nil, fmt.Errorf("snapshot %s: %w: its entries do not decode: %v", id, kernel.ErrSnapshotDamaged, err)
 	}
 	if label.Valid {
 		l := label.String

@@ -2,19 +2,31 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
-	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
-func snap(id, root string, path []string, created int64) fsplane.SnapshotRecord {
-	return fsplane.SnapshotRecord{ID: id, Root: root, Path: path, Kind: "directory", CreatedAt: created,
-		Entries: []fsplane.SnapshotEntry{{Path: []string{"a.txt"}, Blob: "ab12", Size: 3}, {Path: []string{"d", "b.txt"}, Blob: "cd34", Size: 0}}}
+func scope(root string, path []string) kernel.SnapshotScope {
+	return kernel.SnapshotScope{World: "w", Owner: alice, Root: root, Path: path}
 }
 
-func snapIDs(recs []fsplane.SnapshotRecord) []string {
+func snap(id, root string, path []string, created int64) kernel.SnapshotRecord {
+	if path == nil {
+		path = []string{}
+	}
+	return kernel.SnapshotRecord{SnapshotScope: scope(root, path), ID: id, Kind: "directory", CreatedAt: created,
+		Entries: []kernel.SnapshotEntry{{Path: []string{"a.txt"}, Blob: "ab12", Size: 3}, {Path: []string{"d", "b.txt"}, Blob: "cd34", Size: 0}}}
+}
+
+func snapIDs(recs []kernel.SnapshotRecord) []string {
 	var ids []string
 	for _, r := range recs {
 		ids = append(ids, r.ID)
@@ -27,9 +39,9 @@ func TestSnapshotIndex(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{})
 	label := "before refactor"
-	file := fsplane.SnapshotRecord{ID: "f1", Root: "/r", Path: []string{"docs", "x.md"}, Kind: "file", Label: &label,
-		CreatedAt: 500, Entries: []fsplane.SnapshotEntry{{Path: []string{}, Blob: "ff", Size: 9}}}
-	recs := []fsplane.SnapshotRecord{
+	file := kernel.SnapshotRecord{SnapshotScope: scope("/r", []string{"docs", "x.md"}), ID: "f1", Kind: "file", Label: &label,
+		CreatedAt: 500, Entries: []kernel.SnapshotEntry{{Path: []string{}, Blob: "ff", Size: 9}}}
+	recs := []kernel.SnapshotRecord{
 		snap("s1", "/r", []string{"docs"}, 100),
 		snap("s2", "/r", []string{"docs"}, 300),
 		snap("s3", "/r", []string{"docs"}, 200),
@@ -65,7 +77,7 @@ func TestSnapshotIndex(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := s.ListSnapshots(ctx, tt.root, tt.path, tt.limit)
+			got, err := s.ListSnapshots(ctx, scope(tt.root, tt.path), tt.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,11 +87,11 @@ func TestSnapshotIndex(t *testing.T) {
 		})
 	}
 
-	got, err := s.GetSnapshot(ctx, "/r", []string{"docs", "x.md"}, "f1")
+	got, err := s.GetSnapshot(ctx, scope("/r", []string{"docs", "x.md"}), "f1")
 	if err != nil || got == nil || !reflect.DeepEqual(*got, file) {
 		t.Errorf("GetSnapshot = %+v, %v; want %+v", got, err, file)
 	}
-	got, err = s.GetSnapshot(ctx, "/r", []string{"docs"}, "s3")
+	got, err = s.GetSnapshot(ctx, scope("/r", []string{"docs"}), "s3")
 	if err != nil || got == nil || !reflect.DeepEqual(*got, recs[2]) {
 		t.Errorf("GetSnapshot = %+v, %v; want %+v", got, err, recs[2])
 	}
@@ -88,7 +100,7 @@ func TestSnapshotIndex(t *testing.T) {
 		path []string
 		id   string
 	}{{"/r", []string{"docs"}, "nope"}, {"/r", []string{"docs", "sub"}, "s1"}, {"/other", []string{"docs"}, "s1"}} {
-		if got, err := s.GetSnapshot(ctx, miss.root, miss.path, miss.id); got != nil || err != nil {
+		if got, err := s.GetSnapshot(ctx, scope(miss.root, miss.path), miss.id); got != nil || err != nil {
 			t.Errorf("GetSnapshot(%v) = %+v, %v; want nil, nil", miss, got, err)
 		}
 	}
@@ -107,19 +119,141 @@ func TestPutSnapshotDuplicates(t *testing.T) {
 	if err := s.PutSnapshot(ctx, again); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate PutSnapshot = %v, want ErrDuplicate", err)
 	}
-	got, err := s.GetSnapshot(ctx, "/r", []string{"docs"}, "s1")
+	got, err := s.GetSnapshot(ctx, scope("/r", []string{"docs"}), "s1")
 	if err != nil || got == nil || !reflect.DeepEqual(*got, first) {
 		t.Errorf("the duplicate changed the record: %+v, %v", got, err)
 	}
 	// The same id under another path or root is another snapshot.
-	for _, r := range []fsplane.SnapshotRecord{snap("s1", "/r", []string{"docs", "sub"}, 1), snap("s1", "/x", []string{"docs"}, 1)} {
+	for _, r := range []kernel.SnapshotRecord{snap("s1", "/r", []string{"docs", "sub"}, 1), snap("s1", "/x", []string{"docs"}, 1)} {
 		if err := s.PutSnapshot(ctx, r); err != nil {
 			t.Errorf("PutSnapshot(%s %v) = %v", r.Root, r.Path, err)
 		}
 	}
-	for _, bad := range []fsplane.SnapshotRecord{snap("", "/r", nil, 1), snap("s9", "", nil, 1)} {
+	for _, bad := range []kernel.SnapshotRecord{snap("", "/r", nil, 1), snap("s9", "", nil, 1)} {
 		if err := s.PutSnapshot(ctx, bad); err == nil {
 			t.Errorf("PutSnapshot(%+v) succeeded", bad)
 		}
 	}
+}
+
+func TestSnapshotsBelongToWorldAndOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	bob := kernel.Address{Kind: kernel.KindHuman, ID: "bob"}
+	aliceAgent := kernel.Address{Kind: kernel.KindAgent, ID: "alice"}
+	mine := snap("s1", "/r", []string{"docs"}, 100)
+	if err := s.PutSnapshot(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []kernel.SnapshotScope{
+		{World: "w", Owner: bob, Root: "/r", Path: []string{"docs"}},
+		{World: "w", Owner: aliceAgent, Root: "/r", Path: []string{"docs"}}, // same id, other kind
+		{World: "w2", Owner: alice, Root: "/r", Path: []string{"docs"}},
+		{World: "", Owner: kernel.Address{}, Root: "/r", Path: []string{"docs"}},
+	} {
+		if recs, err := s.ListSnapshots(ctx, other, 0); err != nil || len(recs) != 0 {
+			t.Errorf("ListSnapshots(%+v) = %v, %v; want none", other, snapIDs(recs), err)
+		}
+		if rec, err := s.GetSnapshot(ctx, other, "s1"); err != nil || rec != nil {
+			t.Errorf("GetSnapshot(%+v) = %+v, %v; want nil", other, rec, err)
+		}
+		// The same id in another scope is another snapshot.
+		again := mine
+		again.SnapshotScope = other
+		if err := s.PutSnapshot(ctx, again); err != nil {
+			t.Errorf("PutSnapshot(%+v) = %v", other, err)
+		}
+	}
+	if recs, err := s.ListSnapshots(ctx, mine.SnapshotScope, 0); err != nil || len(recs) != 1 || !reflect.DeepEqual(recs[0], mine) {
+		t.Errorf("ListSnapshots(own) = %+v, %v", recs, err)
+	}
+}
+
+func TestSnapshotMigrationFromVersion1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0], fmt.Sprintf("PRAGMA application_id = %d", applicationID), "PRAGMA user_version = 1",
+		`INSERT INTO snapshots (root, path, id, kind, label, created_ms, entries) VALUES ('/r', '["docs"]', 'old', 'directory', NULL, 5, '[]')`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != len(migrations) {
+		t.Fatalf("user_version = %d (%v), want %d", v, err, len(migrations))
+	}
+	// The old snapshot's owner is unknown: nobody sees it.
+	if recs, err := s.ListSnapshots(ctx, scope("/r", []string{"docs"}), 0); err != nil || len(recs) != 0 {
+		t.Errorf("a pre-migration snapshot is visible to alice: %v, %v", snapIDs(recs), err)
+	}
+	var n int
+	s.db.QueryRow("SELECT count(*) FROM snapshots WHERE id = 'old' AND world = '' AND owner = ''").Scan(&n)
+	if n != 1 {
+		t.Errorf("the migration lost the old record (count %d)", n)
+	}
+	if err := s.PutSnapshot(ctx, snap("old", "/r", []string{"docs"}, 9)); err != nil {
+		t.Errorf("PutSnapshot after the migration: %v", err)
+	}
+}
+
+func TestDamagedSnapshotRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	if _, err := s.db.Exec(`INSERT INTO snapshots (world, owner, root, path, id, kind, label, created_ms, entries)
+		VALUES ('w', 'human:alice', '/r', '["docs"]', 'bad', 'directory', NULL, 5, '{"not":"an array"}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSnapshot(ctx, scope("/r", []string{"docs"}), "bad"); !errors.Is(err, kernel.ErrSnapshotDamaged) {
+		t.Errorf("GetSnapshot of a damaged record = %v, want ErrSnapshotDamaged", err)
+	}
+	if _, err := s.ListSnapshots(ctx, scope("/r", []string{"docs"}), 0); !errors.Is(err, kernel.ErrSnapshotDamaged) {
+		t.Errorf("ListSnapshots with a damaged record = %v, want ErrSnapshotDamaged", err)
+	}
+}
+
+// FuzzDecodeSnapshot feeds the decoder of stored snapshot rows arbitrary column values:
+// it never panics, and what it accepts encodes back to entries it decodes the same.
+func FuzzDecodeSnapshot(f *testing.F) {
+	for _, seed := range []string{
+		`[]`, `null`, `[{"path":["a.txt"],"blob":"ab12","size":3},{"path":["d","b.txt"],"blob":"cd34","size":0}]`,
+		`[{"path":[],"blob":"` + strings.Repeat("f", 64) + `","size":9}]`, `{"not":"an array"}`, `[{"path":"x"}]`,
+		`[{"path":["a"],"size":-1}]`, `[{"path":["a"],"size":1e99}]`, `[{"path":null,"blob":null}]`, "\xff",
+	} {
+		f.Add("directory", seed, int64(5), true, "label")
+	}
+	f.Fuzz(func(t *testing.T, kind, entries string, created int64, hasLabel bool, label string) {
+		sc := scope("/r", []string{"docs"})
+		rec, err := decodeSnapshot(sc, "id", kind, sql.NullString{String: label, Valid: hasLabel}, created, entries)
+		if err != nil {
+			if !errors.Is(err, kernel.ErrSnapshotDamaged) {
+				t.Fatalf("decode error does not wrap ErrSnapshotDamaged: %v", err)
+			}
+			return
+		}
+		if !reflect.DeepEqual(rec.SnapshotScope, sc) || rec.CreatedAt != created || (rec.Label != nil) != hasLabel {
+			t.Fatalf("decoded record lost its columns: %+v", rec)
+		}
+		again, err := json.Marshal(rec.Entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec2, err := decodeSnapshot(sc, "id", kind, sql.NullString{}, created, string(again))
+		if err != nil || !reflect.DeepEqual(rec2.Entries, rec.Entries) {
+			t.Fatalf("entries do not round-trip: %v: %+v vs %+v", err, rec.Entries, rec2)
+		}
+		_ = rec.Validate() // must not panic on anything the decoder accepts
+	})
 }

@@ -23,7 +23,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/kernel"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -36,7 +35,8 @@ import (
 var ErrUnavailable = errors.New("state database unavailable")
 
 // ErrDuplicate is wrapped when a record that must be unique already exists: a snapshot
-// with the same (root, path, id), or an audit event id already recorded with other content.
+// with the same (world, owner, root, path, id), or an audit event id already recorded with
+// other content.
 var ErrDuplicate = errors.New("already recorded")
 
 // Compile-time checks that Store implements the ports it is the default for.
@@ -44,7 +44,7 @@ var (
 	_ kernel.ToolNamespaceSettingsStore = (*Store)(nil)
 	_ kernel.UsageStore                 = (*Store)(nil)
 	_ kernel.AuditSink                  = (*Store)(nil)
-	_ fsplane.SnapshotIndex             = (*Store)(nil)
+	_ kernel.SnapshotIndex              = (*Store)(nil)
 )
 
 // Options configures a Store.
@@ -261,6 +261,29 @@ CREATE TABLE snapshots (
 	UNIQUE (root, path, id)
 );
 CREATE INDEX snapshots_list ON snapshots (root, path, created_ms DESC, seq DESC);
+`,
+	// 2: snapshots belong to the world and owner that took them. Snapshots recorded
+	// before (world and owner unknown) keep world = owner = '' and so belong to no
+	// context: they can no longer be listed or restored, never by the wrong owner.
+	`
+CREATE TABLE snapshots_v2 (
+	seq        INTEGER PRIMARY KEY,
+	world      TEXT NOT NULL,
+	owner      TEXT NOT NULL,
+	root       TEXT NOT NULL,
+	path       TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	label      TEXT,
+	created_ms INTEGER NOT NULL,
+	entries    TEXT NOT NULL,
+	UNIQUE (world, owner, root, path, id)
+);
+INSERT INTO snapshots_v2 (seq, world, owner, root, path, id, kind, label, created_ms, entries)
+	SELECT seq, '', '', root, path, id, kind, label, created_ms, entries FROM snapshots;
+DROP TABLE snapshots;
+ALTER TABLE snapshots_v2 RENAME TO snapshots;
+CREATE INDEX snapshots_list ON snapshots (world, owner, root, path, created_ms DESC, seq DESC);
 `,
 }
 
