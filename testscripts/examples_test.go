@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,49 @@ func TestReadmeFirstCommand(t *testing.T) {
 	lint.Env = env
 	if out, err := lint.CombinedOutput(); err != nil {
 		t.Fatalf("the example grant files do not lint: %v\n%s", err, out)
+	}
+}
+
+// TestExampleCeilingHoldsOverSubtrees: the shipped example promises that nothing under
+// workspace/private can be reached whatever the grants say — grep and search over the
+// whole root, and a listing of it, never show the frozen file; reading it is refused.
+func TestExampleCeilingHoldsOverSubtrees(t *testing.T) {
+	dir := t.TempDir()
+	env := append(os.Environ(),
+		"HOME="+filepath.Join(dir, "home"),
+		"XDG_STATE_HOME="+filepath.Join(dir, "state"),
+		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"),
+	)
+	run := func(wantExit int, args ...string) string {
+		t.Helper()
+		c := exec.Command("sharedos", append([]string{"--config", "examples/config.yaml"}, args...)...)
+		c.Dir = ".."
+		c.Env = env
+		out, err := c.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != wantExit {
+			t.Fatalf("%v: exit %d, want %d\n%s", args, code, wantExit, out)
+		}
+		return string(out)
+	}
+	for _, args := range [][]string{
+		{"tools", "call", "files.grep", "-a", "path=", "-a", "pattern=e"},
+		{"tools", "call", "files.grep", "-a", "path=", "-a", "pattern=agents"},
+		{"tools", "call", "files.search", "-a", "path=", "-a", "query=agents"},
+		{"tools", "call", "files.list", "-a", "path="},
+	} {
+		out := run(0, append(args, "-o", "json")...)
+		if strings.Contains(out, "private") || strings.Contains(out, "not for agents") {
+			t.Errorf("%v reaches the frozen subtree:\n%s", args, out)
+		}
+	}
+	if out := run(3, "tools", "call", "files.read", "-a", "path=private/secret.md", "-o", "json"); !strings.Contains(out, "host_policy_denied") {
+		t.Errorf("reading the frozen file: %s", out)
 	}
 }

@@ -125,6 +125,7 @@ type Prepared struct {
 	source   kernel.GrantSource
 	resolver kernel.DelegationChainResolver
 	ceiling  kernel.HostCeiling
+	frozen   [][]string // the ceiling's frozen files: paths, for the planes
 	tools    []kernel.ToolHandler
 	index    *snapshotIndexRef
 	closers  []io.Closer
@@ -164,6 +165,7 @@ func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
 				Message: fmt.Sprintf("config file %s: ceiling: %v", s.ConfigFile, err)}
 		}
 		p.ceiling = c
+		p.frozen = c.FrozenPaths(fsplane.Namespace)
 	}
 	if s.Now != "" {
 		ms, err := kernel.ParseTimestamp(s.Now)
@@ -229,7 +231,7 @@ func (p *Prepared) buildTools() error {
 	}
 	p.index = &snapshotIndexRef{}
 	files, err := fsplane.NewProvider(s.Root, fsplane.ProviderOptions{
-		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock})
+		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen})
 	if err != nil {
 		return usageError("keep the state directory outside --root", "files plane: %v", err)
 	}
@@ -321,25 +323,25 @@ type snapshotIndexRef struct{ st *sqlitestore.Store }
 
 var errIndexNotOpen = errors.New("the state database is not open")
 
-func (r *snapshotIndexRef) PutSnapshot(ctx context.Context, rec fsplane.SnapshotRecord) error {
+func (r *snapshotIndexRef) PutSnapshot(ctx context.Context, rec kernel.SnapshotRecord) error {
 	if r.st == nil {
 		return errIndexNotOpen
 	}
 	return r.st.PutSnapshot(ctx, rec)
 }
 
-func (r *snapshotIndexRef) ListSnapshots(ctx context.Context, root string, path []string, limit int) ([]fsplane.SnapshotRecord, error) {
+func (r *snapshotIndexRef) ListSnapshots(ctx context.Context, scope kernel.SnapshotScope, limit int) ([]kernel.SnapshotRecord, error) {
 	if r.st == nil {
 		return nil, errIndexNotOpen
 	}
-	return r.st.ListSnapshots(ctx, root, path, limit)
+	return r.st.ListSnapshots(ctx, scope, limit)
 }
 
-func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, root string, path []string, id string) (*fsplane.SnapshotRecord, error) {
+func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, scope kernel.SnapshotScope, id string) (*kernel.SnapshotRecord, error) {
 	if r.st == nil {
 		return nil, errIndexNotOpen
 	}
-	return r.st.GetSnapshot(ctx, root, path, id)
+	return r.st.GetSnapshot(ctx, scope, id)
 }
 
 // accessContext resolves actor, owner, authority, world, purpose, now and trace (spec 40 §2).

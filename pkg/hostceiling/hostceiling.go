@@ -71,6 +71,24 @@ func isAction(spec string) bool {
 	return strings.HasPrefix(spec, "snapshot:")
 }
 
+// FrozenPaths returns the frozen paths of one resource namespace, as segment lists (an
+// empty list freezes the whole namespace). A plane whose recursive operations reach below
+// their named path (the files plane's grep, search, snapshots and recursive delete; the
+// repo plane's status, diff and stage over the same root) uses them to skip, preserve or
+// refuse what is frozen, so the ceiling holds over whole subtrees.
+func (c *Ceiling) FrozenPaths(namespace string) [][]string {
+	if c == nil {
+		return nil
+	}
+	var out [][]string
+	for _, fp := range c.paths {
+		if fp.namespace == namespace {
+			out = append(out, append([]string{}, fp.path...))
+		}
+	}
+	return out
+}
+
 // Empty reports whether the ceiling refuses nothing.
 func (c *Ceiling) Empty() bool { return c == nil || (len(c.paths) == 0 && len(c.actions) == 0) }
 
