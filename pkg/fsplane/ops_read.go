@@ -161,7 +161,7 @@ func (p *Provider) stat(ctx context.Context, path []string) (any, error) {
 	out := StatOutput{Path: path, Kind: kindOf(fi.Mode()), SizeBytes: fi.Size(),
 		ModifiedAt: kernel.FormatTimestamp(fi.ModTime().UnixMilli())}
 	if fi.Mode().IsRegular() {
-		f, st, err := openFileIn(parent.r, name, path)
+		f, st, err := openFileInHook(parent.r, name, path, p.beforeOpen)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	if len(path) == 0 {
 		return nil, failed(CodeNotAFile, "the root is a directory, not a file (use files.list)")
 	}
-	f, _, err := openFileIn(parent.r, name, path)
+	f, _, err := openFileInHook(parent.r, name, path, p.beforeOpen)
 	if err != nil {
 		var oe *opError
 		if errors.As(err, &oe) && oe.code == CodeNotAFile {

@@ -69,6 +69,9 @@ type Provider struct {
 	now      func() time.Time
 	maxRead  int
 	workers  int
+	// beforeOpen, when set (tests only), runs in read and stat between examining the
+	// file's name and opening it.
+	beforeOpen func()
 }
 
 // NewProvider opens root (which must be an existing directory) as the files plane. It
