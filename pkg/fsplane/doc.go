@@ -29,9 +29,14 @@
 //     the use is therefore detected (path_escape) and can never redirect a read or a
 //     write, and os.Root itself refuses anything that would leave the root.
 //   - list shows a link as kind "symlink"; search, grep and snapshots skip links and
-//     special files (FIFOs, sockets, devices), which are never opened. ".git" entries,
-//     temporary files and names that are not valid path segments are hidden from list,
-//     search, grep and snapshots alike.
+//     special files (FIFOs, sockets, devices), which are never opened. ".git" entries
+//     and temporary files are hidden from list, search, grep and snapshots alike.
+//     Names that are not valid path segments (spec 20 §1.2: a control character such
+//     as a tab, a backslash, leading or trailing white space, bytes that are not UTF-8)
+//     cannot be named by any tool, but they are not hidden: list, grep and search show
+//     them (and what lies below such a directory) marked addressable:false, with bytes
+//     that are not UTF-8 shown as U+FFFD. Directory snapshots and restores leave them
+//     out (a restore leaves them untouched).
 //   - delete refuses the root and any directory holding a .git entry anywhere below it;
 //     a recursive delete removes links themselves, never their targets.
 //   - Writes (create, replace, append, snapshot.restore) write a temporary file

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -27,10 +28,34 @@ func Version(content []byte) string {
 
 func versionOfDigest(sum []byte) string { return hex.EncodeToString(sum[:16]) }
 
-// ListEntry is one entry of a list output.
+// ListEntry is one entry of a list output. Addressable is false (and present) for a
+// name that is not a valid path segment (spec 20 §1.2: a tab or another control
+// character, a backslash, leading or trailing white space, bytes that are not UTF-8):
+// it is listed so that nothing is hidden, but no tool can name it in a path.
 type ListEntry struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
+	Name        string `json:"name"`
+	Kind        string `json:"kind"`
+	Addressable *bool  `json:"addressable,omitempty"`
+}
+
+var notAddressable = new(bool) // shared false for the Addressable fields; never written
+
+// displayName is name as a JSON string can carry it: bytes that are not UTF-8 become
+// U+FFFD (only unaddressable names can hold them).
+func displayName(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
+
+// displayPath is path with displayName applied to each segment (a copy when needed).
+func displayPath(path []string) []string {
+	for _, s := range path {
+		if !utf8.ValidString(s) {
+			cp := make([]string, len(path))
+			for j, t := range path {
+				cp[j] = displayName(t)
+			}
+			return cp
+		}
+	}
+	return path
 }
 
 // ListOutput is the output of list.
@@ -102,10 +127,15 @@ func (p *Provider) list(ctx context.Context, path []string) (any, error) {
 	}
 	out := ListOutput{Path: path, Entries: make([]ListEntry, 0, len(des))}
 	for _, de := range des {
-		if hidden(de.Name()) {
+		n := de.Name()
+		if isGitName(n) || isTempName(n) {
 			continue
 		}
-		out.Entries = append(out.Entries, ListEntry{Name: de.Name(), Kind: kindOf(de.Type())})
+		le := ListEntry{Name: n, Kind: kindOf(de.Type())}
+		if !validName(n) {
+			le.Name, le.Addressable = displayName(n), notAddressable
+		}
+		out.Entries = append(out.Entries, le)
 	}
 	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].Name < out.Entries[j].Name })
 	if len(out.Entries) > MaxListEntries {

@@ -20,11 +20,15 @@ const (
 
 // SearchHit is one file found by search. Score is the fraction of the query terms the
 // file holds (in its content or its name), 0..1; Version is the file's version.
+//
+// Addressable is false (and present) when the path holds a name that is not a valid
+// path segment (see ListEntry).
 type SearchHit struct {
-	Path    []string `json:"path"`
-	Score   float64  `json:"score"`
-	Excerpt string   `json:"excerpt"`
-	Version string   `json:"version"`
+	Path        []string `json:"path"`
+	Score       float64  `json:"score"`
+	Excerpt     string   `json:"excerpt"`
+	Version     string   `json:"version"`
+	Addressable *bool    `json:"addressable,omitempty"`
 }
 
 // SearchOutput is the output of search.
@@ -108,7 +112,7 @@ func (p *Provider) search(ctx context.Context, path []string, in SearchInput) (a
 			finders[i] = &f
 		}
 	}
-	walkErr := p.runWorkers(ctx, path, func(w int, e walkEntry) {
+	walkErr := p.runWalk(ctx, path, true, func(w int, e walkEntry) {
 		st := &states[w]
 		b, ok := readWalked(e, st.buf, MaxSearchFileBytes)
 		if !ok {
@@ -169,8 +173,11 @@ func (p *Provider) search(ctx context.Context, path []string, in SearchInput) (a
 		if h.present == 0 {
 			return
 		}
-		h.hit = SearchHit{Path: e.path, Score: float64(h.present) / float64(len(terms)),
+		h.hit = SearchHit{Path: displayPath(e.path), Score: float64(h.present) / float64(len(terms)),
 			Excerpt: excerpt(b, h.firstPos), Version: Version(b)}
+		if e.unaddressable {
+			h.hit.Addressable = notAddressable
+		}
 		h.pathKey = strings.Join(e.path, "\x00")
 		st.hits = append(st.hits, h)
 	})

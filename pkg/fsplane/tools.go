@@ -258,7 +258,8 @@ func toolSpecs() []toolSpec {
 			description: "List the entries of a directory under the files root (path [] is the root). " +
 				"Returns {path, entries:[{name, kind}], truncated}; kind is \"file\", \"directory\", \"symlink\" or \"other\". " +
 				"Entries are sorted by name and capped at 10,000 (truncated:true when cut). Symbolic links are shown but cannot be opened; " +
-				".git directories and temporary files are hidden.",
+				".git directories and temporary files are hidden. A name that is not a valid path segment (a tab or other control character, a backslash, " +
+				"leading or trailing white space, bytes that are not UTF-8, shown as U+FFFD) is listed with addressable:false: no tool can name it in a path.",
 			output: listOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.stat", action: ActionStat, read: true, minPath: 0,
 			description: "Describe a file or directory: {path, kind, sizeBytes, modifiedAt, version?}. " +
@@ -266,7 +267,9 @@ func toolSpecs() []toolSpec {
 			output: statOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.read", action: ActionRead, read: true, minPath: 0,
 			description: "Read a file: {path, version, truncated, encoding, content}. Content is cut at the provider's read limit (256 KiB by default; truncated:true when cut). " +
-				"Valid UTF-8 is returned as text (encoding \"utf-8\"); anything else is base64 (encoding \"base64\"). A directory fails not_a_file.",
+				"Valid UTF-8 is returned as text (encoding \"utf-8\"); anything else is base64 (encoding \"base64\"). " +
+				"A cut text ends at a character boundary: a UTF-8 character the limit would split is left out whole (so content may be up to 3 bytes shorter than the limit). " +
+				"A directory fails not_a_file.",
 			output: readOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.search", action: ActionSearch, read: true, minPath: 0,
 			props: map[string]any{
@@ -294,7 +297,9 @@ func toolSpecs() []toolSpec {
 				"mode \"regex\" uses Go RE2 syntax (no backreferences or lookaround), matched against each line. Case-insensitive unless caseSensitive is true. " +
 				"Returns {path, matches:[{path, line, text, context}], truncated} in path order, lines numbered from 1; context holds the lines " +
 				"from line-contextBefore to line+contextAfter. At most 1,000 matches (truncated:true when cut); lines longer than 1,000 characters are cut " +
-				"(the match carries truncated:true). Binary files are skipped.",
+				"(the match carries truncated:true). Binary files are skipped. A leading UTF-8 byte order mark is not part of the text; a line (or context line) " +
+				"holding bytes that are not UTF-8 is shown with U+FFFD for them and the match carries invalidUtf8:true. Files under names that are not valid " +
+				"path segments are searched too and their matches carry addressable:false.",
 			output: grepOutputSchema(), parse: parseGrepArgs},
 		{name: "files.create", action: ActionCreate, minPath: 1,
 			props: map[string]any{

@@ -89,21 +89,24 @@ type walkEntry struct {
 	path []string // from the plane root
 	dir  *sharedDir
 	name string
+	// unaddressable: a segment of path is not a valid path segment (only walks that
+	// include such names report them, see runWalk).
+	unaddressable bool
 }
 
 // walkFiles sends every regular file under path (a file or a directory) to out in
 // path order (segment by segment, byte-wise), then closes out. Links, special files,
 // .git directories and temporary files are skipped, as are sub-directories that cannot
 // be opened. It fails only for path itself.
-func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry) error {
+func (p *Provider) walkFiles(ctx context.Context, path []string, all bool, out chan<- walkEntry) error {
 	defer close(out)
 	if len(path) == 0 {
 		fd, err := dupRootFd(p.root)
 		if err != nil {
 			return err
 		}
-		w := walker{ctx: ctx, out: out}
-		w.dir(newSharedDir(fd), path)
+		w := walker{ctx: ctx, out: out, all: all}
+		w.dir(newSharedDir(fd), path, false)
 		return nil
 	}
 	parent, name, err := p.openParent(path, false)
@@ -145,8 +148,8 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		if err != nil {
 			return err
 		}
-		w := walker{ctx: ctx, out: out}
-		w.dir(newSharedDir(fd), path)
+		w := walker{ctx: ctx, out: out, all: all}
+		w.dir(newSharedDir(fd), path, false)
 		return nil
 	}
 	return failed(CodeNotAFile, "%s is not a regular file or directory", show(path))
@@ -155,12 +158,13 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 type walker struct {
 	ctx  context.Context
 	out  chan<- walkEntry
+	all  bool // include names that are not valid path segments (marked unaddressable)
 	seq  int
 	dbuf []byte
 }
 
-// dir walks d (and releases it).
-func (w *walker) dir(d *sharedDir, path []string) {
+// dir walks d (and releases it); unaddr: path already holds an unaddressable segment.
+func (w *walker) dir(d *sharedDir, path []string, unaddr bool) {
 	defer d.release()
 	if w.ctx.Err() != nil {
 		return
@@ -175,8 +179,15 @@ func (w *walker) dir(d *sharedDir, path []string) {
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
 	for _, de := range ents {
 		name := de.name
-		if hidden(name) {
+		bad := unaddr
+		if isGitName(name) || isTempName(name) {
 			continue
+		}
+		if !validName(name) {
+			if !w.all {
+				continue
+			}
+			bad = true
 		}
 		switch de.typ {
 		case typeDir:
@@ -187,14 +198,14 @@ func (w *walker) dir(d *sharedDir, path []string) {
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
-			w.dir(newSharedDir(fd), cp)
+			w.dir(newSharedDir(fd), cp, bad)
 		case typeFile:
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
 			d.refs.Add(1)
 			select {
-			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name}:
+			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name, unaddressable: bad}:
 				w.seq++
 			case <-w.ctx.Done():
 				d.release()
@@ -244,13 +255,19 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 
 // runWorkers starts the workers over the walk of path and calls work for each file in
 // a worker's goroutine (worker numbers 0..p.workers-1). It returns the error of the
-// walk of path itself.
+// walk of path itself. Names that are not valid path segments are skipped.
 func (p *Provider) runWorkers(ctx context.Context, path []string, work func(worker int, e walkEntry)) error {
+	return p.runWalk(ctx, path, false, work)
+}
+
+// runWalk is runWorkers; with all, files whose path holds a name that is not a valid
+// path segment are walked too (walkEntry.unaddressable).
+func (p *Provider) runWalk(ctx context.Context, path []string, all bool, work func(worker int, e walkEntry)) error {
 	jobs := make(chan walkEntry, 512)
 	var walkErr error
 	done := make(chan struct{})
 	go func() {
-		walkErr = p.walkFiles(ctx, path, jobs)
+		walkErr = p.walkFiles(ctx, path, all, jobs)
 		close(done)
 	}()
 	n := p.workers
