@@ -49,6 +49,21 @@
 //   - Snapshot blobs live in ProviderOptions.SnapshotDir, which must be outside the root
 //     (NewProvider refuses otherwise); snapshot metadata lives in a SnapshotIndex.
 //
+// # Search ranking
+//
+// files.search splits the query on white space (punctuation at a term's ends is
+// dropped) and matches each term case-insensitively at token boundaries: a word starts
+// after a non-word character, at a lower-to-upper change (fooBar), a letter/digit change
+// (utf8) or the last capital before a lower-case letter (HTTPServer). The score of a
+// file is, summed over the terms it holds, BM25 (k1 1.2, b 0.75, the inverse document
+// frequency taken over the text files searched) plus 1.2 × idf for a term in the file's
+// name (0.6 × idf in a directory name below the searched path; 0.6 × idf for a term of
+// 4 or more bytes inside a word of the file's name), plus bonuses for the query's
+// consecutive terms adjacent (a phrase) and for distinct terms within 200 bytes, all
+// times the share of the query's terms the file holds. Scores are published relative to
+// the best hit; TestSearchRelevanceReport measures the ranking on a copy of
+// GOROOT/src.
+//
 // # Versions
 //
 // A file's version is the first 32 hexadecimal characters of the SHA-256 digest of its

@@ -274,14 +274,16 @@ func toolSpecs() []toolSpec {
 		{name: "files.search", action: ActionSearch, read: true, minPath: 0,
 			props: map[string]any{
 				"query": map[string]any{"type": "string", "minLength": 1, "maxLength": maxQueryLen,
-					"description": "Whitespace-separated terms, matched case-insensitively."},
+					"description": "Whitespace-separated terms, matched case-insensitively as whole words or parts of compound identifiers."},
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxSearchLimit,
 					"description": "Maximum number of hits (default 20)."},
 			},
 			required: []string{"query"},
-			description: "Ranked full-text search of the files under path. Files holding more of the query terms (case-insensitive), more often, " +
-				"and terms in their name rank first; ties are broken by path. Returns {path, hits:[{path, score, excerpt, version}]}, " +
-				"score being the fraction of terms the file holds (0..1). Binary and very large files are skipped.",
+			description: "Ranked full-text search of the files under path. A term matches whole words, case-insensitively, and the parts of compound " +
+				"identifiers (\"eof\" matches ErrUnexpectedEOF, \"man\" does not match command). Files rank by BM25 (rarer terms weigh more, repeats count " +
+				"with diminishing returns, long files are normalised), plus the query's terms next to each other or close together, and terms in the file's " +
+				"or its directories' names; ties are broken by path. Returns {path, hits:[{path, score, excerpt, version}]}: score is relative to the best " +
+				"hit (1), the excerpt shows the passage holding the most terms. Binary and very large files are skipped.",
 			output: searchOutputSchema(), parse: parseSearchArgs},
 		{name: "files.grep", action: ActionGrep, read: true, minPath: 0,
 			props: map[string]any{
