@@ -49,6 +49,27 @@
 //   - Snapshot blobs live in ProviderOptions.SnapshotDir, which must be outside the root
 //     (NewProvider refuses otherwise); snapshot metadata lives in a SnapshotIndex.
 //
+// # Output budgets
+//
+// Every output is bounded in bytes, measured as its JSON encoding (escapes included):
+//
+//   - files.list, files.grep, files.search: DefaultMaxOutputBytes (1 MiB;
+//     ProviderOptions.MaxOutputBytes). list keeps the first entries by name and grep
+//     the first matches in path and line order that fit, with truncated:true; a grep
+//     match whose context lines do not fit keeps the matching line and the context
+//     lines nearest to it (the match carries truncated:true) and ends the output.
+//     search keeps the best hits that fit and adds truncated:true. These sit on top of
+//     the count caps (10,000 entries, 1,000 matches, the search limit) and grep's
+//     1,000-character line cut. While grepping, a file's matches are collected only
+//     up to the budget, so memory stays bounded by it per worker.
+//   - files.read: the read limit (DefaultMaxReadBytes, 256 KiB of the file), and the
+//     content's encoding within the output budget (or the limit's base64 size if
+//     larger): text heavy in characters JSON escapes is cut further, at a character
+//     boundary, with truncated:true.
+//   - The other tools' outputs are bounded by their inputs (a path of at most 64
+//     segments, a label of at most 256 characters, at most 100 snapshots listed) and
+//     are never cut.
+//
 // # Search ranking
 //
 // files.search splits the query on white space (punctuation at a term's ends is

@@ -35,6 +35,7 @@ type GrepMatch struct {
 	Truncated   bool     `json:"truncated,omitempty"`
 	InvalidUTF8 bool     `json:"invalidUtf8,omitempty"`
 	Addressable *bool    `json:"addressable,omitempty"`
+	at          int      // index of the matching line in Context
 }
 
 // GrepOutput is the output of grep.
@@ -476,10 +477,11 @@ func cutLine(b []byte) (s string, cut, invalid bool) {
 	return string(b), cut, false
 }
 
-// fileMatches collects the matches of one file (at most limit).
-func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limit int) []GrepMatch {
+// fileMatches collects the matches of one file (at most limit, and no more once their
+// encoded size passes budget: the output could not hold them).
+func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limit, budget int) (out []GrepMatch) {
 	buf = bytes.TrimPrefix(buf, utf8BOM)
-	var out []GrepMatch
+	size := 0
 	lineNo, counted := 1, 0
 	m.lines(buf, func(ls, le int) bool {
 		lineNo += bytes.Count(buf[counted:ls], []byte{'\n'})
@@ -518,8 +520,10 @@ func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limi
 			e = en
 		}
 		gm.Context = ctx
+		gm.at = len(starts)
 		out = append(out, gm)
-		return len(out) < limit
+		size += grepMatchJSONLen(&gm)
+		return len(out) < limit && size <= budget
 	})
 	return out
 }
@@ -544,6 +548,7 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 		defer collect.Done()
 		pending := map[int][]GrepMatch{}
 		next := 0
+		size := 64 + jsonStringsLen(path) // the output's own fields
 		for r := range results {
 			pending[r.seq] = r.matches
 			for {
@@ -557,12 +562,19 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 					continue
 				}
 				for _, gm := range ms {
-					if len(out.Matches) == MaxGrepMatches {
+					if len(out.Matches) == MaxGrepMatches || !fitGrepMatch(&gm, p.maxOut-size) {
 						out.Truncated = true
 						cancel()
 						break
 					}
+					size += grepMatchJSONLen(&gm)
 					out.Matches = append(out.Matches, gm)
+					if gm.at < 0 {
+						// Its context was trimmed to fit: the budget is spent.
+						out.Truncated = true
+						cancel()
+						break
+					}
 				}
 			}
 		}
@@ -576,7 +588,7 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 				bufs[w] = b[:0]
 			}
 			if bytes.IndexByte(b, 0) < 0 {
-				ms = m.fileMatches(displayPath(e.path), b, in.ContextBefore, in.ContextAfter, MaxGrepMatches+1)
+				ms = m.fileMatches(displayPath(e.path), b, in.ContextBefore, in.ContextAfter, MaxGrepMatches+1, p.maxOut)
 				if e.unaddressable {
 					for i := range ms {
 						ms[i].Addressable = notAddressable

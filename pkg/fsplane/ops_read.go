@@ -142,6 +142,14 @@ func (p *Provider) list(ctx context.Context, path []string) (any, error) {
 		out.Entries = out.Entries[:MaxListEntries]
 		out.Truncated = true
 	}
+	size := 64 + jsonStringsLen(path)
+	for i := range out.Entries {
+		if size += listEntryJSONLen(&out.Entries[i]); size > p.maxOut {
+			out.Entries = out.Entries[:i]
+			out.Truncated = true
+			break
+		}
+	}
 	return out, ctx.Err()
 }
 
@@ -208,6 +216,16 @@ func (p *Provider) stat(ctx context.Context, path []string) (any, error) {
 		out.SizeBytes = 0
 	}
 	return out, ctx.Err()
+}
+
+// readBudget is the JSON-encoded size files.read's content may take: the output
+// budget, or more when the read limit's base64 needs it.
+func (p *Provider) readBudget() int {
+	b := base64.StdEncoding.EncodedLen(p.maxRead) + 2
+	if b < p.maxOut {
+		b = p.maxOut
+	}
+	return b
 }
 
 // readFile opens the regular file at path and returns its whole content.
@@ -280,6 +298,12 @@ func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	}
 	if utf8.Valid(text) {
 		out.Encoding, out.Content = "utf-8", string(text)
+		// Text heavy in characters JSON escapes (control characters: 6 bytes each) is
+		// cut further, at a character boundary, to keep the output within its budget.
+		var cut bool
+		if out.Content, cut = cutToJSONBudget(out.Content, p.readBudget()); cut {
+			out.Truncated = true
+		}
 	} else {
 		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(head)
 	}

@@ -56,6 +56,9 @@ type ProviderOptions struct {
 	Now func() time.Time
 	// MaxReadBytes caps the content files.read returns. 0 means DefaultMaxReadBytes.
 	MaxReadBytes int
+	// MaxOutputBytes is the output budget (JSON-encoded size) of list, grep and search,
+	// and the least budget of read. 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int
 }
 
 // Provider is the files ResourceProvider over one directory. It is safe for
@@ -68,6 +71,7 @@ type Provider struct {
 	index    SnapshotIndex
 	now      func() time.Time
 	maxRead  int
+	maxOut   int
 	workers  int
 	// beforeOpen, when set (tests only), runs in read and stat between examining the
 	// file's name and opening it.
@@ -99,6 +103,10 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	}
 	if p.maxRead <= 0 {
 		p.maxRead = DefaultMaxReadBytes
+	}
+	p.maxOut = opts.MaxOutputBytes
+	if p.maxOut <= 0 {
+		p.maxOut = DefaultMaxOutputBytes
 	}
 	if p.index == nil {
 		p.index = NewMemoryIndex()

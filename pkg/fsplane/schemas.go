@@ -87,6 +87,7 @@ func searchOutputSchema() map[string]any {
 			"version":     versionOut(),
 			"addressable": map[string]any{"const": false},
 		}, "path", "score", "excerpt", "version")),
+		"truncated": map[string]any{"const": true},
 	}, "path", "hits")
 }
 

@@ -60,8 +60,9 @@ type SearchHit struct {
 
 // SearchOutput is the output of search.
 type SearchOutput struct {
-	Path []string    `json:"path"`
-	Hits []SearchHit `json:"hits"`
+	Path      []string    `json:"path"`
+	Hits      []SearchHit `json:"hits"`
+	Truncated bool        `json:"truncated,omitempty"` // hits were left out to keep the output within its byte budget
 }
 
 // searchTerms lower-cases the query, splits it on white space and trims punctuation
@@ -444,12 +445,13 @@ func (p *Provider) search(ctx context.Context, path []string, in SearchInput) (a
 	if len(all) > limit {
 		all = all[:limit]
 	}
-	out := SearchOutput{Path: path, Hits: make([]SearchHit, len(all))}
+	out := SearchOutput{Path: path, Hits: make([]SearchHit, 0, len(all))}
+	size := 64 + jsonStringsLen(path)
 	top := 0.0
 	if len(all) > 0 {
 		top = all[0].score
 	}
-	for i, c := range all {
+	for _, c := range all {
 		score := 1.0
 		if top > 0 {
 			score = math.Round(c.score/top*1e4) / 1e4
@@ -457,10 +459,15 @@ func (p *Provider) search(ctx context.Context, path []string, in SearchInput) (a
 		if score <= 0 {
 			score = 1e-4
 		}
-		out.Hits[i] = SearchHit{Path: c.path, Score: score, Excerpt: c.excerpt, Version: c.version}
+		h := SearchHit{Path: c.path, Score: score, Excerpt: c.excerpt, Version: c.version}
 		if c.unaddressable {
-			out.Hits[i].Addressable = notAddressable
+			h.Addressable = notAddressable
 		}
+		if size += searchHitJSONLen(&h); size > p.maxOut {
+			out.Truncated = true
+			break
+		}
+		out.Hits = append(out.Hits, h)
 	}
 	return out, nil
 }
