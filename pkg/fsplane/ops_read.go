@@ -255,6 +255,49 @@ func readAll(f *os.File, size int64) ([]byte, error) {
 	}
 }
 
+// readHead reads the first max bytes of f (fewer at its end). The buffer is sized from
+// size, the file's size when opened (a small file costs a small buffer, not the read
+// limit: zeroing a fresh 256 KiB buffer was 92 % of a small read), and grows if the
+// file grew meanwhile.
+func readHead(f *os.File, size int64, max int) ([]byte, error) {
+	n := max
+	if size >= 0 && size+1 < int64(max) {
+		n = int(size) + 1 // one more byte shows EOF (or growth) in the same read
+		if n < 512 {
+			n = 512
+		}
+	}
+	buf := make([]byte, 0, n)
+	for len(buf) < max {
+		if len(buf) == cap(buf) {
+			grow := cap(buf)
+			if len(buf)+grow > max {
+				grow = max - len(buf)
+			}
+			buf = append(buf[:cap(buf)], make([]byte, grow)...)[:len(buf)]
+		}
+		end := cap(buf)
+		if end > max {
+			end = max
+		}
+		room := end - len(buf)
+		m, err := f.Read(buf[len(buf):end])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m < room && int64(len(buf)) == size {
+			// A short read of a regular file that ends where the opened file's size
+			// says: its end (saves the read that would return EOF).
+			return buf, nil
+		}
+	}
+	return buf, nil
+}
+
 func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	parent, name, err := p.openParent(path, false)
 	if err != nil {
@@ -264,7 +307,7 @@ func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	if len(path) == 0 {
 		return nil, failed(CodeNotAFile, "the root is a directory, not a file (use files.list)")
 	}
-	f, _, err := openFileInHook(parent.r, name, path, p.beforeOpen)
+	f, st, err := openFileInHook(parent.r, name, path, p.beforeOpen)
 	if err != nil {
 		var oe *opError
 		if errors.As(err, &oe) && oe.code == CodeNotAFile {
@@ -274,12 +317,11 @@ func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	head := make([]byte, p.maxRead+1)
-	n, err := io.ReadFull(f, head)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+	head, err := readHead(f, st.Size(), p.maxRead+1)
+	if err != nil {
 		return nil, err
 	}
-	head = head[:n]
+	n := len(head)
 	h.Write(head)
 	truncated := n > p.maxRead
 	if truncated {

@@ -821,3 +821,31 @@ func TestDirectInputsMaps(t *testing.T) {
 		t.Fatalf("long path message: %d", len(rr.Error.Message))
 	}
 }
+
+// TestReadHead: the buffer is sized from the size seen at open, but the content read
+// is the file's, whatever that size said (the file may grow or shrink meanwhile).
+func TestReadHead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	content := strings.Repeat("0123456789", 300) // 3,000 bytes
+	f := filepath.Join(dir, "f")
+	os.WriteFile(f, []byte(content), 0o644)
+	for _, c := range []struct {
+		size int64
+		max  int
+		want int
+	}{
+		{3000, 1 << 20, 3000}, {20, 1 << 20, 3000}, {0, 1 << 20, 3000}, {-1, 1 << 20, 3000},
+		{1 << 30, 1 << 20, 3000}, {3000, 1000, 1000}, {20, 2999, 2999}, {3000, 3001, 3000}, {3000, 3000, 3000},
+	} {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readHead(fh, c.size, c.max)
+		fh.Close()
+		if err != nil || string(got) != content[:c.want] {
+			t.Fatalf("size %d max %d: %d bytes, %v (want %d)", c.size, c.max, len(got), err, c.want)
+		}
+	}
+}
