@@ -8,7 +8,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Walks (grep, search, directory snapshots) read many files, so they work on directory
@@ -34,7 +35,7 @@ func newSharedDir(fd int) *sharedDir {
 
 func (d *sharedDir) release() {
 	if d.refs.Add(-1) == 0 {
-		syscall.Close(d.fd)
+		unix.Close(d.fd)
 	}
 }
 
@@ -62,21 +63,18 @@ func dupRootFd(r *os.Root) (int, error) {
 
 func dupCloexec(fd int) (int, error) {
 	for {
-		nfd, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-		if e == syscall.EINTR {
+		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err == unix.EINTR {
 			continue
 		}
-		if e != 0 {
-			return -1, e
-		}
-		return int(nfd), nil
+		return nfd, err
 	}
 }
 
 func openatNoFollow(dirfd int, name string, flags int) (int, error) {
 	for {
-		fd, err := syscall.Openat(dirfd, name, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if err == syscall.EINTR {
+		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
 			continue
 		}
 		return fd, err
@@ -191,7 +189,7 @@ func (w *walker) dir(d *sharedDir, path []string, unaddr bool) {
 		}
 		switch de.typ {
 		case typeDir:
-			fd, err := openatNoFollow(d.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY)
+			fd, err := openatNoFollow(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 			if err != nil {
 				continue // vanished, replaced by a link, or unreadable
 			}
@@ -222,13 +220,13 @@ func (w *walker) dir(d *sharedDir, path []string, unaddr bool) {
 // of at most max bytes, and reads it into buf (reused when large enough). It returns
 // (nil, false) for a file to skip.
 func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
-	fd, err := openatNoFollow(e.dir.fd, e.name, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	fd, err := openatNoFollow(e.dir.fd, e.name, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, false
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > max {
 		return nil, false
 	}
 	size := int(st.Size)
@@ -238,8 +236,8 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 	buf = buf[:cap(buf)]
 	n := 0
 	for n < size {
-		m, err := syscall.Read(fd, buf[n:size])
-		if err == syscall.EINTR {
+		m, err := unix.Read(fd, buf[n:size])
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
