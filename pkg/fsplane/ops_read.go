@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"golang.org/x/sys/unix"
 )
 
 // MaxListEntries caps the entries files.list returns.
@@ -259,7 +260,7 @@ func readAll(f *os.File, size int64) ([]byte, error) {
 // size, the file's size when opened (a small file costs a small buffer, not the read
 // limit: zeroing a fresh 256 KiB buffer was 92 % of a small read), and grows if the
 // file grew meanwhile.
-func readHead(f *os.File, size int64, max int) ([]byte, error) {
+func readHead(f io.Reader, size int64, max int) ([]byte, error) {
 	n := max
 	if size >= 0 && size+1 < int64(max) {
 		n = int(size) + 1 // one more byte shows EOF (or growth) in the same read
@@ -298,26 +299,124 @@ func readHead(f *os.File, size int64, max int) ([]byte, error) {
 	return buf, nil
 }
 
-func (p *Provider) read(ctx context.Context, path []string) (any, error) {
-	parent, name, err := p.openParent(path, false)
-	if err != nil {
-		return nil, err
+// fdReader reads a raw descriptor.
+type fdReader int
+
+func (r fdReader) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(r), b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 && len(b) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
 	}
-	defer parent.release()
+}
+
+// openForRead opens the regular file at path (at least one segment) for reading with
+// raw descriptors: each directory is opened with openat(parent, name,
+// O_DIRECTORY|O_NOFOLLOW), which refuses a link (ELOOP) and holds exactly the
+// directory it names, so no separate examination is needed; the file is examined with
+// fstatat(AT_SYMLINK_NOFOLLOW) (a link is path_escape, a special file is never
+// opened), opened with O_NOFOLLOW|O_NONBLOCK and its handle compared with what was
+// examined, re-examined when a concurrent rename replaced it (as openFileIn). The same
+// rules as the os.Root path of the other operations, in 7 system calls instead of 11
+// for a file one directory down. It returns the descriptor and the size seen at open.
+func (p *Provider) openForRead(path []string) (int, int64, error) {
+	p.fdMu.RLock()
+	defer p.fdMu.RUnlock()
+	if p.rootFd < 0 {
+		return -1, 0, &internalError{errors.New("files provider is closed")}
+	}
+	dfd := p.rootFd
+	closeDir := func() {
+		if dfd != p.rootFd {
+			unix.Close(dfd)
+		}
+	}
+	defer func() { closeDir() }()
+	for i, seg := range path[:len(path)-1] {
+		nfd, err := openatNoFollow(dfd, seg, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			sub := path[:i+1]
+			switch err {
+			case unix.ELOOP:
+				return -1, 0, escapeErr(sub, false)
+			case unix.ENOENT:
+				return -1, 0, failed(CodeNotFound, "%s does not exist", show(sub))
+			case unix.ENOTDIR:
+				// Linux reports a link opened with O_DIRECTORY|O_NOFOLLOW as ENOTDIR.
+				var st unix.Stat_t
+				if unix.Fstatat(dfd, seg, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					return -1, 0, escapeErr(sub, false)
+				}
+				return -1, 0, failed(CodeNotFound, "%s is not a directory", show(sub))
+			}
+			return -1, 0, &os.PathError{Op: "openat", Path: seg, Err: err}
+		}
+		closeDir()
+		dfd = nfd
+	}
+	name := path[len(path)-1]
+	for attempt := 1; ; attempt++ {
+		var fi unix.Stat_t
+		if err := unix.Fstatat(dfd, name, &fi, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err == unix.ENOENT {
+				return -1, 0, failed(CodeNotFound, "%s does not exist", show(path))
+			}
+			return -1, 0, &os.PathError{Op: "fstatat", Path: name, Err: err}
+		}
+		switch fi.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+		case unix.S_IFLNK:
+			return -1, 0, escapeErr(path, false)
+		case unix.S_IFDIR:
+			return -1, 0, failed(CodeNotAFile, "%s is a directory, not a file (use files.list for a directory)", show(path))
+		default:
+			return -1, 0, failed(CodeNotAFile, "%s is not a regular file (use files.list for a directory)", show(path))
+		}
+		if p.beforeOpen != nil {
+			p.beforeOpen()
+		}
+		fd, err := openatNoFollow(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK)
+		if err == nil {
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				unix.Close(fd)
+				return -1, 0, &os.PathError{Op: "fstat", Path: name, Err: err}
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == fi.Dev && st.Ino == fi.Ino {
+				return fd, st.Size, nil
+			}
+			unix.Close(fd) // replaced after the examination: look again
+		} else if err != unix.ELOOP && err != unix.ENOENT && err != unix.ENOTDIR {
+			return -1, 0, &os.PathError{Op: "openat", Path: name, Err: err}
+		}
+		if attempt == openAttempts {
+			e := failed(CodeProviderError, "%s was replaced %d times while it was being opened (concurrent writes); nothing was read, try again", show(path), openAttempts)
+			e.retryable = true
+			return -1, 0, e
+		}
+	}
+}
+
+func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	if len(path) == 0 {
 		return nil, failed(CodeNotAFile, "the root is a directory, not a file (use files.list)")
 	}
-	f, st, err := openFileInHook(parent.r, name, path, p.beforeOpen)
+	fd, size, err := p.openForRead(path)
 	if err != nil {
-		var oe *opError
-		if errors.As(err, &oe) && oe.code == CodeNotAFile {
-			oe.msg += " (use files.list for a directory)"
-		}
 		return nil, err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
+	f := fdReader(fd)
 	h := sha256.New()
-	head, err := readHead(f, st.Size(), p.maxRead+1)
+	head, err := readHead(f, size, p.maxRead+1)
 	if err != nil {
 		return nil, err
 	}

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"golang.org/x/sys/unix"
 )
 
 // Provider error codes (ProtocolError.Code of a denied or failed ResourceResult). The
@@ -76,6 +78,10 @@ type Provider struct {
 	// beforeOpen, when set (tests only), runs in read and stat between examining the
 	// file's name and opening it.
 	beforeOpen func()
+	// rootFd is a raw descriptor of the root directory (the one p.root holds), for the
+	// read path (ops_read.go); -1 once closed. fdMu guards its use against Close.
+	fdMu   sync.RWMutex
+	rootFd int
 }
 
 // NewProvider opens root (which must be an existing directory) as the files plane. It
@@ -123,6 +129,10 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, fmt.Errorf("open files root %s: %w", root, err)
 	}
 	p.root = r
+	if p.rootFd, err = dupRootFd(r); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open files root %s: %w", root, err)
+	}
 	return p, nil
 }
 
@@ -155,7 +165,15 @@ func (p *Provider) Namespace() string { return Namespace }
 func (p *Provider) RootPath() string { return p.rootPath }
 
 // Close releases the root. Operations after Close fail.
-func (p *Provider) Close() error { return p.root.Close() }
+func (p *Provider) Close() error {
+	p.fdMu.Lock()
+	if p.rootFd >= 0 {
+		unix.Close(p.rootFd)
+		p.rootFd = -1
+	}
+	p.fdMu.Unlock()
+	return p.root.Close()
+}
 
 // opError is an expected failure that becomes a denied or failed ResourceResult.
 type opError struct {

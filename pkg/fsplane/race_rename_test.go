@@ -172,3 +172,38 @@ func TestReadersSeeOldOrNewNeverPartial(t *testing.T) {
 	}
 	t.Logf("%d reads during %d writes", reads.Load(), writes.Load())
 }
+
+// TestReadAfterCloseFails: the read path's raw root descriptor is released by Close;
+// a read afterwards is a provider fault, and never reads through a descriptor number
+// the process reused for another directory.
+func TestReadAfterCloseFails(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	root, other := filepath.Join(base, "root"), filepath.Join(base, "other")
+	os.MkdirAll(root, 0o755)
+	os.MkdirAll(other, 0o755)
+	os.WriteFile(filepath.Join(other, "f.txt"), []byte("OTHER directory"), 0o644)
+	p, err := NewProvider(root, ProviderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	var keep []*os.File
+	for i := 0; i < 8; i++ { // reuse the freed descriptor numbers
+		f, err := os.Open(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, f)
+	}
+	defer func() {
+		for _, f := range keep {
+			f.Close()
+		}
+	}()
+	rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "o",
+		Resource: kernel.ResourceRef{Namespace: "files", Path: pth("f.txt")}, Action: ActionRead})
+	if err == nil {
+		t.Fatalf("read after Close: %+v", rr)
+	}
+}
