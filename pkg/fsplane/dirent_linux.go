@@ -1,8 +1,9 @@
 package fsplane
 
 import (
-	"syscall"
-	"unsafe"
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
 )
 
 // dirent types the walker cares about.
@@ -17,6 +18,15 @@ type dirent struct {
 	typ  int
 }
 
+// Layout of struct linux_dirent64 (the same on every Linux architecture):
+// u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[] (NUL-terminated).
+const (
+	direntInoOff    = 0
+	direntReclenOff = 16
+	direntTypeOff   = 18
+	direntNameOff   = 19
+)
+
 // readDirents lists the directory open as fd (from its current offset) with the types
 // getdents64 reports; an entry of unknown type (a file system without d_type) is
 // classified by fstat of an O_PATH|O_NOFOLLOW handle (which opens nothing: not a
@@ -24,8 +34,8 @@ type dirent struct {
 func readDirents(fd int, buf []byte) ([]dirent, error) {
 	var out []dirent
 	for {
-		n, err := syscall.ReadDirent(fd, buf)
-		if err == syscall.EINTR {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
@@ -34,58 +44,61 @@ func readDirents(fd int, buf []byte) ([]dirent, error) {
 		if n <= 0 {
 			return out, nil
 		}
-		b := buf[:n]
-		for len(b) >= 19 {
-			// struct linux_dirent64 { u64 ino; s64 off; u16 reclen; u8 type; char name[]; }
-			reclen := int(*(*uint16)(unsafe.Pointer(&b[16])))
-			if reclen < 19 || reclen > len(b) {
-				break
-			}
-			ino := *(*uint64)(unsafe.Pointer(&b[0]))
-			dt := b[18]
-			nameb := b[19:reclen]
-			for i, c := range nameb {
-				if c == 0 {
-					nameb = nameb[:i]
-					break
-				}
-			}
-			b = b[reclen:]
-			name := string(nameb)
-			if ino == 0 || name == "." || name == ".." {
-				continue
-			}
-			typ := typeOther
-			switch dt {
-			case syscall.DT_DIR:
-				typ = typeDir
-			case syscall.DT_REG:
-				typ = typeFile
-			case syscall.DT_UNKNOWN:
-				typ = typeOfUnknown(fd, name)
-			}
-			out = append(out, dirent{name: name, typ: typ})
-		}
+		out = parseDirents(buf[:n], out, func(name string) int { return typeOfUnknown(fd, name) })
 	}
 }
 
-// oPath is O_PATH (the same value on every Linux architecture Go supports).
-const oPath = 0x200000
+// parseDirents appends the entries of the getdents64 records in b to out ("." and
+// ".." and deleted entries left out), classifying DT_UNKNOWN entries with unknown. A
+// malformed record ends the parse (the kernel never writes one).
+func parseDirents(b []byte, out []dirent, unknown func(name string) int) []dirent {
+	for len(b) >= direntNameOff {
+		reclen := int(binary.NativeEndian.Uint16(b[direntReclenOff:]))
+		if reclen < direntNameOff || reclen > len(b) {
+			break
+		}
+		ino := binary.NativeEndian.Uint64(b[direntInoOff:])
+		dt := b[direntTypeOff]
+		nameb := b[direntNameOff:reclen]
+		for i, c := range nameb {
+			if c == 0 {
+				nameb = nameb[:i]
+				break
+			}
+		}
+		b = b[reclen:]
+		name := string(nameb)
+		if ino == 0 || name == "" || name == "." || name == ".." {
+			continue
+		}
+		typ := typeOther
+		switch dt {
+		case unix.DT_DIR:
+			typ = typeDir
+		case unix.DT_REG:
+			typ = typeFile
+		case unix.DT_UNKNOWN:
+			typ = unknown(name)
+		}
+		out = append(out, dirent{name: name, typ: typ})
+	}
+	return out
+}
 
 func typeOfUnknown(dirfd int, name string) int {
-	fd, err := openatNoFollow(dirfd, name, oPath)
+	fd, err := openatNoFollow(dirfd, name, unix.O_PATH)
 	if err != nil {
 		return typeOther
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
 		return typeOther
 	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFDIR:
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
 		return typeDir
-	case syscall.S_IFREG:
+	case unix.S_IFREG:
 		return typeFile
 	}
 	return typeOther

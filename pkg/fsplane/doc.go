@@ -16,7 +16,10 @@
 //     path is ever built by joining strings onto the root's name. Walks (grep, search,
 //     directory snapshots) then read the entries below the directory they resolved with
 //     openat(directory handle, name, O_NOFOLLOW), so the kernel itself refuses any link
-//     met on the way.
+//     met on the way. files.read resolves its path the same way from a raw descriptor
+//     of the root (each directory opened with O_DIRECTORY|O_NOFOLLOW, the file examined
+//     without following, opened with O_NOFOLLOW and compared), which costs 7 system
+//     calls where the os.Root path costs 11.
 //   - A path is validated with kernel.ValidatePath first (invalid_path, denied).
 //   - A segment that may name ".git" on some file system (any letter case, trailing
 //     dots, the 8.3 name "git~1", code points HFS+ ignores), or starting with the
@@ -31,9 +34,14 @@
 //     the use is therefore detected (path_escape) and can never redirect a read or a
 //     write, and os.Root itself refuses anything that would leave the root.
 //   - list shows a link as kind "symlink"; search, grep and snapshots skip links and
-//     special files (FIFOs, sockets, devices), which are never opened. ".git" entries,
-//     temporary files and names that are not valid path segments are hidden from list,
-//     search, grep and snapshots alike.
+//     special files (FIFOs, sockets, devices), which are never opened. ".git" entries
+//     and temporary files are hidden from list, search, grep and snapshots alike.
+//     Names that are not valid path segments (spec 20 §1.2: a control character such
+//     as a tab, a backslash, leading or trailing white space, bytes that are not UTF-8)
+//     cannot be named by any tool, but they are not hidden: list, grep and search show
+//     them (and what lies below such a directory) marked addressable:false, with bytes
+//     that are not UTF-8 shown as U+FFFD. Directory snapshots and restores leave them
+//     out (a restore leaves them untouched).
 //   - delete refuses the root and any directory holding a .git entry anywhere below it;
 //     a recursive delete removes links themselves, never their targets.
 //   - Writes (create, replace, append, snapshot.restore) write a temporary file
@@ -105,6 +113,42 @@
 //     anything at or below a frozen path (content a snapshot holds there, from before
 //     the path was frozen, is not put back), and leaves in place a directory holding a
 //     frozen path even where the snapshot had a file.
+//
+// # Output budgets
+//
+// Every output is bounded in bytes, measured as its JSON encoding (escapes included):
+//
+//   - files.list, files.grep, files.search: DefaultMaxOutputBytes (1 MiB;
+//     ProviderOptions.MaxOutputBytes). list keeps the first entries by name and grep
+//     the first matches in path and line order that fit, with truncated:true; a grep
+//     match whose context lines do not fit keeps the matching line and the context
+//     lines nearest to it (the match carries truncated:true) and ends the output.
+//     search keeps the best hits that fit and adds truncated:true. These sit on top of
+//     the count caps (10,000 entries, 1,000 matches, the search limit) and grep's
+//     1,000-character line cut. While grepping, a file's matches are collected only
+//     up to the budget, so memory stays bounded by it per worker.
+//   - files.read: the read limit (DefaultMaxReadBytes, 256 KiB of the file), and the
+//     content's encoding within the output budget (or the limit's base64 size if
+//     larger): text heavy in characters JSON escapes is cut further, at a character
+//     boundary, with truncated:true.
+//   - The other tools' outputs are bounded by their inputs (a path of at most 64
+//     segments, a label of at most 256 characters, at most 100 snapshots listed) and
+//     are never cut.
+//
+// # Search ranking
+//
+// files.search splits the query on white space (punctuation at a term's ends is
+// dropped) and matches each term case-insensitively at token boundaries: a word starts
+// after a non-word character, at a lower-to-upper change (fooBar), a letter/digit change
+// (utf8) or the last capital before a lower-case letter (HTTPServer). The score of a
+// file is, summed over the terms it holds, BM25 (k1 1.2, b 0.75, the inverse document
+// frequency taken over the text files searched) plus 1.2 × idf for a term in the file's
+// name (0.6 × idf in a directory name below the searched path; 0.6 × idf for a term of
+// 4 or more bytes inside a word of the file's name), plus bonuses for the query's
+// consecutive terms adjacent (a phrase) and for distinct terms within 200 bytes, all
+// times the share of the query's terms the file holds. Scores are published relative to
+// the best hit; TestSearchRelevanceReport measures the ranking on a copy of
+// GOROOT/src.
 //
 // # Versions
 //

@@ -230,11 +230,14 @@ func (ids frozenIDs) of(fi os.FileInfo) string {
 	return ids[id]
 }
 
-func (ids frozenIDs) ofStat(st *syscall.Stat_t) string {
+func (ids frozenIDs) ofStat(st *syscall.Stat_t) string { return ids.ofID(uint64(st.Dev), uint64(st.Ino)) }
+
+// ofID is the frozen path a file with this device and inode number is, or "".
+func (ids frozenIDs) ofID(dev, ino uint64) string {
 	if len(ids) == 0 {
 		return ""
 	}
-	return ids[fileID{uint64(st.Dev), uint64(st.Ino)}]
+	return ids[fileID{dev, ino}]
 }
 
 // frozenIdentities looks up the frozen paths that exist now (never through a link).

@@ -52,9 +52,8 @@ func FuzzRestoreRecord(f *testing.F) {
 		}
 		rec := SnapshotRecord{SnapshotScope: SnapshotScope{World: actx.NamespaceID, Owner: actx.Owner, Root: p.rootPath, Path: []string{"a"}},
 			ID: "fz", Kind: kind, Entries: es}
-		q := *p
-		q.index = lyingIndex{rec: &rec}
-		rr, err := q.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "o", Context: actx,
+		p.index = lyingIndex{rec: &rec} // iterations run one at a time per process
+		rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "o", Context: actx,
 			Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"a"}}, Action: ActionSnapshotRestore,
 			Input: map[string]any{"snapshotId": "fz"}})
 		if err != nil {

@@ -22,13 +22,20 @@ const (
 
 // GrepMatch is one matching line. Context holds the lines from Line-contextBefore to
 // Line+contextAfter (the matching line included). Truncated is set when the line or a
-// context line was cut at MaxGrepLineChars characters.
+// context line was cut at MaxGrepLineChars characters. InvalidUTF8 is set when the line
+// or a context line held bytes that are not valid UTF-8: each such byte is shown as
+// U+FFFD, so the text is not the file's exact bytes (files.read returns those, as
+// base64). Addressable is false (and present) when the file's path holds a name that is
+// not a valid path segment (see ListEntry).
 type GrepMatch struct {
-	Path      []string `json:"path"`
-	Line      int      `json:"line"`
-	Text      string   `json:"text"`
-	Context   []string `json:"context"`
-	Truncated bool     `json:"truncated,omitempty"`
+	Path        []string `json:"path"`
+	Line        int      `json:"line"`
+	Text        string   `json:"text"`
+	Context     []string `json:"context"`
+	Truncated   bool     `json:"truncated,omitempty"`
+	InvalidUTF8 bool     `json:"invalidUtf8,omitempty"`
+	Addressable *bool    `json:"addressable,omitempty"`
+	at          int      // index of the matching line in Context
 }
 
 // GrepOutput is the output of grep.
@@ -445,32 +452,42 @@ func (m *grepMatcher) linesSlow(buf []byte, fn func(ls, le int) bool) {
 	}
 }
 
-// cutLine returns the line as a string, cut at MaxGrepLineChars characters.
-func cutLine(b []byte) (string, bool) {
-	if len(b) <= MaxGrepLineChars {
-		return string(b), false
+// utf8BOM starts a file's text in some editors' UTF-8; grep (like rg) does not treat
+// it as text.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// cutLine returns the line as a string, cut at MaxGrepLineChars characters, and
+// whether it was cut and whether it held bytes that are not UTF-8 (each shown as
+// U+FFFD).
+func cutLine(b []byte) (s string, cut, invalid bool) {
+	if len(b) > MaxGrepLineChars {
+		n, i := 0, 0
+		for i < len(b) && n < MaxGrepLineChars {
+			_, size := utf8.DecodeRune(b[i:])
+			i += size
+			n++
+		}
+		if i < len(b) {
+			b, cut = b[:i], true
+		}
 	}
-	n, i := 0, 0
-	for i < len(b) && n < MaxGrepLineChars {
-		_, size := utf8.DecodeRune(b[i:])
-		i += size
-		n++
+	if !utf8.Valid(b) {
+		return strings.ToValidUTF8(string(b), "\uFFFD"), cut, true
 	}
-	if i >= len(b) {
-		return string(b), false
-	}
-	return string(b[:i]), true
+	return string(b), cut, false
 }
 
-// fileMatches collects the matches of one file (at most limit).
-func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limit int) []GrepMatch {
-	var out []GrepMatch
+// fileMatches collects the matches of one file (at most limit, and no more once their
+// encoded size passes budget: the output could not hold them).
+func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limit, budget int) (out []GrepMatch) {
+	buf = bytes.TrimPrefix(buf, utf8BOM)
+	size := 0
 	lineNo, counted := 1, 0
 	m.lines(buf, func(ls, le int) bool {
 		lineNo += bytes.Count(buf[counted:ls], []byte{'\n'})
 		counted = ls
-		text, cut := cutLine(buf[ls:le])
-		gm := GrepMatch{Path: path, Line: lineNo, Text: text, Truncated: cut}
+		text, cut, bad := cutLine(buf[ls:le])
+		gm := GrepMatch{Path: path, Line: lineNo, Text: text, Truncated: cut, InvalidUTF8: bad}
 		// Lines before.
 		starts := []int{}
 		s := ls
@@ -483,8 +500,9 @@ func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limi
 		for k := len(starts) - 1; k >= 0; k-- {
 			st := starts[k]
 			en := st + bytes.IndexByte(buf[st:], '\n')
-			t, c := cutLine(buf[st:en])
+			t, c, bad := cutLine(buf[st:en])
 			gm.Truncated = gm.Truncated || c
+			gm.InvalidUTF8 = gm.InvalidUTF8 || bad
 			ctx = append(ctx, t)
 		}
 		ctx = append(ctx, text)
@@ -495,14 +513,17 @@ func (m *grepMatcher) fileMatches(path []string, buf []byte, before, after, limi
 			if i := bytes.IndexByte(buf[st:], '\n'); i >= 0 {
 				en = st + i
 			}
-			t, c := cutLine(buf[st:en])
+			t, c, bad := cutLine(buf[st:en])
 			gm.Truncated = gm.Truncated || c
+			gm.InvalidUTF8 = gm.InvalidUTF8 || bad
 			ctx = append(ctx, t)
 			e = en
 		}
 		gm.Context = ctx
+		gm.at = len(starts)
 		out = append(out, gm)
-		return len(out) < limit
+		size += grepMatchJSONLen(&gm)
+		return len(out) < limit && size <= budget
 	})
 	return out
 }
@@ -527,6 +548,7 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 		defer collect.Done()
 		pending := map[int][]GrepMatch{}
 		next := 0
+		size := 64 + jsonStringsLen(path) // the output's own fields
 		for r := range results {
 			pending[r.seq] = r.matches
 			for {
@@ -540,18 +562,25 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 					continue
 				}
 				for _, gm := range ms {
-					if len(out.Matches) == MaxGrepMatches {
+					if len(out.Matches) == MaxGrepMatches || !fitGrepMatch(&gm, p.maxOut-size) {
 						out.Truncated = true
 						cancel()
 						break
 					}
+					size += grepMatchJSONLen(&gm)
 					out.Matches = append(out.Matches, gm)
+					if gm.at < 0 {
+						// Its context was trimmed to fit: the budget is spent.
+						out.Truncated = true
+						cancel()
+						break
+					}
 				}
 			}
 		}
 	}()
 	bufs := make([][]byte, p.workers+1)
-	walkErr := p.runWorkers(ctx, path, func(w int, e walkEntry) {
+	walkErr := p.runWalk(ctx, path, walkOpts{all: true}, func(w int, e walkEntry) {
 		b, ok := readWalked(e, bufs[w], MaxGrepFileBytes)
 		var ms []GrepMatch
 		if ok {
@@ -559,7 +588,12 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 				bufs[w] = b[:0]
 			}
 			if bytes.IndexByte(b, 0) < 0 {
-				ms = m.fileMatches(e.path, b, in.ContextBefore, in.ContextAfter, MaxGrepMatches+1)
+				ms = m.fileMatches(displayPath(e.path), b, in.ContextBefore, in.ContextAfter, MaxGrepMatches+1, p.maxOut)
+				if e.unaddressable {
+					for i := range ms {
+						ms[i].Addressable = notAddressable
+					}
+				}
 			}
 		}
 		select {

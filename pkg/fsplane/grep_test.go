@@ -35,6 +35,7 @@ func naiveLines(in GrepInput, buf []byte) ([]int, bool) {
 		match = re.Match
 	}
 	var out []int
+	buf = bytes.TrimPrefix(buf, []byte("\ufeff")) // a leading byte order mark is not text
 	if len(buf) == 0 {
 		return out, true
 	}
@@ -56,7 +57,7 @@ func fastLines(t testing.TB, in GrepInput, buf []byte) ([]int, bool) {
 		return nil, false
 	}
 	var out []int
-	for _, gm := range m.fileMatches([]string{"f"}, buf, 0, 0, 1<<30) {
+	for _, gm := range m.fileMatches([]string{"f"}, buf, 0, 0, 1<<30, 1<<62) {
 		out = append(out, gm.Line)
 	}
 	return out, true
@@ -140,22 +141,22 @@ func TestGrepContextAndLines(t *testing.T) {
 	t.Parallel()
 	m, _ := newGrepMatcher(GrepInput{Pattern: "x", Mode: ModeLiteral, CaseSensitive: true})
 	buf := []byte("l1\nl2 x\nl3\nl4 x\nl5")
-	ms := m.fileMatches([]string{"f"}, buf, 2, 2, 100)
+	ms := m.fileMatches([]string{"f"}, buf, 2, 2, 100, 1<<30)
 	if len(ms) != 2 || ms[0].Line != 2 || fmt.Sprint(ms[0].Context) != "[l1 l2 x l3 l4 x]" ||
 		ms[1].Line != 4 || fmt.Sprint(ms[1].Context) != "[l2 x l3 l4 x l5]" {
 		t.Fatalf("matches %+v", ms)
 	}
 	// Empty lines, CRLF kept as text, a last line without newline.
 	m2, _ := newGrepMatcher(GrepInput{Pattern: `^$`, Mode: ModeRegex})
-	if got := m2.fileMatches([]string{"f"}, []byte("\n\na\n\n"), 0, 0, 100); len(got) != 3 {
+	if got := m2.fileMatches([]string{"f"}, []byte("\n\na\n\n"), 0, 0, 100, 1<<30); len(got) != 3 {
 		t.Fatalf("empty lines: %+v", got)
 	}
-	if got := m2.fileMatches([]string{"f"}, []byte(""), 0, 0, 100); len(got) != 0 {
+	if got := m2.fileMatches([]string{"f"}, []byte(""), 0, 0, 100, 1<<30); len(got) != 0 {
 		t.Fatalf("empty file: %+v", got)
 	}
 	// A context line longer than the limit is cut and marks the match.
 	long := strings.Repeat("y", 1200)
-	ms = m.fileMatches([]string{"f"}, []byte(long+"\nx\n"), 1, 0, 100)
+	ms = m.fileMatches([]string{"f"}, []byte(long+"\nx\n"), 1, 0, 100, 1<<30)
 	if len(ms) != 1 || !ms[0].Truncated || len(ms[0].Context[0]) != MaxGrepLineChars {
 		t.Fatalf("cut context: %+v", ms)
 	}

@@ -6,8 +6,9 @@ import (
 	"context"
 	"errors"
 	"os"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // lockDir takes an exclusive flock(2) on the directory dir (opened through os.Root),
@@ -23,11 +24,11 @@ func lockDir(ctx context.Context, dir *os.Root) (*os.File, func(), error) {
 	fd := int(f.Fd())
 	wait := 200 * time.Microsecond
 	for {
-		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			f.Close()
 			return nil, nil, err
 		}
@@ -41,7 +42,7 @@ func lockDir(ctx context.Context, dir *os.Root) (*os.File, func(), error) {
 		}
 	}
 	return f, func() {
-		syscall.Flock(fd, syscall.LOCK_UN)
+		unix.Flock(fd, unix.LOCK_UN)
 		f.Close()
 	}, nil
 }

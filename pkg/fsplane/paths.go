@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -33,6 +34,21 @@ func escapeErr(path []string, raced bool) error {
 // directory it examined. With mkdir, a missing directory is created first. path is
 // the full path of the child, for messages.
 func openChild(parent *os.Root, name string, path []string, mkdir bool) (*os.Root, error) {
+	for attempt := 1; ; attempt++ {
+		child, err := openChildOnce(parent, name, path, mkdir)
+		if !errors.Is(err, errRaced) {
+			return child, err
+		}
+		// The name was replaced between its examination and the open (a rename, or a
+		// link swapped in and followed by os.Root): examine it again, which refuses a
+		// link it finds.
+		if attempt == openAttempts {
+			return nil, escapeErr(path, true)
+		}
+	}
+}
+
+func openChildOnce(parent *os.Root, name string, path []string, mkdir bool) (*os.Root, error) {
 	fi, err := parent.Lstat(name)
 	if err != nil && mkdir && errors.Is(err, fs.ErrNotExist) {
 		if err := parent.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -54,8 +70,9 @@ func openChild(parent *os.Root, name string, path []string, mkdir bool) (*os.Roo
 	}
 	child, err := parent.OpenRoot(name)
 	if err != nil {
-		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, fs.ErrNotExist) {
-			return nil, escapeErr(path, true)
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, fs.ErrNotExist) ||
+			strings.Contains(err.Error(), "path escapes") {
+			return nil, errRaced
 		}
 		return nil, err
 	}
@@ -66,7 +83,7 @@ func openChild(parent *os.Root, name string, path []string, mkdir bool) (*os.Roo
 	}
 	if !os.SameFile(fi, st) {
 		child.Close()
-		return nil, escapeErr(path, true)
+		return nil, errRaced
 	}
 	return child, nil
 }
@@ -86,33 +103,58 @@ func (p *Provider) openDir(path []string, mkdir bool) (dirRef, error) {
 	return cur, nil
 }
 
+// openAttempts bounds how often openFileIn examines and opens a name that keeps being
+// replaced under it (each replacement by a concurrent writer's rename costs one).
+const openAttempts = 16
+
 // openFileIn opens the regular file name inside dir for reading, refusing links and
 // special files, and checks the handle is the file it examined. path is the full path.
 func openFileIn(dir *os.Root, name string, path []string) (*os.File, os.FileInfo, error) {
-	fi, err := dir.Lstat(name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, failed(CodeNotFound, "%s does not exist", show(path))
+	return openFileInHook(dir, name, path, nil)
+}
+
+// openFileInHook is openFileIn with a hook called between examining the name and
+// opening it (tests use it to replace the file at that moment; nil in production).
+//
+// A writer replaces a file by renaming a new one over it, so the name may hold another
+// regular file by the time it is opened. That is not an escape: the name is examined
+// again and the new file opened (at most openAttempts times). Only a link seen by the
+// examination is refused path_escape; an open that reached something other than what
+// the name held when examined (os.Root follows links inside the root) is never used.
+func openFileInHook(dir *os.Root, name string, path []string, hook func()) (*os.File, os.FileInfo, error) {
+	for attempt := 1; ; attempt++ {
+		fi, err := dir.Lstat(name)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, nil, failed(CodeNotFound, "%s does not exist", show(path))
+			}
+			return nil, nil, err
 		}
-		return nil, nil, err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, nil, escapeErr(path, false)
-	}
-	if !fi.Mode().IsRegular() {
-		if fi.IsDir() {
-			return nil, nil, failed(CodeNotAFile, "%s is a directory, not a file", show(path))
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, nil, escapeErr(path, false)
 		}
-		return nil, nil, failed(CodeNotAFile, "%s is not a regular file", show(path))
-	}
-	f, st, err := openVerified(dir, name, fi)
-	if err != nil {
-		if errors.Is(err, errRaced) {
-			return nil, nil, escapeErr(path, true)
+		if !fi.Mode().IsRegular() {
+			if fi.IsDir() {
+				return nil, nil, failed(CodeNotAFile, "%s is a directory, not a file", show(path))
+			}
+			return nil, nil, failed(CodeNotAFile, "%s is not a regular file", show(path))
 		}
-		return nil, nil, err
+		if hook != nil {
+			hook()
+		}
+		f, st, err := openVerified(dir, name, fi)
+		if err == nil {
+			return f, st, nil
+		}
+		if !errors.Is(err, errRaced) {
+			return nil, nil, err
+		}
+		if attempt == openAttempts {
+			e := failed(CodeProviderError, "%s was replaced %d times while it was being opened (concurrent writes); nothing was read, try again", show(path), openAttempts)
+			e.retryable = true
+			return nil, nil, e
+		}
 	}
-	return f, st, nil
 }
 
 var errRaced = errors.New("file changed while it was being opened")
@@ -122,8 +164,9 @@ var errRaced = errors.New("file changed while it was being opened")
 func openVerified(dir *os.Root, name string, fi os.FileInfo) (*os.File, os.FileInfo, error) {
 	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
-			return nil, nil, errRaced
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) ||
+			strings.Contains(err.Error(), "path escapes") {
+			return nil, nil, errRaced // the name changed after it was examined
 		}
 		return nil, nil, err
 	}

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"golang.org/x/sys/unix"
 )
 
 // Provider error codes (ProtocolError.Code of a denied or failed ResourceResult). The
@@ -78,6 +80,10 @@ type ProviderOptions struct {
 	// named path is said in the package documentation.
 	Frozen [][]string
 
+	// MaxOutputBytes is the output budget (JSON-encoded size) of list, grep and search,
+	// and the least budget of read. 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int
+
 	// probe replaces the probe of a directory's name equivalence (tests).
 	probe func(dir []string) nameEquivalence
 }
@@ -93,8 +99,16 @@ type Provider struct {
 	now         func() time.Time
 	maxRead     int
 	maxSnapshot int64
+	maxOut      int
 	workers     int
 	frozen      *frozenTree // nil: nothing frozen
+	// beforeOpen, when set (tests only), runs in read and stat between examining the
+	// file's name and opening it.
+	beforeOpen func()
+	// rootFd is a raw descriptor of the root directory (the one p.root holds), for the
+	// read path (ops_read.go); -1 once closed. fdMu guards its use against Close.
+	fdMu   sync.RWMutex
+	rootFd int
 }
 
 // NewProvider opens root (which must be an existing directory) as the files plane. It
@@ -139,6 +153,10 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	if p.maxSnapshot = opts.MaxSnapshotBytes; p.maxSnapshot <= 0 {
 		p.maxSnapshot = DefaultMaxSnapshotBytes
 	}
+	p.maxOut = opts.MaxOutputBytes
+	if p.maxOut <= 0 {
+		p.maxOut = DefaultMaxOutputBytes
+	}
 	if p.index == nil {
 		p.index = NewMemoryIndex()
 	}
@@ -154,6 +172,10 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, fmt.Errorf("open files root %s: %w", root, err)
 	}
 	p.root = r
+	if p.rootFd, err = dupRootFd(r); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open files root %s: %w", root, err)
+	}
 	if len(opts.Frozen) > 0 {
 		probe := opts.probe
 		if probe == nil {
@@ -161,7 +183,7 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		}
 		t, err := newFrozenTree(opts.Frozen, probe)
 		if err != nil {
-			r.Close()
+			p.Close()
 			return nil, fmt.Errorf("files root %s: %w", root, err)
 		}
 		p.frozen = t
@@ -198,7 +220,15 @@ func (p *Provider) Namespace() string { return Namespace }
 func (p *Provider) RootPath() string { return p.rootPath }
 
 // Close releases the root. Operations after Close fail.
-func (p *Provider) Close() error { return p.root.Close() }
+func (p *Provider) Close() error {
+	p.fdMu.Lock()
+	if p.rootFd >= 0 {
+		unix.Close(p.rootFd)
+		p.rootFd = -1
+	}
+	p.fdMu.Unlock()
+	return p.root.Close()
+}
 
 // opError is an expected failure that becomes a denied or failed ResourceResult.
 type opError struct {

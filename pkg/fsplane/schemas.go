@@ -49,8 +49,9 @@ func listOutputSchema() map[string]any {
 	return obj(map[string]any{
 		"path": outPath(),
 		"entries": arr(obj(map[string]any{
-			"name": str(),
-			"kind": enumStr("file", "directory", "symlink", "other"),
+			"name":        str(),
+			"kind":        enumStr("file", "directory", "symlink", "other"),
+			"addressable": map[string]any{"const": false},
 		}, "name", "kind")),
 		"truncated": boolean(),
 	}, "path", "entries", "truncated")
@@ -80,11 +81,13 @@ func searchOutputSchema() map[string]any {
 	return obj(map[string]any{
 		"path": outPath(),
 		"hits": arr(obj(map[string]any{
-			"path":    outPath(),
-			"score":   map[string]any{"type": "number", "minimum": 0, "maximum": 1},
-			"excerpt": str(),
-			"version": versionOut(),
+			"path":        outPath(),
+			"score":       map[string]any{"type": "number", "minimum": 0, "maximum": 1},
+			"excerpt":     str(),
+			"version":     versionOut(),
+			"addressable": map[string]any{"const": false},
 		}, "path", "score", "excerpt", "version")),
+		"truncated": map[string]any{"const": true},
 	}, "path", "hits")
 }
 
@@ -92,11 +95,13 @@ func grepOutputSchema() map[string]any {
 	return obj(map[string]any{
 		"path": outPath(),
 		"matches": arr(obj(map[string]any{
-			"path":      outPath(),
-			"line":      map[string]any{"type": "integer", "minimum": 1},
-			"text":      str(),
-			"context":   arr(str()),
-			"truncated": boolean(),
+			"path":        outPath(),
+			"line":        map[string]any{"type": "integer", "minimum": 1},
+			"text":        str(),
+			"context":     arr(str()),
+			"truncated":   boolean(),
+			"invalidUtf8": boolean(),
+			"addressable": map[string]any{"const": false},
 		}, "path", "line", "text", "context")),
 		"truncated": boolean(),
 	}, "path", "matches", "truncated")

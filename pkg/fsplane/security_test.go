@@ -10,12 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"golang.org/x/sys/unix"
 )
 
 const secret = "TOP-SECRET"
@@ -263,16 +262,7 @@ func TestSecurityAttacks(t *testing.T) {
 // exchange atomically swaps two paths (renameat2 RENAME_EXCHANGE): the worst-case
 // attacker, who replaces a directory by a link with no window where neither exists.
 func exchange(a, b string) error {
-	pa, _ := syscall.BytePtrFromString(a)
-	pb, _ := syscall.BytePtrFromString(b)
-	atFdcwd := -100
-	const renameExchange = 2
-	_, _, e := syscall.Syscall6(sysRenameat2, uintptr(atFdcwd), uintptr(unsafe.Pointer(pa)),
-		uintptr(atFdcwd), uintptr(unsafe.Pointer(pb)), renameExchange, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 }
 
 // TestSymlinkSwapRace swaps a directory (and a file) for links — to outside the root

@@ -315,7 +315,7 @@ func (p *Provider) snapshotCreate(ctx context.Context, scope SnapshotScope, labe
 			mu.Unlock()
 			cancel()
 		}
-		walkErr := p.runWalk(walkCtx, path, true, func(w int, we walkEntry) {
+		walkErr := p.runWalk(walkCtx, path, walkOpts{strict: true}, func(w int, we walkEntry) {
 			f, ok, err := openWalked(we)
 			if err != nil {
 				fail(failed(CodeProviderError, "%s cannot be read (%s), so it cannot be captured; nothing was recorded", show(we.path), errnoText(err)))

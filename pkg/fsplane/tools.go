@@ -257,28 +257,33 @@ func toolSpecs() []toolSpec {
 		{name: "files.list", action: ActionList, read: true, minPath: 0,
 			description: "List the entries of a directory under the files root (path [] is the root). " +
 				"Returns {path, entries:[{name, kind}], truncated}; kind is \"file\", \"directory\", \"symlink\" or \"other\". " +
-				"Entries are sorted by name and capped at 10,000 (truncated:true when cut). Symbolic links are shown but cannot be opened; " +
-				".git directories and temporary files are hidden.",
+				"Entries are sorted by name and capped at 10,000 and 1 MiB of output (truncated:true when cut). Symbolic links are shown but cannot be opened; " +
+				".git directories and temporary files are hidden. A name that is not a valid path segment (a tab or other control character, a backslash, " +
+				"leading or trailing white space, bytes that are not UTF-8, shown as U+FFFD) is listed with addressable:false: no tool can name it in a path.",
 			output: listOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.stat", action: ActionStat, read: true, minPath: 0,
 			description: "Describe a file or directory: {path, kind, sizeBytes, modifiedAt, version?}. " +
 				"version (files only) is the first 32 hex characters of the SHA-256 of the content; pass it as expectedVersion to a later write to make it conditional.",
 			output: statOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.read", action: ActionRead, read: true, minPath: 0,
-			description: "Read a file: {path, version, truncated, encoding, content}. Content is cut at the provider's read limit (256 KiB by default; truncated:true when cut). " +
-				"Valid UTF-8 is returned as text (encoding \"utf-8\"); anything else is base64 (encoding \"base64\"). A directory fails not_a_file.",
+			description: "Read a file: {path, version, truncated, encoding, content}. Content is cut at the provider's read limit (256 KiB by default), and text further where its JSON encoding would pass 1 MiB (truncated:true when cut). " +
+				"Valid UTF-8 is returned as text (encoding \"utf-8\"); anything else is base64 (encoding \"base64\"). " +
+				"A cut text ends at a character boundary: a UTF-8 character the limit would split is left out whole (so content may be up to 3 bytes shorter than the limit). " +
+				"A directory fails not_a_file.",
 			output: readOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.search", action: ActionSearch, read: true, minPath: 0,
 			props: map[string]any{
 				"query": map[string]any{"type": "string", "minLength": 1, "maxLength": maxQueryLen,
-					"description": "Whitespace-separated terms, matched case-insensitively."},
+					"description": "Whitespace-separated terms, matched case-insensitively as whole words or parts of compound identifiers."},
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxSearchLimit,
 					"description": "Maximum number of hits (default 20)."},
 			},
 			required: []string{"query"},
-			description: "Ranked full-text search of the files under path. Files holding more of the query terms (case-insensitive), more often, " +
-				"and terms in their name rank first; ties are broken by path. Returns {path, hits:[{path, score, excerpt, version}]}, " +
-				"score being the fraction of terms the file holds (0..1). Binary and very large files are skipped.",
+			description: "Ranked full-text search of the files under path. A term matches whole words, case-insensitively, and the parts of compound " +
+				"identifiers (\"eof\" matches ErrUnexpectedEOF, \"man\" does not match command). Files rank by BM25 (rarer terms weigh more, repeats count " +
+				"with diminishing returns, long files are normalised), plus the query's terms next to each other or close together, and terms in the file's " +
+				"or its directories' names; ties are broken by path. Returns {path, hits:[{path, score, excerpt, version}]}: score is relative to the best " +
+				"hit (1), the excerpt shows the passage holding the most terms; truncated:true when hits were left out to keep the output within 1 MiB. Binary and very large files are skipped.",
 			output: searchOutputSchema(), parse: parseSearchArgs},
 		{name: "files.grep", action: ActionGrep, read: true, minPath: 0,
 			props: map[string]any{
@@ -293,8 +298,10 @@ func toolSpecs() []toolSpec {
 			description: "Line-oriented search of the files under path (a file or a directory). mode \"literal\" (default) matches a substring; " +
 				"mode \"regex\" uses Go RE2 syntax (no backreferences or lookaround), matched against each line. Case-insensitive unless caseSensitive is true. " +
 				"Returns {path, matches:[{path, line, text, context}], truncated} in path order, lines numbered from 1; context holds the lines " +
-				"from line-contextBefore to line+contextAfter. At most 1,000 matches (truncated:true when cut); lines longer than 1,000 characters are cut " +
-				"(the match carries truncated:true). Binary files are skipped.",
+				"from line-contextBefore to line+contextAfter. At most 1,000 matches and 1 MiB of output (truncated:true when cut; a match whose context does not fit keeps the lines nearest to it); " +
+				"lines longer than 1,000 characters are cut (the match carries truncated:true). Binary files are skipped. A leading UTF-8 byte order mark is not part of the text; a line (or context line) " +
+				"holding bytes that are not UTF-8 is shown with U+FFFD for them and the match carries invalidUtf8:true. Files under names that are not valid " +
+				"path segments are searched too and their matches carry addressable:false.",
 			output: grepOutputSchema(), parse: parseGrepArgs},
 		{name: "files.create", action: ActionCreate, minPath: 1,
 			props: map[string]any{

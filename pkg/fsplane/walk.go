@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Walks (grep, search, directory snapshots) read many files, so they work on directory
@@ -34,7 +36,7 @@ func newSharedDir(fd int) *sharedDir {
 
 func (d *sharedDir) release() {
 	if d.refs.Add(-1) == 0 {
-		syscall.Close(d.fd)
+		unix.Close(d.fd)
 	}
 }
 
@@ -62,21 +64,18 @@ func dupRootFd(r *os.Root) (int, error) {
 
 func dupCloexec(fd int) (int, error) {
 	for {
-		nfd, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-		if e == syscall.EINTR {
+		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err == unix.EINTR {
 			continue
 		}
-		if e != 0 {
-			return -1, e
-		}
-		return int(nfd), nil
+		return nfd, err
 	}
 }
 
 func openatNoFollow(dirfd int, name string, flags int) (int, error) {
 	for {
-		fd, err := syscall.Openat(dirfd, name, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if err == syscall.EINTR {
+		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
 			continue
 		}
 		return fd, err
@@ -90,23 +89,27 @@ type walkEntry struct {
 	dir    *sharedDir
 	name   string
 	frozen frozenIDs // frozen entries, skipped whatever their name
+	// unaddressable: a segment of path is not a valid path segment (only walks that
+	// include such names report them, see walkOpts).
+	unaddressable bool
 }
 
 // walkFiles sends every regular file under path (a file or a directory) to out in
 // path order (segment by segment, byte-wise), then closes out. Links, special files,
-// .git directories, temporary files and frozen paths are skipped. A sub-directory that
-// cannot be read is skipped too, unless strict: then the walk stops and fails naming
-// it. Otherwise it fails only for path itself.
-func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry, strict bool) error {
+// .git directories, temporary files and frozen paths are skipped, and so are names that
+// are not valid path segments unless opts.all. A sub-directory that cannot be read is
+// skipped too, unless opts.strict: then the walk stops and fails naming it. Otherwise it
+// fails only for path itself.
+func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry, opts walkOpts) error {
 	defer close(out)
 	node, _ := p.frozen.at(path)
-	w := walker{ctx: ctx, out: out, frozen: p.frozen, ids: frozenIDsFrom(ctx), strict: strict}
+	w := walker{ctx: ctx, out: out, frozen: p.frozen, ids: frozenIDsFrom(ctx), strict: opts.strict, all: opts.all}
 	if len(path) == 0 {
 		fd, err := dupRootFd(p.root)
 		if err != nil {
 			return err
 		}
-		w.dir(newSharedDir(fd), path, node)
+		w.dir(newSharedDir(fd), path, node, false)
 		return w.err
 	}
 	parent, name, err := p.openParent(path, false)
@@ -148,7 +151,7 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		if err != nil {
 			return err
 		}
-		w.dir(newSharedDir(fd), path, node)
+		w.dir(newSharedDir(fd), path, node, false)
 		return w.err
 	}
 	return failed(CodeNotAFile, "%s is not a regular file or directory", show(path))
@@ -162,6 +165,7 @@ type walker struct {
 	frozen *frozenTree
 	ids    frozenIDs
 	strict bool  // a directory that cannot be read fails the walk
+	all    bool  // include names that are not valid path segments (marked unaddressable)
 	err    error // the failure of a strict walk
 }
 
@@ -172,8 +176,9 @@ func (w *walker) fail(path []string, err error) {
 	}
 }
 
-// dir walks d (and releases it); node is d's place in the tree of frozen paths.
-func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
+// dir walks d (and releases it); node is d's place in the tree of frozen paths; unaddr:
+// path already holds an unaddressable segment.
+func (w *walker) dir(d *sharedDir, path []string, node *frozenNode, unaddr bool) {
 	defer d.release()
 	if w.ctx.Err() != nil || w.err != nil {
 		return
@@ -191,16 +196,23 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
 	for _, de := range ents {
 		name := de.name
-		if hidden(name) {
+		bad := unaddr
+		if isGitName(name) || isTempName(name) {
 			continue
 		}
 		fnode := w.frozen.child(node, name)
 		if fnode != nil && fnode.frozen {
 			continue
 		}
+		if !validName(name) {
+			if !w.all {
+				continue
+			}
+			bad = true
+		}
 		switch de.typ {
 		case typeDir:
-			fd, err := openatNoFollow(d.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY)
+			fd, err := openatNoFollow(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 			if err != nil {
 				// Vanished, replaced by a link, or unreadable.
 				if w.strict && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
@@ -219,7 +231,7 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 			cp := make([]string, len(path)+1)
 			copy(cp, path)
 			cp[len(path)] = name
-			w.dir(newSharedDir(fd), cp, fnode)
+			w.dir(newSharedDir(fd), cp, fnode, bad)
 			if w.err != nil {
 				return
 			}
@@ -229,7 +241,7 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode) {
 			cp[len(path)] = name
 			d.refs.Add(1)
 			select {
-			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name, frozen: w.ids}:
+			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name, frozen: w.ids, unaddressable: bad}:
 				w.seq++
 			case <-w.ctx.Done():
 				d.release()
@@ -269,13 +281,13 @@ func openWalked(e walkEntry) (*os.File, bool, error) {
 // of at most max bytes, and reads it into buf (reused when large enough). It returns
 // (nil, false) for a file to skip.
 func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
-	fd, err := openatNoFollow(e.dir.fd, e.name, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	fd, err := openatNoFollow(e.dir.fd, e.name, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, false
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > max || e.frozen.ofStat(&st) != "" {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > max || e.frozen.ofID(uint64(st.Dev), uint64(st.Ino)) != "" {
 		return nil, false
 	}
 	size := int(st.Size)
@@ -285,8 +297,8 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 	buf = buf[:cap(buf)]
 	n := 0
 	for n < size {
-		m, err := syscall.Read(fd, buf[n:size])
-		if err == syscall.EINTR {
+		m, err := unix.Read(fd, buf[n:size])
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
@@ -302,18 +314,27 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 
 // runWorkers starts the workers over the walk of path and calls work for each file in
 // a worker's goroutine (worker numbers 0..p.workers-1). It returns the error of the
-// walk of path itself.
+// walk of path itself. Names that are not valid path segments are skipped.
 func (p *Provider) runWorkers(ctx context.Context, path []string, work func(worker int, e walkEntry)) error {
-	return p.runWalk(ctx, path, false, work)
+	return p.runWalk(ctx, path, walkOpts{}, work)
 }
 
-// runWalk is runWorkers with the walk's strictness chosen (see walkFiles).
-func (p *Provider) runWalk(ctx context.Context, path []string, strict bool, work func(worker int, e walkEntry)) error {
+// walkOpts select what a walk does with what it cannot or must not address.
+type walkOpts struct {
+	// strict: a sub-directory that cannot be read fails the walk (snapshots).
+	strict bool
+	// all: files whose path holds a name that is not a valid path segment are walked
+	// too, marked walkEntry.unaddressable (grep and search report them).
+	all bool
+}
+
+// runWalk is runWorkers with the walk's options chosen (see walkOpts).
+func (p *Provider) runWalk(ctx context.Context, path []string, opts walkOpts, work func(worker int, e walkEntry)) error {
 	jobs := make(chan walkEntry, 512)
 	var walkErr error
 	done := make(chan struct{})
 	go func() {
-		walkErr = p.walkFiles(ctx, path, jobs, strict)
+		walkErr = p.walkFiles(ctx, path, jobs, opts)
 		close(done)
 	}()
 	n := p.workers

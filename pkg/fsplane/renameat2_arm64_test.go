@@ -1,3 +1,0 @@
-package fsplane
-
-const sysRenameat2 = 276
