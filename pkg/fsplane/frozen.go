@@ -237,30 +237,35 @@ func (ids frozenIDs) ofStat(st *syscall.Stat_t) string {
 	return ids[fileID{uint64(st.Dev), uint64(st.Ino)}]
 }
 
-// frozenIdentities looks up the frozen paths that exist now (never through a link).
+// frozenIdentities looks up the frozen paths that exist now. A frozen path may pass
+// through a symbolic link (the operator's configuration names it, not an agent): the
+// plane never follows the link, but the object the link leads to inside the root is
+// frozen too, under its own name. So each frozen path contributes the entry itself and,
+// resolved inside the root (os.Root never leaves it), the object it leads to.
 func (p *Provider) frozenIdentities() frozenIDs {
 	if p.frozen == nil {
 		return nil
 	}
 	var ids frozenIDs
-	for _, fp := range p.frozen.paths {
-		if len(fp) == 0 {
-			continue // the whole root: every operation is refused by name already
-		}
-		parent, name, err := p.openParent(fp, false)
-		if err != nil {
-			continue
-		}
-		fi, err := parent.r.Lstat(name)
-		parent.release()
-		if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
-			continue
-		}
+	add := func(fi os.FileInfo, spec string) {
 		if id, ok := idOf(fi); ok {
 			if ids == nil {
 				ids = frozenIDs{}
 			}
-			ids[id] = "files:" + strings.Join(fp, "/")
+			ids[id] = spec
+		}
+	}
+	for _, fp := range p.frozen.paths {
+		if len(fp) == 0 {
+			continue // the whole root: every operation is refused by name already
+		}
+		spec := "files:" + strings.Join(fp, "/")
+		rel := strings.Join(fp, string(filepath.Separator))
+		if fi, err := p.root.Lstat(rel); err == nil {
+			add(fi, spec)
+		}
+		if fi, err := p.root.Stat(rel); err == nil {
+			add(fi, spec)
 		}
 	}
 	return ids
