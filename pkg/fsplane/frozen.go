@@ -22,18 +22,20 @@ import (
 //
 //   - the part of an operation that reaches below its named path (walks, recursive
 //     delete, directory snapshots and restores) never reaches a frozen path;
-//   - names are compared under the root's name equivalence (case folding on a
-//     case-insensitive file system, canonical Unicode equivalence always), so
-//     "PRIVATE/secret.md" on a case-insensitive root is refused like "private/secret.md".
+//   - names are compared under the equivalence of their directory (case folding where
+//     the file system is case-insensitive, canonical Unicode equivalence always), so
+//     "PRIVATE/secret.md" on a case-insensitive root is refused like "private/secret.md";
+//   - entries are also compared by identity, so another name for a frozen path (an 8.3
+//     short name, a hard link, a bind mount) reaches nothing more.
 
-// nameEquivalence is how the root's file system compares names.
+// nameEquivalence is how a directory's file system compares names.
 type nameEquivalence struct {
 	// foldCase: names differing in letter case may name the same entry.
 	foldCase bool
 }
 
-// key is the form of a path segment that two names share exactly when the root's file
-// system may treat them as one entry. It is deliberately generous (a name that only
+// key is the form of a path segment that two names share exactly when the file system
+// may treat them as one entry. It is deliberately generous (a name that only
 // might be the same entry gets the same key): canonical Unicode equivalence (NFC) is
 // always applied, the code points HFS+ ignores are dropped, trailing dots (which SMB
 // and NTFS drop) are removed, and letter case is folded (full Unicode case folding)
