@@ -98,10 +98,11 @@
 // directory, probed at start (see NewProvider: case folding where the file system is
 // case-insensitive or the probe cannot tell, canonical Unicode equivalence always), and
 // it keeps what an operation reaches below its named path away from them. Each
-// operation also looks the frozen paths up by identity (device and inode, never through
-// a link), so an entry that is a frozen path under another name (an 8.3 short name, a
-// hard link, a bind mount) is treated as the frozen path, in its named path and in its
-// walks:
+// operation also looks the frozen paths up by identity (device and inode; for a frozen
+// path configured through a link, both the link and what it leads to inside the root),
+// so an entry that is a frozen path under another name (an 8.3 short name, a hard link,
+// a bind mount, a link's target) is treated as the frozen path, in its named path and
+// in its walks:
 //
 //   - list, grep, search: skip. A frozen entry is not listed, and the walks never open
 //     it, so neither its names nor its content appear in any output.

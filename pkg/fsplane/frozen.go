@@ -22,18 +22,20 @@ import (
 //
 //   - the part of an operation that reaches below its named path (walks, recursive
 //     delete, directory snapshots and restores) never reaches a frozen path;
-//   - names are compared under the root's name equivalence (case folding on a
-//     case-insensitive file system, canonical Unicode equivalence always), so
-//     "PRIVATE/secret.md" on a case-insensitive root is refused like "private/secret.md".
+//   - names are compared under the equivalence of their directory (case folding where
+//     the file system is case-insensitive, canonical Unicode equivalence always), so
+//     "PRIVATE/secret.md" on a case-insensitive root is refused like "private/secret.md";
+//   - entries are also compared by identity, so another name for a frozen path (an 8.3
+//     short name, a hard link, a bind mount) reaches nothing more.
 
-// nameEquivalence is how the root's file system compares names.
+// nameEquivalence is how a directory's file system compares names.
 type nameEquivalence struct {
 	// foldCase: names differing in letter case may name the same entry.
 	foldCase bool
 }
 
-// key is the form of a path segment that two names share exactly when the root's file
-// system may treat them as one entry. It is deliberately generous (a name that only
+// key is the form of a path segment that two names share exactly when the file system
+// may treat them as one entry. It is deliberately generous (a name that only
 // might be the same entry gets the same key): canonical Unicode equivalence (NFC) is
 // always applied, the code points HFS+ ignores are dropped, trailing dots (which SMB
 // and NTFS drop) are removed, and letter case is folded (full Unicode case folding)
@@ -240,30 +242,35 @@ func (ids frozenIDs) ofID(dev, ino uint64) string {
 	return ids[fileID{dev, ino}]
 }
 
-// frozenIdentities looks up the frozen paths that exist now (never through a link).
+// frozenIdentities looks up the frozen paths that exist now. A frozen path may pass
+// through a symbolic link (the operator's configuration names it, not an agent): the
+// plane never follows the link, but the object the link leads to inside the root is
+// frozen too, under its own name. So each frozen path contributes the entry itself and,
+// resolved inside the root (os.Root never leaves it), the object it leads to.
 func (p *Provider) frozenIdentities() frozenIDs {
 	if p.frozen == nil {
 		return nil
 	}
 	var ids frozenIDs
-	for _, fp := range p.frozen.paths {
-		if len(fp) == 0 {
-			continue // the whole root: every operation is refused by name already
-		}
-		parent, name, err := p.openParent(fp, false)
-		if err != nil {
-			continue
-		}
-		fi, err := parent.r.Lstat(name)
-		parent.release()
-		if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
-			continue
-		}
+	add := func(fi os.FileInfo, spec string) {
 		if id, ok := idOf(fi); ok {
 			if ids == nil {
 				ids = frozenIDs{}
 			}
-			ids[id] = "files:" + strings.Join(fp, "/")
+			ids[id] = spec
+		}
+	}
+	for _, fp := range p.frozen.paths {
+		if len(fp) == 0 {
+			continue // the whole root: every operation is refused by name already
+		}
+		spec := "files:" + strings.Join(fp, "/")
+		rel := strings.Join(fp, string(filepath.Separator))
+		if fi, err := p.root.Lstat(rel); err == nil {
+			add(fi, spec)
+		}
+		if fi, err := p.root.Stat(rel); err == nil {
+			add(fi, spec)
 		}
 	}
 	return ids

@@ -421,3 +421,22 @@ func TestFrozenUnderAnotherName(t *testing.T) {
 	e.ok("files.snapshot.restore", jobj{"path": pth("ws", "pub"), "snapshotId": snapBefore})
 	e.sameTree(before, "operations on a frozen file under another name")
 }
+
+// TestFrozenPathThroughALink: a frozen path the configuration names through a link
+// freezes what the link leads to, under its own name too.
+func TestFrozenPathThroughALink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("data/ws/private/secret.md", "SECRET-TEXT real\n")
+	e.write("data/ws/pub.md", "public\n")
+	e.symlink("data/ws", "workspace")
+	e.reopen(func(o *ProviderOptions) { o.Frozen = [][]string{{"workspace", "private"}} })
+	before := e.treeState()
+	e.fail("files.read", jobj{"path": pth("data", "ws", "private", "secret.md")}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.delete", jobj{"path": pth("data"), "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	if out := mustJSON(t, e.ok("files.grep", jobj{"path": pth(), "pattern": "SECRET"})); strings.Contains(string(out), "SECRET") {
+		t.Errorf("grep reached the frozen target: %s", out)
+	}
+	e.sameTree(before, "operations on a frozen path's link target")
+	e.ok("files.read", jobj{"path": pth("data", "ws", "pub.md")})
+}
