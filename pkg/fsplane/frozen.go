@@ -232,7 +232,9 @@ func (ids frozenIDs) of(fi os.FileInfo) string {
 	return ids[id]
 }
 
-func (ids frozenIDs) ofStat(st *syscall.Stat_t) string { return ids.ofID(uint64(st.Dev), uint64(st.Ino)) }
+func (ids frozenIDs) ofStat(st *syscall.Stat_t) string {
+	return ids.ofID(uint64(st.Dev), uint64(st.Ino))
+}
 
 // ofID is the frozen path a file with this device and inode number is, or "".
 func (ids frozenIDs) ofID(dev, ino uint64) string {
