@@ -242,8 +242,9 @@ func nodeLabel(g *node) string {
 }
 
 type builder struct {
-	name string
-	root *node
+	name  string
+	root  *node
+	alloc grantAlloc
 }
 
 // errAt reports a problem at an absolute dotted path of the document.
@@ -436,7 +437,7 @@ func addressNode(a kernel.Address, line int) *node {
 func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
 	// The common case, without the generic value: decoded directly, then held to the
 	// kernel's contract (Validate). Anything else takes the decoder's path below.
-	if g, noIssuedAt, ok := fastGrant(gn, world); ok && g.Validate() == nil {
+	if g, noIssuedAt, ok := fastGrant(gn, world, &b.alloc); ok && g.Validate() == nil {
 		*out = g
 		if noIssuedAt && g.ParentGrantID != "" {
 			derived[g.ID] = true

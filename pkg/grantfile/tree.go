@@ -435,15 +435,27 @@ const maxJSONDepth = 10000
 // YAML. Input is valid UTF-8 (checked by the caller).
 type jsonScanner struct {
 	data  []byte
+	src   string // data, converted once: strings without escapes are substrings of it
 	pos   int
 	line  int
 	depth int
 	path  []string
+	slab  []node
+}
+
+func (s *jsonScanner) newNode(k kind, line int) *node {
+	if len(s.slab) == 0 {
+		s.slab = make([]node, 1024)
+	}
+	n := &s.slab[0]
+	s.slab = s.slab[1:]
+	n.kind, n.line = k, line
+	return n
 }
 
 // jsonTree reads one JSON value (and nothing after it) into a tree.
 func jsonTree(data []byte) (*node, *treeError) {
-	s := &jsonScanner{data: data, line: 1}
+	s := &jsonScanner{data: data, src: string(data), line: 1}
 	s.skipWS()
 	if s.pos == len(data) {
 		return nil, &treeError{msg: "the file is empty (want version: 1 and grants)"}
@@ -502,7 +514,7 @@ func (s *jsonScanner) value(slot **node) *treeError {
 			return s.syntax("nested too deeply")
 		}
 		s.pos++
-		n := &node{kind: kObj, line: line}
+		n := s.newNode(kObj, line)
 		*slot = n
 		s.skipWS()
 		if s.peek() == '}' {
@@ -558,7 +570,7 @@ func (s *jsonScanner) value(slot **node) *treeError {
 			return s.syntax("nested too deeply")
 		}
 		s.pos++
-		n := &node{kind: kArr, line: line}
+		n := s.newNode(kArr, line)
 		*slot = n
 		s.skipWS()
 		if s.peek() == ']' {
@@ -592,16 +604,20 @@ func (s *jsonScanner) value(slot **node) *treeError {
 		if err != nil {
 			return err
 		}
-		*slot = &node{kind: kStr, s: v, line: line}
+		n := s.newNode(kStr, line)
+		n.s = v
+		*slot = n
 		return nil
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range [...]string{"true", "false", "null"} {
 			if bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
 				s.pos += len(lit)
 				if lit == "null" {
-					*slot = &node{kind: kNull, line: line}
+					*slot = s.newNode(kNull, line)
 				} else {
-					*slot = &node{kind: kBool, s: lit, line: line}
+					n := s.newNode(kBool, line)
+					n.s = lit
+					*slot = n
 				}
 				return nil
 			}
@@ -649,7 +665,9 @@ func (s *jsonScanner) number(slot **node, line int) *treeError {
 			return s.unexpected("a digit in the exponent")
 		}
 	}
-	*slot = &node{kind: kNum, s: string(s.data[start:s.pos]), line: line}
+	n := s.newNode(kNum, line)
+	n.s = s.src[start:s.pos]
+	*slot = n
 	return nil
 }
 
@@ -661,7 +679,7 @@ func (s *jsonScanner) str() (string, *treeError) {
 	for s.pos < len(s.data) {
 		c := s.data[s.pos]
 		if c == '"' {
-			v := string(s.data[start:s.pos])
+			v := s.src[start:s.pos]
 			s.pos++
 			return v, nil
 		}
