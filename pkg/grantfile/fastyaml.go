@@ -91,7 +91,21 @@ type fastYAML struct {
 	lineSlab []int
 	kidSlab  []*node
 	stack    []member
+	depth    int // nesting of the node being read
 }
+
+// maxFastDepth bounds nesting on the fast path (grant files nest about six deep); deeper
+// documents are left to the library and its own limit.
+const maxFastDepth = 64
+
+// enter counts one more level of nesting, reporting false past maxFastDepth; leave
+// undoes it.
+func (p *fastYAML) enter() bool {
+	p.depth++
+	return p.depth <= maxFastDepth
+}
+
+func (p *fastYAML) leave() { p.depth-- }
 
 func (p *fastYAML) splitLines() {
 	p.lines = make([]string, 0, strings.Count(p.data, "\n")+1)
@@ -270,6 +284,10 @@ func resolvedWord(s string) (kind, bool) {
 // mapping reads a block mapping whose keys sit in column ind; the first key is at the
 // current position.
 func (p *fastYAML) mapping(ind int) (*node, bool) {
+	defer p.leave()
+	if !p.enter() {
+		return nil, false
+	}
 	n := p.newNode(kObj, p.i+1)
 	start := len(p.stack)
 	for {
@@ -337,6 +355,10 @@ func onlyComment(s string) bool {
 
 // sequence reads a block list whose dashes sit in column ind.
 func (p *fastYAML) sequence(ind int) (*node, bool) {
+	defer p.leave()
+	if !p.enter() {
+		return nil, false
+	}
 	n := p.newNode(kArr, p.i+1)
 	start := len(p.stack)
 	for {
@@ -537,6 +559,10 @@ func quoted(s string) (string, int, bool) {
 
 // flowCollection reads a flow list or mapping that closes on the same line.
 func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
+	defer p.leave()
+	if !p.enter() {
+		return nil, 0, false
+	}
 	open := s[0]
 	closeBy := byte(']')
 	k := kArr

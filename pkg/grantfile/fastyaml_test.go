@@ -2,6 +2,7 @@ package grantfile
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -78,6 +79,7 @@ func TestFastYAML(t *testing.T) {
 		"a:\t1\n", "a: 1\na: 2\n", "<<: {}\n", "true: 1\n", "1: a\n", "a: [1,\n  2]\n", "a: \"x\\n\"\n",
 		"a: 2026-01-01\n", "a: 1e400\n", "a: [a, b,]\n", "a: {b}\n", "  a: 1\n", "a: b#c\n", "a: \"x\"#c\n",
 		"a:\n- b\n - c\n", "- a\n", "a: -x\n", "a: 'it''s'\n",
+		"a: " + strings.Repeat("[", 65) + strings.Repeat("]", 65) + "\n",
 	}
 	for _, d := range declined {
 		if _, ok := fastYAMLTree([]byte(d)); ok {
