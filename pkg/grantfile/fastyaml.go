@@ -311,7 +311,7 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 		if !ok || p.hasMember(start, key) {
 			return nil, false
 		}
-		v, ok := p.value(ind, in+off, line, s[off:])
+		v, ok := p.value(ind, line, s[off:])
 		if !ok {
 			return nil, false
 		}
@@ -319,9 +319,9 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 	}
 }
 
-// value reads the value of a mapping key in column ind whose text rest starts at column
-// col of the current line.
-func (p *fastYAML) value(ind, col, line int, rest string) (*node, bool) {
+// value reads the value of a mapping key in column ind on line line; rest is the text
+// after the key's colon.
+func (p *fastYAML) value(ind, line int, rest string) (*node, bool) {
 	if len(rest) == 0 || rest[0] == '#' {
 		// The value is a block node below the key.
 		p.nextLine()
