@@ -87,11 +87,10 @@ type fastYAML struct {
 	slab  []node
 	// Slabs the nodes' member slices are cut from (capacity-limited, so an append past
 	// the capacity copies instead of reaching a neighbour).
-	keySlab  []string
-	lineSlab []int
-	kidSlab  []*node
-	stack    []member
-	depth    int // nesting of the node being read
+	keySlab []string
+	kidSlab []*node
+	stack   []member
+	depth   int // nesting of the node being read
 }
 
 // maxFastDepth bounds nesting on the fast path (grant files nest about six deep); deeper
@@ -154,13 +153,10 @@ func (p *fastYAML) done(n *node, start int) *node {
 		if len(p.keySlab) < c {
 			p.keySlab = make([]string, max(c, 4096))
 		}
-		if len(p.lineSlab) < c {
-			p.lineSlab = make([]int, max(c, 4096))
-		}
 		n.keys, p.keySlab = p.keySlab[:c:c], p.keySlab[c:]
-		n.keyLines, p.lineSlab = p.lineSlab[:c:c], p.lineSlab[c:]
 		for i := range m {
-			n.keys[i], n.keyLines[i] = m[i].key, m[i].line
+			n.keys[i] = m[i].key
+			m[i].kid.keyLine = int32(m[i].line)
 		}
 	}
 	p.stack = p.stack[:start]

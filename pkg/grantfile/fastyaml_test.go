@@ -19,15 +19,15 @@ func sameTree(a, b *node, path string) error {
 		}
 		return nil
 	}
-	if a.kind != b.kind || a.s != b.s || a.line != b.line {
+	if a.kind != b.kind || a.s != b.s || a.line != b.line || a.keyLine != b.keyLine {
 		return fmt.Errorf("%s: fast %s %q line %d, library %s %q line %d", path, a.kind, a.s, a.line, b.kind, b.s, b.line)
 	}
 	if len(a.kids) != len(b.kids) || len(a.keys) != len(b.keys) {
 		return fmt.Errorf("%s: fast has %d members, library %d", path, len(a.kids), len(b.kids))
 	}
 	for i := range a.keys {
-		if a.keys[i] != b.keys[i] || a.keyLines[i] != b.keyLines[i] {
-			return fmt.Errorf("%s: key %d: fast %q line %d, library %q line %d", path, i, a.keys[i], a.keyLines[i], b.keys[i], b.keyLines[i])
+		if a.keys[i] != b.keys[i] || a.keyLineAt(i) != b.keyLineAt(i) {
+			return fmt.Errorf("%s: key %d: fast %q line %d, library %q line %d", path, i, a.keys[i], a.keyLineAt(i), b.keys[i], b.keyLineAt(i))
 		}
 	}
 	for i := range a.kids {

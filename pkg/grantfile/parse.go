@@ -275,7 +275,7 @@ func build(name string, root *node) (*parsed, *Error) {
 		switch k {
 		case "version", "context", "grants":
 		default:
-			return nil, b.errAt(k, root.keyLines[i], "unknown key %q (a grant file has version, context and grants)", k)
+			return nil, b.errAt(k, root.keyLineAt(i), "unknown key %q (a grant file has version, context and grants)", k)
 		}
 	}
 	v, vline := root.get("version")
@@ -331,7 +331,7 @@ func (b *builder) context(c *node, cline int, out *Context, lines map[string]int
 	}
 	for i, k := range c.keys {
 		field := "context." + k
-		line := c.keyLines[i]
+		line := c.keyLineAt(i)
 		lines[k] = line
 		v := c.kids[i]
 		switch k {
@@ -428,8 +428,9 @@ func addressIDKey(k kernel.AddressKind) string {
 
 // addressNode is the object form of a, on line.
 func addressNode(a kernel.Address, line int) *node {
-	return &node{kind: kObj, line: line, keys: []string{"kind", addressIDKey(a.Kind)}, keyLines: []int{line, line},
-		kids: []*node{strNode(string(a.Kind), line), strNode(a.ID, line)}}
+	kind, id := strNode(string(a.Kind), line), strNode(a.ID, line)
+	kind.keyLine, id.keyLine = int32(line), int32(line)
+	return &node{kind: kObj, line: line, keys: []string{"kind", addressIDKey(a.Kind)}, kids: []*node{kind, id}}
 }
 
 // grant fills the defaults of grant i, expands address shorthands and decodes it under

@@ -36,12 +36,20 @@ func (k kind) String() string {
 // loader added). Both formats are read into this tree, so defaults, shorthand expansion,
 // line look-ups and the conversion to JSON are written once.
 type node struct {
-	kind     kind
-	line     int
-	s        string   // string value; number literal (valid JSON); "true"/"false"
-	keys     []string // object keys, in document order
-	keyLines []int    // line of each key
-	kids     []*node  // object values (parallel to keys) or list items
+	kind    kind
+	keyLine int32 // of an object member: the line of its key (0 for members the loader added)
+	line    int
+	s       string   // string value; number literal (valid JSON); "true"/"false"
+	keys    []string // object keys, in document order
+	kids    []*node  // object values (parallel to keys) or list items
+}
+
+// keyLineAt returns the line of key i of an object.
+func (n *node) keyLineAt(i int) int {
+	if k := n.kids[i]; k != nil {
+		return int(k.keyLine)
+	}
+	return 0
 }
 
 // get returns the value of key and the line of the key, or (nil, 0).
@@ -51,22 +59,24 @@ func (n *node) get(key string) (*node, int) {
 	}
 	for i, k := range n.keys {
 		if k == key {
-			return n.kids[i], n.keyLines[i]
+			return n.kids[i], n.keyLineAt(i)
 		}
 	}
 	return nil, 0
 }
 
-// put sets key (replacing the value in place when present, else appending it).
+// put sets key (replacing the value in place when present, keeping the key's line, else
+// appending it).
 func (n *node) put(key string, v *node) {
 	for i, k := range n.keys {
 		if k == key {
+			v.keyLine = int32(n.keyLineAt(i))
 			n.kids[i] = v
 			return
 		}
 	}
+	v.keyLine = 0
 	n.keys = append(n.keys, key)
-	n.keyLines = append(n.keyLines, 0)
 	n.kids = append(n.kids, v)
 }
 
@@ -352,10 +362,13 @@ func (r *yamlReader) convert(y *yaml.Node, slot **node) *treeError {
 				return r.fail(k.Line, "duplicate key %q (first at line %d)", k.Value, first)
 			}
 			n.keys = append(n.keys, k.Value)
-			n.keyLines = append(n.keyLines, k.Line)
 			n.kids = append(n.kids, nil)
 			r.path = append(r.path, k.Value)
-			if err := r.convert(v, &n.kids[len(n.kids)-1]); err != nil {
+			err := r.convert(v, &n.kids[len(n.kids)-1])
+			if kid := n.kids[len(n.kids)-1]; kid != nil {
+				kid.keyLine = int32(k.Line)
+			}
+			if err != nil {
 				n.trimLast()
 				return err
 			}
@@ -546,9 +559,12 @@ func (s *jsonScanner) value(slot **node) *treeError {
 				return e
 			}
 			n.keys = append(n.keys, key)
-			n.keyLines = append(n.keyLines, kline)
 			n.kids = append(n.kids, nil)
-			if err := s.value(&n.kids[len(n.kids)-1]); err != nil {
+			err = s.value(&n.kids[len(n.kids)-1])
+			if kid := n.kids[len(n.kids)-1]; kid != nil {
+				kid.keyLine = int32(kline)
+			}
+			if err != nil {
 				n.trimLast()
 				return err
 			}
@@ -777,7 +793,6 @@ func (n *node) trimLast() {
 		n.kids = n.kids[:k-1]
 		if n.kind == kObj {
 			n.keys = n.keys[:k-1]
-			n.keyLines = n.keyLines[:k-1]
 		}
 	}
 }
