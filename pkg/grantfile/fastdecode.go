@@ -16,7 +16,7 @@ import (
 // takes the decoder's path, which also words every refusal. A grant it returns must
 // still pass the kernel's Validate before it is used; FuzzFastGrant holds the pair to
 // the decoder's result.
-func fastGrant(gn *node, world string) (g kernel.CapabilityGrant, noIssuedAt bool, ok bool) {
+func fastGrant(gn *node, world string, a *grantAlloc) (g kernel.CapabilityGrant, noIssuedAt bool, ok bool) {
 	if gn.kind != kObj {
 		return g, false, false
 	}
@@ -28,35 +28,35 @@ func fastGrant(gn *node, world string) (g kernel.CapabilityGrant, noIssuedAt boo
 			if v.kind != kStr {
 				return g, false, false
 			}
-			g.ID, haveID = kernel.JSTrim(v.s), true
+			g.ID, haveID = jsTrim(v.s), true
 		case "namespaceId":
 			if v.kind != kStr {
 				return g, false, false
 			}
-			g.NamespaceID, haveNS = kernel.JSTrim(v.s), true
+			g.NamespaceID, haveNS = jsTrim(v.s), true
 		case "subject", "issuer":
-			a, ok := fastAddress(v)
+			addr, ok := fastAddress(v)
 			if !ok {
 				return g, false, false
 			}
 			if k == "subject" {
-				g.Subject, haveSubject = a, true
+				g.Subject, haveSubject = addr, true
 			} else {
-				g.Issuer, haveIssuer = a, true
+				g.Issuer, haveIssuer = addr, true
 			}
 		case "capabilities":
 			if v.kind != kArr {
 				return g, false, false
 			}
-			g.Capabilities = make([]kernel.Capability, len(v.kids))
+			g.Capabilities = a.caps(len(v.kids))
 			for j, c := range v.kids {
-				if !fastCapability(c, &g.Capabilities[j]) {
+				if !fastCapability(c, &g.Capabilities[j], a) {
 					return g, false, false
 				}
 			}
 			haveCaps = true
 		case "constraints":
-			if !fastConstraints(v, &g.Constraints) {
+			if !fastConstraints(v, &g.Constraints, a) {
 				return g, false, false
 			}
 		case "issuedAt", "revokedAt":
@@ -72,7 +72,7 @@ func fastGrant(gn *node, world string) (g kernel.CapabilityGrant, noIssuedAt boo
 			if v.kind != kStr {
 				return g, false, false
 			}
-			if g.ParentGrantID = kernel.JSTrim(v.s); g.ParentGrantID == "" {
+			if g.ParentGrantID = jsTrim(v.s); g.ParentGrantID == "" {
 				return g, false, false
 			}
 		case "metadata":
@@ -119,30 +119,30 @@ func fastAddress(v *node) (kernel.Address, bool) {
 		if key == "" || id == nil || id.kind != kStr {
 			return kernel.Address{}, false
 		}
-		a.ID = kernel.JSTrim(id.s)
+		a.ID = jsTrim(id.s)
 		return a, true
 	}
 	return kernel.Address{}, false
 }
 
-func fastStrings(v *node, trim bool) ([]string, bool) {
+func fastStrings(v *node, trim bool, a *grantAlloc) ([]string, bool) {
 	if v.kind != kArr {
 		return nil, false
 	}
-	out := make([]string, len(v.kids))
+	out := a.strs(len(v.kids))
 	for i, e := range v.kids {
 		if e.kind != kStr {
 			return nil, false
 		}
 		out[i] = e.s
 		if trim {
-			out[i] = kernel.JSTrim(e.s)
+			out[i] = jsTrim(e.s)
 		}
 	}
 	return out, true
 }
 
-func fastCapability(c *node, out *kernel.Capability) bool {
+func fastCapability(c *node, out *kernel.Capability, al *grantAlloc) bool {
 	if c.kind != kObj {
 		return false
 	}
@@ -162,9 +162,9 @@ func fastCapability(c *node, out *kernel.Capability) bool {
 					if rv.kind != kStr {
 						return false
 					}
-					out.Resource.Namespace, haveNS = kernel.JSTrim(rv.s), true
+					out.Resource.Namespace, haveNS = jsTrim(rv.s), true
 				case "path":
-					p, ok := fastStrings(rv, false)
+					p, ok := fastStrings(rv, false, al)
 					if !ok {
 						return false
 					}
@@ -174,7 +174,7 @@ func fastCapability(c *node, out *kernel.Capability) bool {
 					if !ok {
 						return false
 					}
-					out.Resource.Owner = &a
+					out.Resource.Owner = al.addr(a)
 				default:
 					return false
 				}
@@ -184,7 +184,7 @@ func fastCapability(c *node, out *kernel.Capability) bool {
 			}
 			haveRes = true
 		case "actions":
-			acts, ok := fastStrings(v, true)
+			acts, ok := fastStrings(v, true, al)
 			if !ok {
 				return false
 			}
@@ -201,7 +201,7 @@ func fastCapability(c *node, out *kernel.Capability) bool {
 	return haveRes && haveActs && haveScope
 }
 
-func fastConstraints(v *node, out *kernel.CapabilityConstraints) bool {
+func fastConstraints(v *node, out *kernel.CapabilityConstraints, a *grantAlloc) bool {
 	if v.kind != kObj {
 		return false
 	}
@@ -209,7 +209,7 @@ func fastConstraints(v *node, out *kernel.CapabilityConstraints) bool {
 		c := v.kids[i]
 		switch k {
 		case "purposes":
-			ps, ok := fastStrings(c, true)
+			ps, ok := fastStrings(c, true, a)
 			if !ok {
 				return false
 			}
@@ -232,13 +232,79 @@ func fastConstraints(v *node, out *kernel.CapabilityConstraints) bool {
 				return false
 			}
 			if k == "maxUses" {
-				out.MaxUses = &n
+				out.MaxUses = a.int(n)
 			} else {
-				out.DelegationDepth = &n
+				out.DelegationDepth = a.int(n)
 			}
 		default:
 			return false
 		}
 	}
 	return true
+}
+
+// grantAlloc cuts the small slices and pointers of decoded grants from slabs
+// (capacity-limited, so an append never reaches a neighbour): a thousand grants cost a
+// few allocations, not several thousand. Nothing is reused: a failed decode just leaves
+// its pieces unused.
+type grantAlloc struct {
+	strSlab  []string
+	capSlab  []kernel.Capability
+	addrSlab []kernel.Address
+	intSlab  []int64
+}
+
+const allocSlab = 1024
+
+func (a *grantAlloc) strs(n int) []string {
+	if n == 0 {
+		return []string{} // empty, never nil: "path: []" is not an absent path
+	}
+	if len(a.strSlab) < n {
+		a.strSlab = make([]string, max(n, 4*allocSlab))
+	}
+	out := a.strSlab[:n:n]
+	a.strSlab = a.strSlab[n:]
+	return out
+}
+
+func (a *grantAlloc) caps(n int) []kernel.Capability {
+	if n == 0 {
+		return []kernel.Capability{}
+	}
+	if len(a.capSlab) < n {
+		a.capSlab = make([]kernel.Capability, max(n, allocSlab))
+	}
+	out := a.capSlab[:n:n]
+	a.capSlab = a.capSlab[n:]
+	return out
+}
+
+func (a *grantAlloc) addr(v kernel.Address) *kernel.Address {
+	if len(a.addrSlab) == 0 {
+		a.addrSlab = make([]kernel.Address, allocSlab)
+	}
+	p := &a.addrSlab[0]
+	a.addrSlab = a.addrSlab[1:]
+	*p = v
+	return p
+}
+
+func (a *grantAlloc) int(v int64) *int64 {
+	if len(a.intSlab) == 0 {
+		a.intSlab = make([]int64, allocSlab)
+	}
+	p := &a.intSlab[0]
+	a.intSlab = a.intSlab[1:]
+	*p = v
+	return p
+}
+
+// jsTrim is kernel.JSTrim, skipped when s cannot hold surrounding white space (it starts
+// and ends with a visible ASCII character).
+func jsTrim(s string) string {
+	if n := len(s); n > 0 && s[0] > ' ' && s[0] < 0x7f && s[n-1] > ' ' && s[n-1] < 0x7f {
+		return s
+	}
+	return kernel.JSTrim(s)
 }

@@ -11,7 +11,7 @@ import (
 // accepts it, the kernel's strict decoder accepts the node too, with an equal grant.
 func checkFastGrant(t *testing.T, gn *node, world string) bool {
 	t.Helper()
-	g, noIssuedAt, ok := fastGrant(gn, world)
+	g, noIssuedAt, ok := fastGrant(gn, world, &grantAlloc{})
 	if !ok || g.Validate() != nil {
 		return false
 	}
@@ -76,7 +76,7 @@ func TestFastGrant(t *testing.T) {
 		"id: a\nsubject: {kind: agent, userId: a}\nissuer: human:b\ncapabilities: [{resource: {namespace: n, path: []}, actions: [r], scope: exact}]\n",
 	} {
 		for _, gn := range grantNodes([]byte(d), "g.yaml") {
-			if _, _, ok := fastGrant(gn, "w"); ok {
+			if _, _, ok := fastGrant(gn, "w", &grantAlloc{}); ok {
 				t.Errorf("fast decoder accepted %q", d)
 			}
 		}
@@ -96,4 +96,13 @@ func FuzzFastGrant(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTrim(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", " ", "a", " a", "a ", "\u00a0a", "a\u3000", "\ufeffa", "a\u2028", "\ta\n", "ab", "é", "a b", "\x7f", "~"} {
+		if got, want := jsTrim(s), kernel.JSTrim(s); got != want {
+			t.Errorf("jsTrim(%q) = %q, want %q", s, got, want)
+		}
+	}
 }

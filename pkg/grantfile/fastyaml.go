@@ -44,21 +44,31 @@ func fastYAMLTree(data []byte) (*node, bool) {
 // tab, carriage return or other control character, no character YAML treats as a line
 // break or refuses, and no document marker or directive at the start of a line.
 func fastYAMLText(data []byte) bool {
-	lineStart := true
+	markerAt := func(i int) bool {
+		if i >= len(data) {
+			return false
+		}
+		c := data[i]
+		return c == '%' || (c == '-' || c == '.') && (bytes.HasPrefix(data[i:], []byte("---")) || bytes.HasPrefix(data[i:], []byte("...")))
+	}
+	if markerAt(0) {
+		return false
+	}
 	for i := 0; i < len(data); {
 		c := data[i]
-		if lineStart {
-			if c == '%' || (c == '-' || c == '.') && (bytes.HasPrefix(data[i:], []byte("---")) || bytes.HasPrefix(data[i:], []byte("..."))) {
-				return false
-			}
-		}
-		lineStart = c == '\n'
-		if c < utf8.RuneSelf {
-			if (c < 0x20 && c != '\n') || c == 0x7f {
-				return false
-			}
+		if c >= 0x20 && c < 0x7f {
 			i++
 			continue
+		}
+		if c == '\n' {
+			i++
+			if markerAt(i) {
+				return false
+			}
+			continue
+		}
+		if c < utf8.RuneSelf {
+			return false // another control character
 		}
 		r, size := utf8.DecodeRune(data[i:])
 		if r == utf8.RuneError || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
@@ -77,10 +87,24 @@ type fastYAML struct {
 	slab  []node
 	// Slabs the nodes' member slices are cut from (capacity-limited, so an append past
 	// the capacity copies instead of reaching a neighbour).
-	keySlab  []string
-	lineSlab []int
-	kidSlab  []*node
+	keySlab []string
+	kidSlab []*node
+	stack   []member
+	depth   int // nesting of the node being read
 }
+
+// maxFastDepth bounds nesting on the fast path (grant files nest about six deep); deeper
+// documents are left to the library and its own limit.
+const maxFastDepth = 64
+
+// enter counts one more level of nesting, reporting false past maxFastDepth; leave
+// undoes it.
+func (p *fastYAML) enter() bool {
+	p.depth++
+	return p.depth <= maxFastDepth
+}
+
+func (p *fastYAML) leave() { p.depth-- }
 
 func (p *fastYAML) splitLines() {
 	p.lines = make([]string, 0, strings.Count(p.data, "\n")+1)
@@ -106,20 +130,47 @@ func (p *fastYAML) newNode(k kind, line int) *node {
 	return n
 }
 
-// members gives a new mapping or list node room for c members.
-func (p *fastYAML) members(n *node, c int) {
+// member is a mapping member or list item being read; the members of the nodes being
+// read are kept on one stack and copied, exactly sized, into slabs when a node is done.
+type member struct {
+	key  string
+	line int
+	kid  *node
+}
+
+// done gives n the members pushed since start.
+func (p *fastYAML) done(n *node, start int) *node {
+	m := p.stack[start:]
+	c := len(m)
 	if len(p.kidSlab) < c {
-		p.kidSlab = make([]*node, 4096)
+		p.kidSlab = make([]*node, max(c, 4096))
 	}
-	n.kids, p.kidSlab = p.kidSlab[:0:c], p.kidSlab[c:]
+	n.kids, p.kidSlab = p.kidSlab[:c:c], p.kidSlab[c:]
+	for i := range m {
+		n.kids[i] = m[i].kid
+	}
 	if n.kind == kObj {
 		if len(p.keySlab) < c {
-			p.keySlab = make([]string, 4096)
-			p.lineSlab = make([]int, 4096)
+			p.keySlab = make([]string, max(c, 4096))
 		}
-		n.keys, p.keySlab = p.keySlab[:0:c], p.keySlab[c:]
-		n.keyLines, p.lineSlab = p.lineSlab[:0:c], p.lineSlab[c:]
+		n.keys, p.keySlab = p.keySlab[:c:c], p.keySlab[c:]
+		for i := range m {
+			n.keys[i] = m[i].key
+			m[i].kid.keyLine = int32(m[i].line)
+		}
 	}
+	p.stack = p.stack[:start]
+	return n
+}
+
+// hasMember reports whether key was pushed since start.
+func (p *fastYAML) hasMember(start int, key string) bool {
+	for _, m := range p.stack[start:] {
+		if m.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // skipBlank moves past empty and comment-only lines (never past a line whose content a
@@ -188,7 +239,7 @@ func keyEnd(s string) (key string, value int, ok bool) {
 			return "", 0, false
 		}
 		k, rest = s[:j], s[j:]
-		if _, reserved := resolvedPlain[k]; reserved {
+		if _, reserved := resolvedWord(k); reserved {
 			return "", 0, false
 		}
 	}
@@ -214,26 +265,35 @@ func isKeyByte(c byte) bool {
 	return isLetter(c) || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/'
 }
 
-// resolvedPlain are the plain scalars starting with a letter that YAML does not read as
-// strings.
-var resolvedPlain = map[string]kind{
-	"true": kBool, "True": kBool, "TRUE": kBool, "false": kBool, "False": kBool, "FALSE": kBool,
-	"null": kNull, "Null": kNull, "NULL": kNull,
+// resolvedWord returns the kind of the plain scalars starting with a letter that YAML
+// does not read as strings.
+func resolvedWord(s string) (kind, bool) {
+	switch s {
+	case "true", "True", "TRUE", "false", "False", "FALSE":
+		return kBool, true
+	case "null", "Null", "NULL":
+		return kNull, true
+	}
+	return 0, false
 }
 
 // mapping reads a block mapping whose keys sit in column ind; the first key is at the
 // current position.
 func (p *fastYAML) mapping(ind int) (*node, bool) {
+	defer p.leave()
+	if !p.enter() {
+		return nil, false
+	}
 	n := p.newNode(kObj, p.i+1)
-	p.members(n, 8)
+	start := len(p.stack)
 	for {
 		p.skipBlank()
 		if p.i >= len(p.lines) {
-			return n, true
+			return p.done(n, start), true
 		}
 		in := p.indent()
 		if in < ind {
-			return n, true
+			return p.done(n, start), true
 		}
 		if in > ind {
 			return nil, false
@@ -241,25 +301,23 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 		line := p.i + 1
 		s := p.content()
 		if s[0] == '-' && (len(s) == 1 || s[1] == ' ') {
-			return n, true // an indentless list ends the mapping it sits in: the caller decides
+			return p.done(n, start), true // an indentless list ends the mapping it sits in: the caller decides
 		}
 		key, off, ok := keyEnd(s)
-		if !ok || n.hasKey(key) {
+		if !ok || p.hasMember(start, key) {
 			return nil, false
 		}
-		v, ok := p.value(ind, in+off, line, s[off:])
+		v, ok := p.value(ind, line, s[off:])
 		if !ok {
 			return nil, false
 		}
-		n.keys = append(n.keys, key)
-		n.keyLines = append(n.keyLines, line)
-		n.kids = append(n.kids, v)
+		p.stack = append(p.stack, member{key, line, v})
 	}
 }
 
-// value reads the value of a mapping key in column ind whose text rest starts at column
-// col of the current line.
-func (p *fastYAML) value(ind, col, line int, rest string) (*node, bool) {
+// value reads the value of a mapping key in column ind on line line; rest is the text
+// after the key's colon.
+func (p *fastYAML) value(ind, line int, rest string) (*node, bool) {
 	if len(rest) == 0 || rest[0] == '#' {
 		// The value is a block node below the key.
 		p.nextLine()
@@ -293,23 +351,27 @@ func onlyComment(s string) bool {
 
 // sequence reads a block list whose dashes sit in column ind.
 func (p *fastYAML) sequence(ind int) (*node, bool) {
+	defer p.leave()
+	if !p.enter() {
+		return nil, false
+	}
 	n := p.newNode(kArr, p.i+1)
-	p.members(n, 16)
+	start := len(p.stack)
 	for {
 		p.skipBlank()
 		if p.i >= len(p.lines) {
-			return n, true
+			return p.done(n, start), true
 		}
 		in := p.indent()
 		if in < ind {
-			return n, true
+			return p.done(n, start), true
 		}
 		s := p.content()
 		if in > ind {
 			return nil, false
 		}
 		if s[0] != '-' {
-			return n, true
+			return p.done(n, start), true
 		}
 		if len(s) < 3 || s[1] != ' ' {
 			return nil, false
@@ -337,7 +399,7 @@ func (p *fastYAML) sequence(ind int) (*node, bool) {
 		if !ok {
 			return nil, false
 		}
-		n.kids = append(n.kids, v)
+		p.stack = append(p.stack, member{kid: v})
 	}
 }
 
@@ -402,7 +464,7 @@ func resolvePlain(nd *node, text string) bool {
 	c := text[0]
 	switch {
 	case isLetter(c):
-		if k, ok := resolvedPlain[text]; ok {
+		if k, ok := resolvedWord(text); ok {
 			nd.kind = k
 			if k == kBool {
 				nd.s = strconv.FormatBool(text[0] == 't' || text[0] == 'T')
@@ -493,6 +555,10 @@ func quoted(s string) (string, int, bool) {
 
 // flowCollection reads a flow list or mapping that closes on the same line.
 func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
+	defer p.leave()
+	if !p.enter() {
+		return nil, 0, false
+	}
 	open := s[0]
 	closeBy := byte(']')
 	k := kArr
@@ -500,7 +566,7 @@ func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
 		closeBy, k = '}', kObj
 	}
 	n := p.newNode(k, line)
-	p.members(n, 4)
+	start := len(p.stack)
 	i := 1
 	skip := func() {
 		for i < len(s) && s[i] == ' ' {
@@ -509,7 +575,7 @@ func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
 	}
 	skip()
 	if i < len(s) && s[i] == closeBy {
-		return n, i + 1, true
+		return p.done(n, start), i + 1, true
 	}
 	for {
 		skip()
@@ -518,7 +584,7 @@ func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
 		}
 		if k == kObj {
 			key, off, ok := flowKey(s[i:])
-			if !ok || n.hasKey(key) {
+			if !ok || p.hasMember(start, key) {
 				return nil, 0, false
 			}
 			i += off
@@ -528,16 +594,14 @@ func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
 				return nil, 0, false
 			}
 			i += used
-			n.keys = append(n.keys, key)
-			n.keyLines = append(n.keyLines, line)
-			n.kids = append(n.kids, v)
+			p.stack = append(p.stack, member{key, line, v})
 		} else {
 			v, used, ok := p.inline(s[i:], line, true)
 			if !ok {
 				return nil, 0, false
 			}
 			i += used
-			n.kids = append(n.kids, v)
+			p.stack = append(p.stack, member{kid: v})
 		}
 		skip()
 		if i >= len(s) {
@@ -551,7 +615,7 @@ func (p *fastYAML) flowCollection(s string, line int) (*node, int, bool) {
 				return nil, 0, false // a trailing or doubled comma: left to the library
 			}
 		case closeBy:
-			return n, i + 1, true
+			return p.done(n, start), i + 1, true
 		default:
 			return nil, 0, false
 		}

@@ -2,6 +2,7 @@ package grantfile
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -18,15 +19,15 @@ func sameTree(a, b *node, path string) error {
 		}
 		return nil
 	}
-	if a.kind != b.kind || a.s != b.s || a.line != b.line {
+	if a.kind != b.kind || a.s != b.s || a.line != b.line || a.keyLine != b.keyLine {
 		return fmt.Errorf("%s: fast %s %q line %d, library %s %q line %d", path, a.kind, a.s, a.line, b.kind, b.s, b.line)
 	}
 	if len(a.kids) != len(b.kids) || len(a.keys) != len(b.keys) {
 		return fmt.Errorf("%s: fast has %d members, library %d", path, len(a.kids), len(b.kids))
 	}
 	for i := range a.keys {
-		if a.keys[i] != b.keys[i] || a.keyLines[i] != b.keyLines[i] {
-			return fmt.Errorf("%s: key %d: fast %q line %d, library %q line %d", path, i, a.keys[i], a.keyLines[i], b.keys[i], b.keyLines[i])
+		if a.keys[i] != b.keys[i] || a.keyLineAt(i) != b.keyLineAt(i) {
+			return fmt.Errorf("%s: key %d: fast %q line %d, library %q line %d", path, i, a.keys[i], a.keyLineAt(i), b.keys[i], b.keyLineAt(i))
 		}
 	}
 	for i := range a.kids {
@@ -78,6 +79,7 @@ func TestFastYAML(t *testing.T) {
 		"a:\t1\n", "a: 1\na: 2\n", "<<: {}\n", "true: 1\n", "1: a\n", "a: [1,\n  2]\n", "a: \"x\\n\"\n",
 		"a: 2026-01-01\n", "a: 1e400\n", "a: [a, b,]\n", "a: {b}\n", "  a: 1\n", "a: b#c\n", "a: \"x\"#c\n",
 		"a:\n- b\n - c\n", "- a\n", "a: -x\n", "a: 'it''s'\n",
+		"a: " + strings.Repeat("[", 65) + strings.Repeat("]", 65) + "\n",
 	}
 	for _, d := range declined {
 		if _, ok := fastYAMLTree([]byte(d)); ok {

@@ -242,8 +242,9 @@ func nodeLabel(g *node) string {
 }
 
 type builder struct {
-	name string
-	root *node
+	name  string
+	root  *node
+	alloc grantAlloc
 }
 
 // errAt reports a problem at an absolute dotted path of the document.
@@ -274,7 +275,7 @@ func build(name string, root *node) (*parsed, *Error) {
 		switch k {
 		case "version", "context", "grants":
 		default:
-			return nil, b.errAt(k, root.keyLines[i], "unknown key %q (a grant file has version, context and grants)", k)
+			return nil, b.errAt(k, root.keyLineAt(i), "unknown key %q (a grant file has version, context and grants)", k)
 		}
 	}
 	v, vline := root.get("version")
@@ -330,7 +331,7 @@ func (b *builder) context(c *node, cline int, out *Context, lines map[string]int
 	}
 	for i, k := range c.keys {
 		field := "context." + k
-		line := c.keyLines[i]
+		line := c.keyLineAt(i)
 		lines[k] = line
 		v := c.kids[i]
 		switch k {
@@ -427,8 +428,9 @@ func addressIDKey(k kernel.AddressKind) string {
 
 // addressNode is the object form of a, on line.
 func addressNode(a kernel.Address, line int) *node {
-	return &node{kind: kObj, line: line, keys: []string{"kind", addressIDKey(a.Kind)}, keyLines: []int{line, line},
-		kids: []*node{strNode(string(a.Kind), line), strNode(a.ID, line)}}
+	kind, id := strNode(string(a.Kind), line), strNode(a.ID, line)
+	kind.keyLine, id.keyLine = int32(line), int32(line)
+	return &node{kind: kObj, line: line, keys: []string{"kind", addressIDKey(a.Kind)}, kids: []*node{kind, id}}
 }
 
 // grant fills the defaults of grant i, expands address shorthands and decodes it under
@@ -436,7 +438,7 @@ func addressNode(a kernel.Address, line int) *node {
 func (b *builder) grant(i int, gn *node, world string, out *kernel.CapabilityGrant, derived map[string]bool) *Error {
 	// The common case, without the generic value: decoded directly, then held to the
 	// kernel's contract (Validate). Anything else takes the decoder's path below.
-	if g, noIssuedAt, ok := fastGrant(gn, world); ok && g.Validate() == nil {
+	if g, noIssuedAt, ok := fastGrant(gn, world, &b.alloc); ok && g.Validate() == nil {
 		*out = g
 		if noIssuedAt && g.ParentGrantID != "" {
 			derived[g.ID] = true

@@ -159,11 +159,18 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 
 // checkIDs refuses a grant id defined in two files.
 func checkIDs(ps []*parsed) *Error {
+	if len(ps) < 2 {
+		return nil // Parse refuses a duplicate within one file
+	}
 	type where struct {
 		file int
 		line int
 	}
-	ids := map[string]where{}
+	n := 0
+	for _, p := range ps {
+		n += len(p.file.Grants)
+	}
+	ids := make(map[string]where, n)
 	for fi, p := range ps {
 		for gi := range p.file.Grants {
 			id := p.file.Grants[gi].ID

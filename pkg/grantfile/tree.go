@@ -36,12 +36,20 @@ func (k kind) String() string {
 // loader added). Both formats are read into this tree, so defaults, shorthand expansion,
 // line look-ups and the conversion to JSON are written once.
 type node struct {
-	kind     kind
-	line     int
-	s        string   // string value; number literal (valid JSON); "true"/"false"
-	keys     []string // object keys, in document order
-	keyLines []int    // line of each key
-	kids     []*node  // object values (parallel to keys) or list items
+	kind    kind
+	keyLine int32 // of an object member: the line of its key (0 for members the loader added)
+	line    int
+	s       string   // string value; number literal (valid JSON); "true"/"false"
+	keys    []string // object keys, in document order
+	kids    []*node  // object values (parallel to keys) or list items
+}
+
+// keyLineAt returns the line of key i of an object.
+func (n *node) keyLineAt(i int) int {
+	if k := n.kids[i]; k != nil {
+		return int(k.keyLine)
+	}
+	return 0
 }
 
 // get returns the value of key and the line of the key, or (nil, 0).
@@ -51,22 +59,24 @@ func (n *node) get(key string) (*node, int) {
 	}
 	for i, k := range n.keys {
 		if k == key {
-			return n.kids[i], n.keyLines[i]
+			return n.kids[i], n.keyLineAt(i)
 		}
 	}
 	return nil, 0
 }
 
-// put sets key (replacing the value in place when present, else appending it).
+// put sets key (replacing the value in place when present, keeping the key's line, else
+// appending it).
 func (n *node) put(key string, v *node) {
 	for i, k := range n.keys {
 		if k == key {
+			v.keyLine = int32(n.keyLineAt(i))
 			n.kids[i] = v
 			return
 		}
 	}
+	v.keyLine = 0
 	n.keys = append(n.keys, key)
-	n.keyLines = append(n.keyLines, 0)
 	n.kids = append(n.kids, v)
 }
 
@@ -352,10 +362,13 @@ func (r *yamlReader) convert(y *yaml.Node, slot **node) *treeError {
 				return r.fail(k.Line, "duplicate key %q (first at line %d)", k.Value, first)
 			}
 			n.keys = append(n.keys, k.Value)
-			n.keyLines = append(n.keyLines, k.Line)
 			n.kids = append(n.kids, nil)
 			r.path = append(r.path, k.Value)
-			if err := r.convert(v, &n.kids[len(n.kids)-1]); err != nil {
+			err := r.convert(v, &n.kids[len(n.kids)-1])
+			if kid := n.kids[len(n.kids)-1]; kid != nil {
+				kid.keyLine = int32(k.Line)
+			}
+			if err != nil {
 				n.trimLast()
 				return err
 			}
@@ -435,15 +448,27 @@ const maxJSONDepth = 10000
 // YAML. Input is valid UTF-8 (checked by the caller).
 type jsonScanner struct {
 	data  []byte
+	src   string // data, converted once: strings without escapes are substrings of it
 	pos   int
 	line  int
 	depth int
 	path  []string
+	slab  []node
+}
+
+func (s *jsonScanner) newNode(k kind, line int) *node {
+	if len(s.slab) == 0 {
+		s.slab = make([]node, 1024)
+	}
+	n := &s.slab[0]
+	s.slab = s.slab[1:]
+	n.kind, n.line = k, line
+	return n
 }
 
 // jsonTree reads one JSON value (and nothing after it) into a tree.
 func jsonTree(data []byte) (*node, *treeError) {
-	s := &jsonScanner{data: data, line: 1}
+	s := &jsonScanner{data: data, src: string(data), line: 1}
 	s.skipWS()
 	if s.pos == len(data) {
 		return nil, &treeError{msg: "the file is empty (want version: 1 and grants)"}
@@ -502,7 +527,7 @@ func (s *jsonScanner) value(slot **node) *treeError {
 			return s.syntax("nested too deeply")
 		}
 		s.pos++
-		n := &node{kind: kObj, line: line}
+		n := s.newNode(kObj, line)
 		*slot = n
 		s.skipWS()
 		if s.peek() == '}' {
@@ -534,9 +559,12 @@ func (s *jsonScanner) value(slot **node) *treeError {
 				return e
 			}
 			n.keys = append(n.keys, key)
-			n.keyLines = append(n.keyLines, kline)
 			n.kids = append(n.kids, nil)
-			if err := s.value(&n.kids[len(n.kids)-1]); err != nil {
+			err = s.value(&n.kids[len(n.kids)-1])
+			if kid := n.kids[len(n.kids)-1]; kid != nil {
+				kid.keyLine = int32(kline)
+			}
+			if err != nil {
 				n.trimLast()
 				return err
 			}
@@ -558,7 +586,7 @@ func (s *jsonScanner) value(slot **node) *treeError {
 			return s.syntax("nested too deeply")
 		}
 		s.pos++
-		n := &node{kind: kArr, line: line}
+		n := s.newNode(kArr, line)
 		*slot = n
 		s.skipWS()
 		if s.peek() == ']' {
@@ -592,16 +620,20 @@ func (s *jsonScanner) value(slot **node) *treeError {
 		if err != nil {
 			return err
 		}
-		*slot = &node{kind: kStr, s: v, line: line}
+		n := s.newNode(kStr, line)
+		n.s = v
+		*slot = n
 		return nil
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range [...]string{"true", "false", "null"} {
 			if bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
 				s.pos += len(lit)
 				if lit == "null" {
-					*slot = &node{kind: kNull, line: line}
+					*slot = s.newNode(kNull, line)
 				} else {
-					*slot = &node{kind: kBool, s: lit, line: line}
+					n := s.newNode(kBool, line)
+					n.s = lit
+					*slot = n
 				}
 				return nil
 			}
@@ -649,7 +681,9 @@ func (s *jsonScanner) number(slot **node, line int) *treeError {
 			return s.unexpected("a digit in the exponent")
 		}
 	}
-	*slot = &node{kind: kNum, s: string(s.data[start:s.pos]), line: line}
+	n := s.newNode(kNum, line)
+	n.s = s.src[start:s.pos]
+	*slot = n
 	return nil
 }
 
@@ -661,7 +695,7 @@ func (s *jsonScanner) str() (string, *treeError) {
 	for s.pos < len(s.data) {
 		c := s.data[s.pos]
 		if c == '"' {
-			v := string(s.data[start:s.pos])
+			v := s.src[start:s.pos]
 			s.pos++
 			return v, nil
 		}
@@ -759,7 +793,6 @@ func (n *node) trimLast() {
 		n.kids = n.kids[:k-1]
 		if n.kind == kObj {
 			n.keys = n.keys[:k-1]
-			n.keyLines = n.keyLines[:k-1]
 		}
 	}
 }
