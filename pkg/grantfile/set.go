@@ -48,6 +48,10 @@ type Set struct {
 	// or computed on first use (the authority hash is computed once per snapshot).
 	mu     sync.Mutex
 	hashes map[scopeKey]string
+	// snaps holds each scope's grants as one immutable slice, built on first use and
+	// shared by every LoadGrantSnapshot of the scope (a long-lived host begins a turn per
+	// call; the kernel reuses its validated authority for an unchanged snapshot).
+	snaps map[scopeKey][]kernel.CapabilityGrant
 }
 
 type scopeKey struct {
@@ -340,17 +344,28 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 // did), and the authority hash of each (world, subject, issuer) scope is computed once per
 // snapshot and kept in the cache with it.
 //
-// Unlike LoadGrants, the grants are shallow copies that share their slices and maps with
-// the set: the kernel only reads them, and copying a thousand grants deeply on every
-// start-up is the CLI's largest cost after parsing. Callers must not modify them.
+// Unlike LoadGrants, the grants are one slice per scope, built once and shared (with
+// their slices and maps) with the set and with every later snapshot of the scope: the
+// kernel only reads them, and copying a thousand grants on every turn is what a long-lived
+// host would otherwise pay per call. Callers must not modify them.
 func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) (kernel.GrantSnapshot, error) {
 	s.index()
-	gs := s.scope[scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}]
-	grants := make([]kernel.CapabilityGrant, len(gs))
-	for i, g := range gs {
-		grants[i] = *g
+	k := scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}
+	s.mu.Lock()
+	grants, ok := s.snaps[k]
+	if !ok {
+		gs := s.scope[k]
+		grants = make([]kernel.CapabilityGrant, len(gs))
+		for i, g := range gs {
+			grants[i] = *g
+		}
+		if s.snaps == nil {
+			s.snaps = map[scopeKey][]kernel.CapabilityGrant{}
+		}
+		s.snaps[k] = grants
 	}
-	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(scopeKey{actx.NamespaceID, actx.Actor, actx.Authority})}, nil
+	s.mu.Unlock()
+	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(k)}, nil
 }
 
 func (s *Set) hashOf(k scopeKey) string {
