@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -281,4 +282,59 @@ func TestAuthorityReusedPerSnapshot(t *testing.T) {
 			t.Fatalf("an invalid snapshot: %q", a.Unavailable())
 		}
 	}
+}
+
+// TestDuplicateKeysRefused: a contract document naming a key twice is refused, at the
+// top level and nested, in every strict decoder (encoding/json would keep the last).
+func TestDuplicateKeysRefused(t *testing.T) {
+	t.Parallel()
+	if _, err := kernel.ParseToolNamespaceUpdate([]byte(`{"enable":["a"],"enable":["b"]}`)); err == nil {
+		t.Error("namespace patch with enable twice accepted")
+	}
+	if _, err := kernel.StrictFields([]byte(`{"path":["a"],"path":["b"]}`), "path"); err == nil {
+		t.Error("tool arguments with path twice accepted")
+	}
+	var c kernel.ToolCall
+	if err := json.Unmarshal([]byte(`{"id":"a","tool":"t.x","tool":"t.y","arguments":{},"traceId":"t","requestedAt":"2026-01-01T00:00:00Z"}`), &c); err == nil {
+		t.Error("tool call with tool twice accepted")
+	}
+	g := `{"id":"g","namespaceId":"w","subject":{"kind":"agent","agentId":"a"},"issuer":{"kind":"human","userId":"h"},` +
+		`"capabilities":[{"resource":{"namespace":"files","namespace":"repo","path":[]},"actions":["read"],"scope":"exact"}],` +
+		`"constraints":{},"issuedAt":"2026-01-01T00:00:00Z"}`
+	var gr kernel.CapabilityGrant
+	if err := json.Unmarshal([]byte(g), &gr); err == nil {
+		t.Error("grant with a nested duplicate key accepted")
+	}
+	ok := strings.Replace(g, `"namespace":"files",`, ``, 1)
+	if err := json.Unmarshal([]byte(ok), &gr); err != nil {
+		t.Errorf("the same grant without the duplicate: %v", err)
+	}
+}
+
+// FuzzDuplicateKeys: the duplicate-key scan never panics, and accepts every document
+// encoding/json writes from a decoded value (which cannot repeat a key).
+func FuzzDuplicateKeys(f *testing.F) {
+	f.Add(`{"a":1,"b":{"c":[{"d":2},{"d":3}]}}`)
+	f.Add(`{"a":1,"a":2}`)
+	f.Add(`[{"x":{"y":1,"y":2}}]`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		_, _ = kernel.StrictFields([]byte(doc), "a", "b", "x")
+		var v any
+		if json.Unmarshal([]byte(doc), &v) != nil {
+			return
+		}
+		clean, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		if m, ok := v.(map[string]any); ok {
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			if _, err := kernel.StrictFields(clean, keys...); err != nil {
+				t.Fatalf("a document without duplicates refused: %s: %v", clean, err)
+			}
+		}
+	})
 }

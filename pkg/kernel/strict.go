@@ -93,6 +93,11 @@ func parseObject(data []byte, allowed ...string) (*strictObject, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, contractErr("", "must be a JSON object: %v", err)
 	}
+	if len(m) > 0 {
+		if err := checkDuplicateKeys(data, false); err != nil {
+			return nil, err
+		}
+	}
 	var unknown []string
 	for k := range m {
 		ok := false
@@ -208,4 +213,68 @@ func marshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// checkDuplicateKeys refuses a JSON document in which an object names a key twice
+// (encoding/json keeps the last silently; a contract value must mean one thing). With
+// deep unset only the top-level object is checked (its nested objects are checked when
+// they are decoded in turn). It assumes data is otherwise valid JSON: a syntax error is
+// left to the decoder that follows.
+func checkDuplicateKeys(data []byte, deep bool) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	type frame struct {
+		object bool
+		keys   map[string]struct{}
+		expect bool // an object expects a key next
+	}
+	var stack []frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		if len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			if top.object && top.expect {
+				if key, ok := tok.(string); ok {
+					if deep || len(stack) == 1 {
+						if _, dup := top.keys[key]; dup {
+							return contractErr(key, "is given twice")
+						}
+						top.keys[key] = struct{}{}
+					}
+					top.expect = false
+					continue
+				}
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].expect = true
+			}
+			stack = append(stack, frame{object: true, keys: map[string]struct{}{}, expect: true})
+			continue
+		case json.Delim('['):
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].expect = true
+			}
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return nil
+			}
+			if stack[len(stack)-1].object {
+				stack[len(stack)-1].expect = true
+			}
+			continue
+		}
+		// a scalar value: an object expects its next key
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].expect = true
+		}
+	}
 }

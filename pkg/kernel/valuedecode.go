@@ -21,6 +21,9 @@ func decodeValue(data []byte) (any, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, contractErr("", "must be JSON: %v", err)
 	}
+	if err := checkDuplicateKeys(data, true); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
