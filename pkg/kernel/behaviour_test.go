@@ -338,3 +338,38 @@ func FuzzDuplicateKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestHostileNamesNeverAuditedVerbatim: a tool name that cannot be a tool name (an
+// escape sequence, a line break) is refused invalid_request and recorded quoted; a call
+// id with control characters is recorded quoted too. No audit event holds the raw bytes.
+func TestHostileNamesNeverAuditedVerbatim(t *testing.T) {
+	t.Parallel()
+	audit := &memAudit{}
+	k := newKernel(t, nil, audit, echoTool("t.read", "read"))
+	for _, c := range []kernel.ToolCall{
+		{ID: "c1", Tool: "\x1b[2J\x1b[HAPPROVED", Arguments: json.RawMessage(`{}`), TraceID: "trace-1", RequestedAt: admitted},
+		{ID: "c2", Tool: "files.read\nforged\trow", Arguments: json.RawMessage(`{}`), TraceID: "trace-1", RequestedAt: admitted},
+		{ID: "c3\x1b[31m", Tool: "t.read", Arguments: json.RawMessage(`{"path":["docs"]}`), TraceID: "trace-1", RequestedAt: admitted},
+	} {
+		res := k.InvokeTool(context.Background(), testContext(), c)
+		if res.Status != kernel.StatusDenied {
+			t.Fatalf("%q: %s", c.Tool, res.Status)
+		}
+	}
+	for _, ev := range audit.events {
+		for _, f := range []string{ev.Tool, ev.OperationID, fmt.Sprint(ev.Metadata["toolName"])} {
+			if strings.ContainsAny(f, "\x1b\n\t") {
+				t.Errorf("raw control characters in %s event: %q", ev.Type, f)
+			}
+		}
+		if ev.Type == kernel.EventToolInvoked && ev.Tool == "" {
+			if q, _ := ev.Metadata["toolName"].(string); !strings.HasPrefix(q, `"`) {
+				t.Errorf("hostile name not recorded quoted: %v", ev.Metadata)
+			}
+		}
+	}
+	res := k.InvokeTool(context.Background(), testContext(), call("files.raed", `{}`))
+	if res.Error.Code != kernel.CodeToolUnavailable || res.Cause != kernel.CauseNotRegistered {
+		t.Fatalf("a well-formed unknown name: %s %s, want tool_unavailable not_registered", res.Error.Code, res.Cause)
+	}
+}

@@ -21,7 +21,9 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // Config wires a Kernel's ports. Only Grants is required for authority; a nil port
@@ -509,8 +511,14 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResul
 		return
 	}
 	ev := k.event(t.actx, EventToolInvoked, AuditOutcome(res.Status))
-	ev.OperationID = p.Call.ID
+	ev.OperationID = auditSafe(p.Call.ID)
 	ev.Tool = p.Call.Tool
+	if !validToolName(p.Call.Tool) {
+		// Agent-supplied text that cannot be a tool name (escape sequences, line breaks)
+		// never reaches the audit trail verbatim: it is recorded quoted, bounded.
+		ev.Tool = ""
+		ev.Metadata = map[string]any{"toolName": quoteBounded(p.Call.Tool)}
+	}
 	ev.Source = "kernel"
 	ev.Cause = res.Cause
 	if res.Error != nil {
@@ -523,9 +531,31 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResul
 		ev.AuthorityHash = st.auth.Hash()
 	}
 	if p.catalogHash != "" {
-		ev.Metadata = map[string]any{"catalogHash": p.catalogHash}
+		if ev.Metadata == nil {
+			ev.Metadata = map[string]any{}
+		}
+		ev.Metadata["catalogHash"] = p.catalogHash
 	}
 	t.auditAfter(ctx, ev)
+}
+
+// quoteBounded is s as a Go-quoted ASCII string, cut to 256 bytes of input first.
+func quoteBounded(s string) string {
+	if len(s) > 256 {
+		s = s[:256]
+	}
+	return strconv.QuoteToASCII(s)
+}
+
+// auditSafe is an agent-supplied identifier as the audit trail may hold it: unchanged
+// when it has no control character (C0, DEL, C1) and is valid UTF-8, quoted otherwise.
+func auditSafe(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return quoteBounded(s)
+		}
+	}
+	return s
 }
 
 // noRejections is the empty rejectedGrants list, boxed once.
@@ -542,7 +572,7 @@ func (t *Turn) decisionEvent(auth *Authority, call ToolCall, req CapabilityRequi
 	ev.Resource = &r
 	ev.Action = req.Action
 	ev.GrantID = d.MatchedGrantID
-	ev.OperationID = call.ID
+	ev.OperationID = auditSafe(call.ID)
 	ev.Tool = call.Tool
 	if !d.Allowed {
 		ev.Reason = d.ReasonCode
