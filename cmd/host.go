@@ -31,6 +31,10 @@ func (f *Factory) prepared() (*host.Prepared, error) {
 		f.prepErr = hostError(err)
 		return nil, f.prepErr
 	}
+	if f.prep.Pinned {
+		// --now only ever removes authority: a call the wall clock would refuse is refused.
+		warn(f.IOStreams, "--now %s is in effect: decisions are taken at that instant and at the wall clock's (a pinned instant only removes authority); audit records keep both", s.Now)
+	}
 	if f.prep.GrantErr != nil {
 		// Once per run, whatever the command: the grants it runs under were refused.
 		warnGrants(f.IOStreams, f.prep.GrantErr)

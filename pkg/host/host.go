@@ -122,6 +122,7 @@ type Prepared struct {
 	// CallID is the id the run's tool call gets.
 	CallID string
 
+	clock    func() time.Time
 	source   kernel.GrantSource
 	resolver kernel.DelegationChainResolver
 	ceiling  kernel.HostCeiling
@@ -145,7 +146,7 @@ type Host struct {
 // Prepare checks every input of s and builds the planes and the tool table. clock is
 // read once when s.Now is empty. On error nothing is left open.
 func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
-	p := &Prepared{Settings: s}
+	p := &Prepared{Settings: s, clock: clock}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -290,7 +291,7 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	}
 	kernel.SortLocale(p.Context.EnabledToolNamespaces)
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
-		Settings: st, Audit: st, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces})
+		Settings: st, Audit: st, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
 	for _, t := range p.tools {
 		if err := h.Kernel.RegisterTool(t); err != nil {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}

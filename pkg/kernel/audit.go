@@ -31,13 +31,17 @@ const (
 	OutcomeInterrupted AuditOutcome = "interrupted"
 )
 
-// AuditEvent is one append-only audit record (version "1"). At is the context's now.
+// AuditEvent is one append-only audit record (version "1"). At is the context's now;
+// RecordedAt, when set, the wall clock's.
 type AuditEvent struct {
-	Version            string             `json:"version"`
-	ID                 string             `json:"id"`
-	Type               AuditEventType     `json:"type"`
-	Outcome            AuditOutcome       `json:"outcome"`
-	At                 string             `json:"at"`
+	Version string         `json:"version"`
+	ID      string         `json:"id"`
+	Type    AuditEventType `json:"type"`
+	Outcome AuditOutcome   `json:"outcome"`
+	At      string         `json:"at"`
+	// RecordedAt is the wall-clock instant the event was written, when the kernel has
+	// a clock (Config.Clock); At is the turn's instant, which a host may pin.
+	RecordedAt         string             `json:"recordedAt,omitempty"`
 	TraceID            string             `json:"traceId"`
 	NamespaceID        string             `json:"namespaceId"`
 	Actor              Address            `json:"actor"`

@@ -70,6 +70,14 @@ func (c *compiledGrant) active(admitted, opNow int64) bool {
 	return true
 }
 
+// activeAt is active, and also active at the wall-clock instant wall when wall is set
+// (non-zero): a host whose turn instant is pinned (--now) may remove authority with it,
+// never add any — a grant that has expired, been revoked, or is not yet issued by the
+// wall clock stays refused whatever the pinned instant says.
+func (c *compiledGrant) activeAt(admitted, opNow, wall int64) bool {
+	return c.active(admitted, opNow) && (wall == 0 || c.active(wall, wall))
+}
+
 func (c *compiledGrant) purposeOK(purpose string) bool {
 	ps := c.g.Constraints.Purposes
 	if ps == nil {

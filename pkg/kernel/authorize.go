@@ -114,6 +114,7 @@ type Evaluation struct {
 	next            int
 	rejected        []rejection
 	admitted, opNow int64
+	wall            int64 // the wall-clock floor of the time rules (0: none), see activeAt
 	buf             [16]int32
 }
 
@@ -140,7 +141,7 @@ func Evaluate(auth *Authority, actx AccessContext, req CapabilityRequirement, no
 			return ev
 		}
 	}
-	evaluateInto(ev, auth, actx, admitted, opNow, req, discovery)
+	evaluateInto(ev, auth, actx, admitted, opNow, 0, req, discovery)
 	return ev
 }
 
@@ -148,7 +149,7 @@ func ptr[T any](v T) *T { return &v }
 
 // evaluateInto is Evaluate into ev, with the context's instant (admitted) and the
 // operation instant already parsed: a turn parses its instant once, and reuses ev.
-func evaluateInto(ev *Evaluation, auth *Authority, actx AccessContext, admitted, opNow int64, req CapabilityRequirement, discovery bool) {
+func evaluateInto(ev *Evaluation, auth *Authority, actx AccessContext, admitted, opNow, wall int64, req CapabilityRequirement, discovery bool) {
 	*ev = Evaluation{Requirement: req, Discovery: discovery, rejected: ev.rejected[:0]}
 	if actx.Purpose == "" || actx.TraceID == "" {
 		ev.Immediate = ptr(deny(ReasonInvalidContext))
@@ -168,7 +169,7 @@ func evaluateInto(ev *Evaluation, auth *Authority, actx AccessContext, admitted,
 		ev.Immediate = &d
 		return
 	}
-	ev.auth, ev.actx, ev.admitted, ev.opNow = auth, actx, admitted, opNow
+	ev.auth, ev.actx, ev.admitted, ev.opNow, ev.wall = auth, actx, admitted, opNow, wall
 	ev.GrantsResolved = len(auth.grants)
 	ev.cands = auth.candidates(&ev.Requirement, discovery, ev.buf[:0])
 }
@@ -179,7 +180,7 @@ func (e *Evaluation) nextEligible() int32 {
 	for e.next < len(e.cands) {
 		gi := e.cands[e.next]
 		e.next++
-		if r := pureRejection(&e.auth.grants[gi], e.actx, &e.Requirement, e.admitted, e.opNow, e.Discovery); r != "" {
+		if r := pureRejection(&e.auth.grants[gi], e.actx, &e.Requirement, e.admitted, e.opNow, e.wall, e.Discovery); r != "" {
 			e.rejected = append(e.rejected, rejection{gi, RejectedGrant{GrantID: e.auth.grants[gi].g.ID, Reason: r}})
 			continue
 		}
@@ -189,7 +190,7 @@ func (e *Evaluation) nextEligible() int32 {
 }
 
 // pureRejection is the first failed pure condition of one candidate, or "".
-func pureRejection(cg *compiledGrant, actx AccessContext, req *CapabilityRequirement, admitted, opNow int64, discovery bool) RejectReason {
+func pureRejection(cg *compiledGrant, actx AccessContext, req *CapabilityRequirement, admitted, opNow, wall int64, discovery bool) RejectReason {
 	g := cg.g
 	switch {
 	case g.Issuer != actx.Authority:
@@ -198,7 +199,7 @@ func pureRejection(cg *compiledGrant, actx AccessContext, req *CapabilityRequire
 		return RejectSubject
 	case g.NamespaceID != actx.NamespaceID:
 		return RejectNamespace
-	case !cg.active(admitted, opNow):
+	case !cg.activeAt(admitted, opNow, wall):
 		return RejectWindow
 	case !cg.purposeOK(actx.Purpose):
 		return RejectPurpose
@@ -248,7 +249,7 @@ func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessCon
 		}
 		var ancestors []string
 		if g.ParentGrantID != "" {
-			anc, fail := z.verifyChain(ctx, cg, actx, ev.admitted, ev.opNow)
+			anc, fail := z.verifyChain(ctx, cg, actx, ev.admitted, ev.opNow, ev.wall)
 			if fail != nil {
 				if fail.code == LinkResolverUnavailable && diag.MissingDependency == "" {
 					diag.MissingDependency = "delegationResolver"
@@ -467,7 +468,7 @@ func CapabilityIntersects(c *Capability, bound *CapabilityRequirement, ctxOwner 
 
 // verifyChain walks a derived grant's ancestors through the resolver and checks every
 // link. It returns the ancestor ids on success.
-func (z *Authorizer) verifyChain(ctx context.Context, leaf *compiledGrant, actx AccessContext, admitted, opNow int64) ([]string, *delegationFailure) {
+func (z *Authorizer) verifyChain(ctx context.Context, leaf *compiledGrant, actx AccessContext, admitted, opNow, wall int64) ([]string, *delegationFailure) {
 	maxLen := z.MaxChainLength
 	if maxLen <= 0 {
 		maxLen = DefaultMaxDelegationChainLength
@@ -503,7 +504,7 @@ func (z *Authorizer) verifyChain(ctx context.Context, leaf *compiledGrant, actx 
 		if child.Issuer != parent.Subject {
 			return nil, &delegationFailure{code: LinkIssuerNotParentSubject, grantID: pid}
 		}
-		if !cp.active(admitted, opNow) || !cp.purposeOK(actx.Purpose) {
+		if !cp.activeAt(admitted, opNow, wall) || !cp.purposeOK(actx.Purpose) {
 			return nil, &delegationFailure{code: LinkParentInactive, grantID: pid}
 		}
 		if code := staticLinkCheck(child, parent, &actx.Owner); code != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -371,5 +372,50 @@ func TestHostileNamesNeverAuditedVerbatim(t *testing.T) {
 	res := k.InvokeTool(context.Background(), testContext(), call("files.raed", `{}`))
 	if res.Error.Code != kernel.CodeToolUnavailable || res.Cause != kernel.CauseNotRegistered {
 		t.Fatalf("a well-formed unknown name: %s %s, want tool_unavailable not_registered", res.Error.Code, res.Cause)
+	}
+}
+
+// TestPinnedInstantOnlyRemovesAuthority: with a wall clock, a turn pinned in the past
+// cannot revive an expired or revoked grant, nor one pinned in the future use a grant
+// not yet issued — for listing and calling. Explain still evaluates the pinned instant.
+// Every event records the wall clock's instant beside the pinned one.
+func TestPinnedInstantOnlyRemovesAuthority(t *testing.T) {
+	t.Parallel()
+	wall := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	expired := grant("expired", []string{"read"}, kernel.ScopeDescendants, "docs")
+	expired.Constraints.ExpiresAt = "2026-09-01T00:00:00Z"
+	revoked := grant("revoked", []string{"read"}, kernel.ScopeDescendants, "src")
+	revoked.RevokedAt = "2026-09-01T00:00:00Z"
+	future := grant("future", []string{"read"}, kernel.ScopeDescendants, "later")
+	future.IssuedAt = "2027-01-01T00:00:00Z"
+	audit := &memAudit{}
+	k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{expired, revoked, future}},
+		Usage: newMemUsage(), Audit: audit, Clock: func() time.Time { return wall }})
+	if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+		t.Fatal(err)
+	}
+	past := testContext() // 2026-08-03: both old grants active then
+	for _, path := range []string{`["docs","a"]`, `["src","a"]`} {
+		c := call("t.read", `{"path":`+path+`}`)
+		turn := mustTurn(t, k, past)
+		if ex := turn.ExplainCall(context.Background(), c); !ex.Allowed {
+			t.Fatalf("explain at the pinned instant: %+v", ex.Findings)
+		}
+		if res := turn.InvokeTool(context.Background(), c); res.Status == kernel.StatusSucceeded {
+			t.Errorf("a past pinned instant revived %s", path)
+		}
+	}
+	if tools, _ := k.ListTools(context.Background(), past); len(tools) != 0 {
+		t.Errorf("a past pinned instant lists %v", tools)
+	}
+	ahead := testContext()
+	ahead.Now = "2027-02-01T00:00:00.000Z"
+	if res := k.InvokeTool(context.Background(), ahead, call("t.read", `{"path":["later","a"]}`)); res.Status == kernel.StatusSucceeded {
+		t.Error("a future pinned instant used a grant the wall clock has not issued yet")
+	}
+	for _, ev := range audit.events {
+		if ev.RecordedAt != "2026-12-01T12:00:00.000Z" {
+			t.Fatalf("%s event recordedAt %q", ev.Type, ev.RecordedAt)
+		}
 	}
 }

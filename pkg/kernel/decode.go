@@ -196,7 +196,7 @@ func (d *AuthorizationDecision) UnmarshalJSON(data []byte) error {
 func (e *AuditEvent) UnmarshalJSON(data []byte) error {
 	type plain AuditEvent
 	var p plain
-	if err := decodeStrict(data, &p, []string{"version", "id", "type", "outcome", "at", "traceId", "namespaceId", "actor",
+	if err := decodeStrict(data, &p, []string{"version", "id", "type", "outcome", "at", "recordedAt", "traceId", "namespaceId", "actor",
 		"authority", "owner", "purpose", "resource", "action", "grantId", "authorityHash", "operationId", "tool", "reason",
 		"source", "cause", "failClosed", "consumed", "endedBy", "requestedAuthority", "metadata"},
 		"version", "id", "type", "outcome", "at", "traceId", "namespaceId", "actor", "authority", "owner", "purpose"); err != nil {

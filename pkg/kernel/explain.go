@@ -100,7 +100,7 @@ func (t *Turn) AllTools(ctx context.Context) ([]ToolGateStatus, error) {
 		case st.auth.unavailable != "":
 			s.Gate, s.Cause = GateInfrastructure, CauseOf(ReasonAuthorityUnavailable)
 		default:
-			d := t.discover(ctx, st.auth, &def, &ev)
+			d := t.discover(ctx, st.auth, &def, &ev, 0)
 			if d.Allowed {
 				s.Usable = true
 			} else if f := authorizationFinding(StageDiscovery, nil, d); f != nil {

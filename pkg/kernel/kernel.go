@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -45,6 +46,13 @@ type Config struct {
 	MaxGrants int
 	// NewID mints audit event ids (default: 128 random bits, hex).
 	NewID func() string
+	// Clock is the wall clock. When set, every audit event records the wall-clock
+	// instant it was written (recordedAt) beside the turn's instant (at), and the
+	// effectful operations (ListTools, InvokeTool) refuse a grant that is not active at
+	// the wall clock's instant even when the turn's instant (which a host may pin, e.g.
+	// --now) says it is: a pinned instant may only remove authority. The dry runs
+	// (ExplainCall, AllTools) evaluate the turn's instant alone. Nil: no wall clock.
+	Clock func() time.Time
 	// OnAuditError receives audit failures after an effect, which cannot refuse anymore.
 	OnAuditError func(error)
 }
@@ -309,11 +317,13 @@ func (t *Turn) registry(ctx context.Context) (*registry, error) {
 	return t.reg, t.regErr
 }
 
-// state resolves what a plan is evaluated against; audited selects whether the turn's
-// authority.resolved event must be written first.
+// state resolves what a plan is evaluated against; audited selects an effectful
+// operation: the turn's authority.resolved event is written first, and the time rules
+// are held to the wall clock too (see Config.Clock).
 func (t *Turn) state(ctx context.Context, audited bool) *turnState {
 	st := &turnState{actx: t.actx, instant: t.instant}
 	if audited {
+		st.wall = t.k.wallNow()
 		st.auth = t.auditedAuthority(ctx)
 	} else {
 		st.auth = t.Authority(ctx)
@@ -325,9 +335,21 @@ func (t *Turn) state(ctx context.Context, audited bool) *turnState {
 }
 
 func (k *Kernel) event(actx AccessContext, typ AuditEventType, outcome AuditOutcome) AuditEvent {
-	return AuditEvent{Version: "1", ID: k.cfg.NewID(), Type: typ, Outcome: outcome, At: actx.Now,
+	ev := AuditEvent{Version: "1", ID: k.cfg.NewID(), Type: typ, Outcome: outcome, At: actx.Now,
 		TraceID: actx.TraceID, NamespaceID: actx.NamespaceID, Actor: actx.Actor, Authority: actx.Authority,
 		Owner: actx.Owner, Purpose: actx.Purpose}
+	if k.cfg.Clock != nil {
+		ev.RecordedAt = FormatTimestamp(k.cfg.Clock().UnixMilli())
+	}
+	return ev
+}
+
+// wallNow is the wall clock's instant in Unix milliseconds, or 0 without a clock.
+func (k *Kernel) wallNow() int64 {
+	if k.cfg.Clock == nil {
+		return 0
+	}
+	return k.cfg.Clock().UnixMilli()
 }
 
 func (k *Kernel) audit(ctx context.Context, ev AuditEvent) error {
@@ -407,7 +429,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		if !slices.Contains(t.actx.EnabledToolNamespaces, def.Namespace) {
 			continue
 		}
-		d := t.discover(ctx, st.auth, def, &ev)
+		d := t.discover(ctx, st.auth, def, &ev, st.wall)
 		if !d.Allowed {
 			withheld++
 			if IsInfrastructureDenial(d.ReasonCode) {
@@ -430,10 +452,10 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 	return out, nil
 }
 
-// discover is the catalogue check of one tool at the turn's instant; ev is scratch space
-// reused across the tools of one listing.
-func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinition, ev *Evaluation) AuthorizationDecision {
-	evaluateInto(ev, auth, t.actx, t.instant, t.instant, def.RequiredCapability, true)
+// discover is the catalogue check of one tool at the turn's instant (and wall, when set);
+// ev is scratch space reused across the tools of one listing.
+func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinition, ev *Evaluation, wall int64) AuthorizationDecision {
+	evaluateInto(ev, auth, t.actx, t.instant, t.instant, wall, def.RequiredCapability, true)
 	d, _ := t.k.authz.Settle(ctx, auth, t.actx, ev, false)
 	return d
 }
