@@ -30,6 +30,7 @@ func fullEvent() kernel.AuditEvent {
 	ev.Action = "read"
 	ev.GrantID = "g-1"
 	ev.AuthorityHash = "sha256:abc"
+	ev.RecordedAt = "2026-03-01T08:00:05.000Z"
 	ev.OperationID = "call-1"
 	ev.Tool = "files.read"
 	ev.Reason = kernel.ReasonNoMatchingGrant
