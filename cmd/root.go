@@ -6,9 +6,11 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +91,40 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		root.AddCommand(c)
 	}
 	root.SetHelpCommandGroupID("other")
+	requireSubcommands(root)
 	return root
+}
+
+// requireSubcommands makes every command that only groups subcommands (no run function
+// of its own) refuse an unknown subcommand: cobra would print the help and exit 0, so a
+// typo in a script (`tools lst`) would pass silently. With no argument the group prints
+// its help (exit 0, as gh and kubectl do); with an unknown one it is a usage error (exit
+// 2) with cobra's own suggestions: unknown command "lst" for "sharedos tools"; did you
+// mean list?
+func requireSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		requireSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		return unknownCommand(c, args[0])
+	}
+}
+
+// unknownCommand is the usage error for an unknown subcommand name of c.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError("run '"+c.CommandPath()+" --help' for its commands", "%s", msg)
 }
 
 // noArgs is cobra.NoArgs with a usage-error message.
