@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -64,7 +65,7 @@ func runNamespacesList(ctx context.Context, opts *NamespacesListOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) err
 				"invalid namespace patch: %v", err)
 		}
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/repoplane"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
@@ -68,7 +69,7 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{Actor: !opts.All})
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}
@@ -316,6 +317,9 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 	return c
 }
 
+// callNeeds are the host needs of `tools call` and `explain`: the planes and an actor.
+var callNeeds = host.Needs{Planes: true, Actor: true}
+
 // prepareCall is what `tools call` and `explain` share before the kernel: the printer,
 // the arguments (checked, and coerced by the tool's schema, before the state database is
 // touched), the host, and the call with the run's ids.
@@ -324,7 +328,7 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	prep, err := f.prepared()
+	prep, err := f.prepared(callNeeds)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
@@ -332,7 +336,7 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, callNeeds)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
