@@ -63,3 +63,8 @@ func completeToolNames(_ *cobra.Command, args []string, _ string) ([]string, cob
 func completeNamespaces(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return []string{fsplane.Namespace, repoplane.Namespace, kernel.EscalationToolNamespace}, cobra.ShellCompDirectiveNoFileComp
 }
+
+// completeToolFlag completes a --tool flag value with the registered tool names.
+func completeToolFlag(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	return completeToolNames(c, nil, toComplete)
+}

@@ -87,3 +87,7 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 	}
 	return t.render()
 }
+
+// EventEscalationResolved is the audit type of `escalations resolve` (the CLI's own
+// event: the kernel has no resolve operation).
+const EventEscalationResolved = "escalation.resolved"

@@ -259,3 +259,12 @@ func printError(ios *IOStreams, format string, err error) {
 func warn(ios *IOStreams, format string, args ...any) {
 	fmt.Fprintf(ios.ErrOut, "sharedos: warning: "+format+"\n", args...)
 }
+
+// empty reports an empty listing in table output: on a terminal one sentence instead of
+// a bare header; piped, nothing (an empty TSV, as gh prints for no results).
+func (p *printer) empty(sentence string) error {
+	if p.ios.StdoutTTY {
+		p.line("%s", sentence)
+	}
+	return nil
+}
