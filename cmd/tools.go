@@ -336,6 +336,9 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
+	for _, n := range a.Notes {
+		warn(f.IOStreams, "%s", n)
+	}
 	h, err := f.Host(ctx, callNeeds)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
