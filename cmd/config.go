@@ -322,7 +322,15 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		return nil, usageError("", "--state %s: %v", s.State, err)
 	}
 	if s.Output != "" {
-		if s.Output, err = parseFormat(s.Output); err != nil {
+		source := "--output"
+		switch {
+		case flags.Changed("output"):
+		case os.Getenv(envName("output")) != "":
+			source = envName("output")
+		case fileCfg != nil && fileCfg["output"] != nil:
+			source = "output in config file " + s.ConfigFile
+		}
+		if s.Output, err = parseFormatFrom(s.Output, source); err != nil {
 			return nil, err
 		}
 	}

@@ -130,11 +130,39 @@ type NamespacesUpdateOptions struct {
 	Enable  []string
 	Disable []string
 	Patch   string
+	Strict  bool
+}
+
+// checkNamespaceNames warns about each namespace of the patch that no registered tool
+// uses (a selection may name namespaces whose tools come later, so it is stored anyway),
+// with the nearest registered one; with strict it refuses the patch instead (exit 2,
+// nothing stored).
+func checkNamespaceNames(f *Factory, defs []kernel.ToolDefinition, u kernel.ToolNamespaceUpdate, strict bool) error {
+	var known []string
+	for _, d := range defs {
+		if !slices.Contains(known, d.Namespace) {
+			known = append(known, d.Namespace)
+		}
+	}
+	for _, n := range slices.Concat(u.Enable, u.Disable) {
+		if slices.Contains(known, n) {
+			continue
+		}
+		msg := fmt.Sprintf("namespace %q has no registered tools", n)
+		if s := closest(n, known); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		}
+		if strict {
+			return usageError("registered namespaces: "+strings.Join(known, ", ")+"; without --strict a namespace without tools is stored anyway", "%s", msg)
+		}
+		warn(f.IOStreams, "%s (stored anyway; --strict refuses it)", msg)
+	}
+	return nil
 }
 
 func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
 	opts := &NamespacesUpdateOptions{f: f}
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:               verb + " NAMESPACE...",
 		Short:             short,
 		Example:           fmt.Sprintf("  sharedos namespaces %s files repo", verb),
@@ -149,6 +177,8 @@ func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
 			return runNamespacesUpdate(c.Context(), opts)
 		},
 	}
+	c.Flags().BoolVar(&opts.Strict, "strict", false, "refuse namespaces that no registered tool uses (default: warn and store)")
+	return c
 }
 
 func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
@@ -169,6 +199,7 @@ func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
 	c.Flags().StringSliceVar(&opts.Enable, "enable", nil, "namespaces to enable (comma-separated)")
 	c.Flags().StringSliceVar(&opts.Disable, "disable", nil, "namespaces to disable (comma-separated)")
 	c.Flags().StringVar(&opts.Patch, "patch", "", "the raw ToolNamespaceUpdate object, e.g. '{\"enable\":[\"files\"]}'")
+	c.Flags().BoolVar(&opts.Strict, "strict", false, "refuse namespaces that no registered tool uses (default: warn and store)")
 	return c
 }
 
@@ -191,6 +222,13 @@ func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) err
 			return usageError("name at least one namespace, never the same one to enable and to disable",
 				"invalid namespace patch: %v", err)
 		}
+	}
+	prep, err := f.prepared(host.Needs{})
+	if err != nil {
+		return err
+	}
+	if err := checkNamespaceNames(f, prep.Definitions(), update, opts.Strict); err != nil {
+		return err
 	}
 	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {

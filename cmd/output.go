@@ -20,14 +20,22 @@ const (
 	FormatYAML  = "yaml"
 )
 
-// parseFormat validates an --output value ("" means the default).
-func parseFormat(s string) (string, error) {
+// parseFormat validates an --output value ("" means the default); "yml" is yaml. The
+// error names where the value came from: --output, SHAREDOS_OUTPUT or the config file.
+func parseFormat(s string) (string, error) { return parseFormatFrom(s, "--output") }
+
+func parseFormatFrom(s, source string) (string, error) {
 	switch s {
 	case FormatTable, FormatJSON, FormatYAML:
 		return s, nil
+	case "yml":
+		return FormatYAML, nil
 	}
-	return "", usageError("use -o table, -o json or -o yaml",
-		"invalid value %q for --output: want table, json or yaml", s)
+	msg := fmt.Sprintf("invalid value %q for %s: want table, json or yaml", s, source)
+	if c := closest(s, []string{FormatTable, FormatJSON, FormatYAML}); c != "" {
+		msg += fmt.Sprintf("; did you mean %s?", c)
+	}
+	return "", usageError("use -o table, -o json or -o yaml", "%s", msg)
 }
 
 // defaultFormat is table on a terminal and json otherwise.

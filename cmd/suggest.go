@@ -7,11 +7,14 @@ import (
 )
 
 // closest is the candidate nearest to s (Levenshtein distance at most 2, as cobra's
-// command suggestions, else one that s nearly begins), or "" when none is close or s is
+// command suggestions; at most 1 for words of up to 3 characters), else one that s nearly begins), or "" when none is close or s is
 // itself a candidate. Ties go to the first candidate.
 func closest(s string, candidates []string) string {
 	ls := strings.ToLower(s)
 	best, bestD := "", 3
+	if len(ls) <= 3 {
+		bestD = 2 // short words: one edit at most (xml is not yaml)
+	}
 	for _, c := range candidates {
 		if c == s {
 			return ""

@@ -13,6 +13,12 @@ func TestClosest(t *testing.T) {
 			t.Errorf("closest(%q) = %q, want %q", in, got, want)
 		}
 	}
+	if got := closest("xml", []string{"table", "json", "yaml"}); got != "" {
+		t.Errorf("closest(xml) = %q", got)
+	}
+	if got := closest("yml", []string{"table", "json", "yaml"}); got != "yaml" {
+		t.Errorf("closest(yml) = %q", got)
+	}
 	if got := closest("fiels", []string{"files", "repo", "sharedos"}); got != "files" {
 		t.Errorf("closest(fiels) = %q", got)
 	}

@@ -115,6 +115,21 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	return nil
 }
 
+// unknownToolMessage says that no tool of this name is registered, with the nearest
+// registered name when one is close: no tool named "files.raed" is registered; did you
+// mean files.read?
+func unknownToolMessage(defs []kernel.ToolDefinition, name string) string {
+	names := make([]string, len(defs))
+	for i := range defs {
+		names[i] = defs[i].Name
+	}
+	msg := fmt.Sprintf("no tool named %q is registered", name)
+	if s := closest(name, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %s?", s)
+	}
+	return msg
+}
+
 // allTools is every registered tool with the first gate that hides it.
 func allTools(ctx context.Context, h *Host) ([]toolStatus, error) {
 	gs, err := h.Turn.AllTools(ctx)
@@ -219,7 +234,7 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 		}
 	}
 	if d == nil {
-		return usageError("run 'sharedos tools list --all' to see every registered tool", "no tool named %q is registered", opts.Name)
+		return usageError("run 'sharedos tools list --all' to see every registered tool", "%s", unknownToolMessage(h.Definitions(), opts.Name))
 	}
 	if p.format != FormatTable {
 		return p.data(d)
@@ -338,6 +353,10 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	}
 	for _, n := range a.Notes {
 		warn(f.IOStreams, "%s", n)
+	}
+	if prep.Definition(name) == nil {
+		// Not refused here: the kernel refuses and audits it (tool_unavailable).
+		warn(f.IOStreams, "%s", unknownToolMessage(prep.Definitions(), name))
 	}
 	h, err := f.Host(ctx, callNeeds)
 	if err != nil {

@@ -315,6 +315,15 @@ func (p *Prepared) Definition(name string) *kernel.ToolDefinition {
 	return nil
 }
 
+// Definitions returns the definitions of every registered tool, in registration order.
+func (p *Prepared) Definitions() []kernel.ToolDefinition {
+	out := make([]kernel.ToolDefinition, len(p.tools))
+	for i := range p.tools {
+		out[i] = p.tools[i].Definition
+	}
+	return out
+}
+
 // Open opens the state database, reads the context's namespace selection (unless
 // --namespaces set it), builds the kernel with every port and tool, and begins the turn.
 // On error the prepared host stays as it was (Close still releases it).
