@@ -188,7 +188,7 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 		return stateError(err, stateHint(s.State))
 	}
 	st := p.st()
-	t := p.table("AT", "TYPE", "OUTCOME", "ACTOR", "TOOL", "ACTION", "RESOURCE", "REASON", "GATE", "CALL")
+	t := p.table("AT", "TYPE", "OUTCOME", "ACTOR", "TOOL", "ACTION", "RESOURCE", "REASON", "GATE", "CALL").flexible(6)
 	for _, ev := range events {
 		oc := cell{text: string(ev.Outcome)}
 		switch ev.Outcome {

@@ -379,7 +379,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 	}
 	if len(out.Findings) > 0 {
 		p.line("")
-		t := p.table("GATE", "CODE", "CAUSE", "WHY")
+		t := p.table("GATE", "CODE", "CAUSE", "WHY").flexible(3)
 		for _, fd := range out.Findings {
 			t.row(string(fd.Gate), string(fd.Code), dash(string(fd.Cause)), fd.Message)
 		}

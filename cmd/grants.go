@@ -73,7 +73,7 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 		}
 	default:
 		st := p.st()
-		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE")
+		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE").flexible(4)
 		for _, fd := range findings {
 			loc := fd.File
 			if fd.Line > 0 {

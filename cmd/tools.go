@@ -100,19 +100,16 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	if p.format != FormatTable {
 		return p.data(defs)
 	}
-	t := p.table("TOOL", "NAMESPACE", "CLASS", "DESCRIPTION")
+	if len(defs) == 0 {
+		return p.empty(fmt.Sprintf("no usable tools for %s (enabled namespaces: %s); see 'sharedos tools list --all'",
+			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces)))
+	}
+	t := p.table("TOOL", "NAMESPACE", "CLASS", "DESCRIPTION").flexible(3)
 	for i := range defs {
 		d := &defs[i]
-		t.row(d.Name, d.Namespace, d.Class(), summary(d.Description, 60))
+		t.row(d.Name, d.Namespace, d.Class(), firstSentence(d.Description))
 	}
-	if err := t.render(); err != nil {
-		return err
-	}
-	if len(defs) == 0 && f.IOStreams.StdoutTTY {
-		fmt.Fprintf(f.IOStreams.ErrOut, "no usable tools for %s (enabled namespaces: %s); see 'sharedos tools list --all'\n",
-			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces))
-	}
-	return nil
+	return t.render()
 }
 
 // unknownToolMessage says that no tool of this name is registered, with the nearest
@@ -170,14 +167,11 @@ func orNone(list []string) string {
 	return strings.Join(list, ",")
 }
 
-// summary is the first sentence of s, cut to n characters.
-func summary(s string, n int) string {
+// firstSentence is the first sentence of s (the table cuts it to the terminal's width;
+// piped output keeps it whole).
+func firstSentence(s string) string {
 	if i := strings.Index(s, ". "); i >= 0 {
-		s = s[:i+1]
-	}
-	r := []rune(s)
-	if len(r) > n {
-		return string(r[:n-1]) + "…"
+		return s[:i+1]
 	}
 	return s
 }
