@@ -34,9 +34,9 @@ func (a *ArgsOptions) note(n string) {
 }
 
 func (a *ArgsOptions) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&a.JSON, "args", "", "tool arguments as a JSON object")
-	fs.StringVar(&a.File, "args-file", "", "read the tool arguments (a JSON object) from FILE ('-' = stdin)")
-	fs.StringArrayVarP(&a.Pairs, "arg", "a", nil, "one argument key=value, coerced by the tool's input schema (repeatable)")
+	fs.StringVar(&a.JSON, "args", "", "tool arguments as a JSON object (-a keys are set on it)")
+	fs.StringVar(&a.File, "args-file", "", "read the tool arguments (a JSON object) from FILE ('-' = stdin; -a keys are set on it)")
+	fs.StringArrayVarP(&a.Pairs, "arg", "a", nil, "one argument key=value, coerced by the tool's input schema (repeatable; see the -a FORM column of 'tools describe'); replaces that key of --args")
 }
 
 const argsHint = "pass the arguments as a JSON object (--args '{\"path\":[\"notes.md\"]}') or as -a key=value"
@@ -121,6 +121,9 @@ func (a *ArgsOptions) build(in io.Reader, def *kernel.ToolDefinition) (json.RawM
 		v, err := a.coerceArg(def, key, val)
 		if err != nil {
 			return nil, err
+		}
+		if _, ok := obj[key]; ok {
+			a.note(fmt.Sprintf("-a %s replaces the %s of the JSON arguments", key, key))
 		}
 		obj[key] = v
 	}

@@ -22,7 +22,12 @@ completions/. For example:
 
   source <(sharedos completion bash)
   sharedos completion zsh > "${fpath[1]}/_sharedos"
-  sharedos completion fish > ~/.config/fish/completions/sharedos.fish`,
+  sharedos completion fish > ~/.config/fish/completions/sharedos.fish
+
+Bash completion needs the bash-completion package (v2): install it (apt install
+bash-completion, brew install bash-completion@2) and source it from ~/.bashrc first.`,
+		Example: `  source <(sharedos completion bash)
+  sharedos completion zsh > "${fpath[1]}/_sharedos"`,
 		ValidArgs: CompletionShells,
 		Args:      exactArgs(1, "one shell: bash, zsh, fish or powershell"),
 		RunE: func(c *cobra.Command, args []string) error {

@@ -13,7 +13,9 @@ func newGrantsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "grants",
 		Short: "Work with grant files",
-		Args:  noArgs,
+		Example: `  sharedos grants lint grants/reader.yaml
+  sharedos explain files.create -a path=a.md -a content=x --print-grant >> grants/reader.yaml`,
+		Args: noArgs,
 	}
 	c.AddCommand(newGrantsLintCmd(f))
 	return c

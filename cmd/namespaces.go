@@ -25,6 +25,9 @@ namespace grants nothing.
 
 Settings are stored per (world, owner): give 'namespaces enable' the same world and owner
 (usually: the same grant file) as the 'tools' commands it is meant for.`,
+		Example: `  sharedos namespaces list
+  sharedos namespaces enable files repo
+  sharedos --owner human:alice namespaces update --enable files --disable repo`,
 		Args: noArgs,
 	}
 	c.AddCommand(newNamespacesListCmd(f),
@@ -54,7 +57,9 @@ func newNamespacesListCmd(f *Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the tool namespaces, whether each is enabled, and the stored selection",
-		Args:  noArgs,
+		Example: `  sharedos namespaces list
+  sharedos --grants grants/reader.yaml namespaces list -o json`,
+		Args: noArgs,
 		RunE:  func(c *cobra.Command, _ []string) error { return runNamespacesList(c.Context(), opts) },
 	}
 }

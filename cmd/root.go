@@ -66,6 +66,9 @@ re-authorized, explains refusals, and records everything in an audit trail.
 
 Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 5 escalated.`,
+		Example: `  sharedos --config examples/config.yaml tools list
+  sharedos explain files.read -a path=notes/todo.md
+  sharedos help flags`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -91,8 +94,63 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		root.AddCommand(c)
 	}
 	root.SetHelpCommandGroupID("other")
+	root.AddCommand(newFlagsTopic(root))
+	root.SetUsageTemplate(usageTemplate)
 	requireSubcommands(root)
 	return root
+}
+
+// usageTemplate is cobra's usage template with one change, as gh does it: the global
+// (persistent) flags are not listed on every command — one line names them and points
+// to 'sharedos help flags'.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}{{$cmds := .Commands}}{{if eq (len .Groups) 0}}
+
+Available Commands:{{range $cmds}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{else}}{{range $group := .Groups}}
+
+{{.Title}}{{range $cmds}}{{if (and (eq .GroupID $group.ID) (or .IsAvailableCommand (eq .Name "help")))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if not .AllChildCommandsHaveGroup}}
+
+Additional Commands:{{range $cmds}}{{if (and (eq .GroupID "") (or .IsAvailableCommand (eq .Name "help")))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{end}}{{end}}{{if .LocalNonPersistentFlags.HasAvailableFlags}}
+
+Flags:
+{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+
+Global flags: --config --root --state --grants --as --owner --authority --world
+  --purpose --now --namespaces --trace --call-id -o/--output (see 'sharedos help flags'){{if .HasHelpSubCommands}}
+
+Additional help topics:{{range .Commands}}{{if .IsAdditionalHelpTopicCommand}}
+  {{rpad .CommandPath .CommandPathPadding}} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// newFlagsTopic is the help topic 'sharedos help flags': every global flag, its
+// environment variable and default, once, instead of on every command's help.
+func newFlagsTopic(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "flags",
+		Short: "The global flags every command takes, their environment variables and defaults",
+		Long: `Every command takes these flags. Each resolves as flag > environment SHAREDOS_<FLAG>
+(dashes become underscores: --call-id is SHAREDOS_CALL_ID) > config file > default.
+SHAREDOS_GRANTS takes a ':'-separated list.
+
+` + root.PersistentFlags().FlagUsages() + `
+Only 'tools call' and 'explain' reach the files and repo planes under --root, so only
+they check it (and that no grant file, config file or state database lies inside it);
+the other commands start from any directory.`,
+		Example: `  sharedos help flags
+  SHAREDOS_ROOT=~/work sharedos --grants grants/reader.yaml tools list`,
+	}
 }
 
 // requireSubcommands makes every command that only groups subcommands (no run function

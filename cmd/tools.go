@@ -21,7 +21,10 @@ func newToolsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "tools",
 		Short: "List, describe and call the tools of the context",
-		Args:  noArgs,
+		Example: `  sharedos tools list --all
+  sharedos tools describe files.read
+  sharedos tools call files.read -a path=notes/todo.md`,
+		Args: noArgs,
 	}
 	c.AddCommand(newToolsListCmd(f), newToolsDescribeCmd(f), newToolsCallCmd(f))
 	return c
@@ -309,6 +312,15 @@ func newToolsCallCmd(f *Factory) *cobra.Command {
 		Short: "Call a tool once, fully authorized",
 		Long: `Call a tool once. The call goes through every gate of the kernel (registered,
 namespace enabled, discoverable, arguments, requirement, authorization) and is audited.
+
+Arguments: --args JSON or --args-file FILE ('-' = stdin) give the arguments object;
+each -a key=value then sets one key of it, coerced by the tool's input schema — the
+-a FORM column of 'sharedos tools describe NAME' shows each argument's form (a path is
+a/b/c, relative to --root, the root itself is -a path=; a string stays a string). An -a
+key that --args also sets replaces it, with a warning.
+
+To assert a refusal (in CI, say), prefer 'sharedos explain': the same pipeline as a dry
+run, which executes nothing.
 
 Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 		Example: `  sharedos tools call files.read -a path=notes/todo.md
