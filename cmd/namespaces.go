@@ -60,7 +60,7 @@ func newNamespacesListCmd(f *Factory) *cobra.Command {
 		Example: `  sharedos namespaces list
   sharedos --grants grants/reader.yaml namespaces list -o json`,
 		Args: noArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return runNamespacesList(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error { return runNamespacesList(c.Context(), opts) },
 	}
 }
 
