@@ -80,9 +80,9 @@ only the tool invocations (tool.invoked), hiding the listing and explain records
 	c.Flags().StringVar(&opts.Operation, "operation", "", "only the events of this call id (or unique prefix of one)")
 	c.Flags().StringVar(&opts.Actor, "actor", "", "only the events of this actor, kind:id (--owner filters by owner)")
 	c.Flags().BoolVar(&opts.Calls, "calls", false, "only tool invocations (type tool.invoked)")
-	_ = c.RegisterFlagCompletionFunc("type", completeList(auditTypes))
-	_ = c.RegisterFlagCompletionFunc("outcome", completeList(auditOutcomes))
-	_ = c.RegisterFlagCompletionFunc("tool", completeToolFlag)
+	_ = c.RegisterFlagCompletionFunc("type", completeCommaList(func() []string { return auditTypes }))
+	_ = c.RegisterFlagCompletionFunc("outcome", completeCommaList(func() []string { return auditOutcomes }))
+	_ = c.RegisterFlagCompletionFunc("tool", f.completeToolFlag)
 	return c
 }
 

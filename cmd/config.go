@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -313,6 +314,10 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 			return nil, usageError("", "--grants %s: %v", p, err)
 		}
 	}
+	// The same file named twice is one grant file (shell completion parses the flags
+	// twice, and a repeated --grants of one file is not two sources).
+	seen := map[string]bool{}
+	s.Grants = slices.DeleteFunc(s.Grants, func(p string) bool { dup := seen[p]; seen[p] = true; return dup })
 	if s.State == "" {
 		if s.State, err = defaultStatePath(env); err != nil {
 			return nil, err

@@ -36,7 +36,7 @@ including invalid arguments).`,
 		Example: `  sharedos explain files.replace -a path=notes/todo.md -a content=done
   sharedos explain files.read -a path=secret.md --print-grant >> grants/reader.yaml`,
 		Args:              exactArgs(1, "one tool name"),
-		ValidArgsFunction: completeToolNames,
+		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Args.jsonSet = c.Flags().Changed("args")
@@ -44,6 +44,7 @@ including invalid arguments).`,
 		},
 	}
 	opts.Args.bind(c.Flags())
+	_ = c.RegisterFlagCompletionFunc("arg", f.completeArg)
 	c.Flags().BoolVar(&opts.PrintGrant, "print-grant", false, "print only the grant to add, as a YAML list item to append under a grant file's grants:")
 	return c
 }

@@ -205,6 +205,8 @@ func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
 	c.Flags().StringSliceVar(&opts.Disable, "disable", nil, "namespaces to disable (comma-separated)")
 	c.Flags().StringVar(&opts.Patch, "patch", "", "the raw ToolNamespaceUpdate object, e.g. '{\"enable\":[\"files\"]}'")
 	c.Flags().BoolVar(&opts.Strict, "strict", false, "refuse namespaces that no registered tool uses (default: warn and store)")
+	_ = c.RegisterFlagCompletionFunc("enable", completeCommaList(registeredNamespaces))
+	_ = c.RegisterFlagCompletionFunc("disable", completeCommaList(registeredNamespaces))
 	return c
 }
 

@@ -194,7 +194,7 @@ func newToolsDescribeCmd(f *Factory) *cobra.Command {
 		Short:             "Show one tool's definition, its argument schema and its gate status",
 		Example:           `  sharedos tools describe files.read`,
 		Args:              exactArgs(1, "one tool name"),
-		ValidArgsFunction: completeToolNames,
+		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			return runToolsDescribe(c.Context(), opts)
@@ -327,7 +327,7 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
   sharedos tools call files.create --args '{"path":["drafts","a.md"],"content":"hello"}'
   echo '{"path":[]}' | sharedos tools call files.list --args-file -`,
 		Args:              exactArgs(1, "one tool name"),
-		ValidArgsFunction: completeToolNames,
+		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Args.jsonSet = c.Flags().Changed("args")
@@ -335,6 +335,7 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 		},
 	}
 	opts.Args.bind(c.Flags())
+	_ = c.RegisterFlagCompletionFunc("arg", f.completeArg)
 	return c
 }
 

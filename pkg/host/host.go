@@ -164,6 +164,10 @@ type Needs struct {
 	// namespace selection acts for themselves), and with neither an actor nor an owner
 	// nor any grant file it is LocalOperator.
 	Actor bool
+	// Unaudited: the kernel gets no audit sink. Only for shell completion, which asks the
+	// kernel which tools the context may use on every TAB: a keystroke is not an action,
+	// and recording it would bury the real calls. Nothing is ever invoked.
+	Unaudited bool
 }
 
 // LocalOperator is the identity of a command that needs no actor when nothing names one
@@ -348,8 +352,12 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 		h.SelectionSource = map[bool]string{true: "stored", false: "default"}[stored]
 	}
 	kernel.SortLocale(p.Context.EnabledToolNamespaces)
+	var audit kernel.AuditSink = st
+	if p.needs.Unaudited {
+		audit = discardAudit{}
+	}
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
-		Settings: st, Audit: st, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces})
+		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces})
 	for _, t := range p.tools {
 		if err := h.Kernel.RegisterTool(t); err != nil {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
@@ -589,6 +597,12 @@ func within(root, p string) bool {
 	rel, err := filepath.Rel(root, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
+
+// discardAudit is the audit sink of an unaudited host (shell completion): it keeps
+// nothing.
+type discardAudit struct{}
+
+func (discardAudit) Append(context.Context, kernel.AuditEvent) error { return nil }
 
 // emptySource is the grant source without grant files: no grants at all.
 type emptySource struct{}
