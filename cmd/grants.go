@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 
@@ -70,8 +71,12 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 			return err
 		}
 	case len(findings) == 0:
+		// Piped, stdout stays an empty TSV and the verdict goes to stderr.
+		msg := fmt.Sprintf("%d grant file(s): no findings", len(paths))
 		if f.IOStreams.StdoutTTY {
-			p.line("%d grant file(s): no findings", len(paths))
+			p.line("%s", msg)
+		} else {
+			fmt.Fprintln(f.IOStreams.ErrOut, "sharedos: "+msg)
 		}
 	default:
 		st := p.st()
