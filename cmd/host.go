@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -35,6 +37,18 @@ func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 	if f.prep.GrantErr != nil {
 		// Once per run, whatever the command: the grants it runs under were refused.
 		warnGrants(f.IOStreams, f.prep.GrantErr)
+	}
+	if s.NamespacesSet {
+		known := registeredNamespaces()
+		for _, n := range s.Namespaces {
+			if !slices.Contains(known, n) {
+				msg := fmt.Sprintf("--namespaces names %q, which no registered tool uses", n)
+				if c := closest(n, known); c != "" {
+					msg += fmt.Sprintf("; did you mean %s?", c)
+				}
+				warn(f.IOStreams, "%s", msg)
+			}
+		}
 	}
 	if f.prep.Fallback {
 		warn(f.IOStreams, "no actor or owner is named: acting as %s (pass --as, --owner or a grant file with a context)", host.LocalOperator)
