@@ -93,6 +93,7 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		c.GroupID = "other"
 		root.AddCommand(c)
 	}
+	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID("other")
 	root.AddCommand(newFlagsTopic(root))
 	root.SetUsageTemplate(usageTemplate)
@@ -133,6 +134,43 @@ Additional help topics:{{range .Commands}}{{if .IsAdditionalHelpTopicCommand}}
 
 Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
 `
+
+// newHelpCmd is cobra's help command, except that an unknown topic is a usage error
+// (exit 2, with suggestions) like an unknown command, not the root's help and exit 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help prints the help of any command or topic: sharedos help tools call, sharedos help flags.",
+		Example: `  sharedos help tools call
+  sharedos help flags`,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand() {
+					out = append(out, sub.Name())
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil {
+				return unknownCommand(c.Root(), args[0])
+			}
+			if len(rest) > 0 {
+				return unknownCommand(cmd, rest[0])
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
+}
 
 // newFlagsTopic is the help topic 'sharedos help flags': every global flag, its
 // environment variable and default, once, instead of on every command's help.
