@@ -23,12 +23,20 @@ type ArgsOptions struct {
 	jsonSet bool
 	File    string
 	Pairs   []string
+	// Notes explain -a values the tool will refuse (see argPath); printed as warnings.
+	Notes []string
+}
+
+func (a *ArgsOptions) note(n string) {
+	if n != "" {
+		a.Notes = append(a.Notes, n)
+	}
 }
 
 func (a *ArgsOptions) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&a.JSON, "args", "", "tool arguments as a JSON object")
-	fs.StringVar(&a.File, "args-file", "", "read the tool arguments (a JSON object) from FILE ('-' = stdin)")
-	fs.StringArrayVarP(&a.Pairs, "arg", "a", nil, "one argument key=value, coerced by the tool's input schema (repeatable)")
+	fs.StringVar(&a.JSON, "args", "", "tool arguments as a JSON object (-a keys are set on it)")
+	fs.StringVar(&a.File, "args-file", "", "read the tool arguments (a JSON object) from FILE ('-' = stdin; -a keys are set on it)")
+	fs.StringArrayVarP(&a.Pairs, "arg", "a", nil, "one argument key=value, coerced by the tool's input schema (repeatable; see the -a FORM column of 'tools describe'); replaces that key of --args")
 }
 
 const argsHint = "pass the arguments as a JSON object (--args '{\"path\":[\"notes.md\"]}') or as -a key=value"
@@ -110,9 +118,12 @@ func (a *ArgsOptions) build(in io.Reader, def *kernel.ToolDefinition) (json.RawM
 			return nil, usageError("give each key once", "-a %s is given twice", key)
 		}
 		seen[key] = true
-		v, err := coerceArg(def, key, val)
+		v, err := a.coerceArg(def, key, val)
 		if err != nil {
 			return nil, err
+		}
+		if _, ok := obj[key]; ok {
+			a.note(fmt.Sprintf("-a %s replaces the %s of the JSON arguments", key, key))
 		}
 		obj[key] = v
 	}
@@ -147,7 +158,7 @@ func jsonKind(v any) string {
 // parsed; a path (array of strings) splits on "/" ("" is the empty path); a pathspec
 // (array of paths) splits on "," then "/"; object and other arrays are parsed as JSON.
 // An untyped or undeclared key stays a string.
-func coerceArg(def *kernel.ToolDefinition, key, val string) (any, error) {
+func (a *ArgsOptions) coerceArg(def *kernel.ToolDefinition, key, val string) (any, error) {
 	prop := schemaProperty(def, key)
 	bad := func(want string) error {
 		return usageError(fmt.Sprintf("-a %s takes %s", key, want), "invalid -a %s=%q: not %s", key, val, want)
@@ -177,12 +188,16 @@ func coerceArg(def *kernel.ToolDefinition, key, val string) (any, error) {
 		items, _ := prop["items"].(map[string]any)
 		switch schemaType(items) {
 		case "string":
-			return splitPath(val), nil
+			path, note := argPath(key, val)
+			a.note(note)
+			return path, nil
 		case "array":
 			out := [][]string{}
 			if val != "" {
 				for _, p := range strings.Split(val, ",") {
-					out = append(out, splitPath(p))
+					path, note := argPath(key, p)
+					a.note(note)
+					out = append(out, path)
 				}
 			}
 			return out, nil
@@ -192,6 +207,36 @@ func coerceArg(def *kernel.ToolDefinition, key, val string) (any, error) {
 		return parseJSONArg(key, val, "a JSON object")
 	}
 	return val, nil
+}
+
+// argPath splits the text of a path argument into its segments. One trailing "/" is
+// accepted (shell completion of a directory produces it: path=src/ is src). An absolute
+// path, "." or ".." segments and empty segments are passed on as written — the tool
+// refuses them (failed invalid_tool_arguments, exit 4, audited like any call) — and note
+// says in one line what to write instead.
+func argPath(key, val string) (segs []string, note string) {
+	segs = splitPath(strings.TrimSuffix(val, "/"))
+	why := ""
+	if strings.HasPrefix(val, "/") {
+		why = "is absolute"
+	} else {
+		for _, seg := range segs {
+			switch seg {
+			case "":
+				why = "has an empty segment"
+			case ".", "..":
+				why = "has a '" + seg + "' segment"
+			default:
+				continue
+			}
+			break
+		}
+	}
+	if why == "" {
+		return segs, ""
+	}
+	return splitPath(val), fmt.Sprintf("-a %s=%q %s: paths are relative to --root, with '/' between segments (e.g. -a %s=notes/todo.md); the root itself is -a %s=",
+		key, val, why, key, key)
 }
 
 func splitPath(s string) []string {

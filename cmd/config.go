@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,8 +37,8 @@ type GlobalOptions struct {
 
 func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.Config, "config", "", "configuration file (default $XDG_CONFIG_HOME/sharedos/config.yaml when present)")
-	fs.StringVar(&g.Root, "root", ".", "root directory of the files and repo planes")
-	fs.StringVar(&g.State, "state", "", "SQLite state database (default $XDG_STATE_HOME/sharedos/state.db)")
+	fs.StringVar(&g.Root, "root", ".", "root directory of the files and repo planes (checked only by tools call and explain)")
+	fs.StringVar(&g.State, "state", "", "SQLite state database (default $XDG_STATE_HOME/sharedos/state.db, else ~/.local/state/sharedos/state.db)")
 	fs.StringArrayVar(&g.Grants, "grants", nil, "grant file (repeatable; SHAREDOS_GRANTS takes a :-separated list)")
 	fs.StringVar(&g.As, "as", "", "context actor, kind:id (default: the grant files' context.actor)")
 	fs.StringVar(&g.Owner, "owner", "", "whose resources, kind:id (default: context.owner, else the actor)")
@@ -48,7 +49,7 @@ func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.Namespaces, "namespaces", "", "this run's enabled tool namespaces, comma-separated, not stored (default: the stored selection)")
 	fs.StringVar(&g.Trace, "trace", "", "trace id of this run (default: a random UUID)")
 	fs.StringVar(&g.CallID, "call-id", "", "id of the tool call (default: a random UUID)")
-	fs.StringVarP(&g.Output, "output", "o", "", "output format: table, json or yaml (default: table on a terminal, json otherwise)")
+	fs.StringVarP(&g.Output, "output", "o", "", "output format: table, json or yaml (yml) (default: table on a terminal, json otherwise)")
 }
 
 // Settings are the resolved configuration of one run: every value after flag > env >
@@ -313,6 +314,10 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 			return nil, usageError("", "--grants %s: %v", p, err)
 		}
 	}
+	// The same file named twice is one grant file (shell completion parses the flags
+	// twice, and a repeated --grants of one file is not two sources).
+	seen := map[string]bool{}
+	s.Grants = slices.DeleteFunc(s.Grants, func(p string) bool { dup := seen[p]; seen[p] = true; return dup })
 	if s.State == "" {
 		if s.State, err = defaultStatePath(env); err != nil {
 			return nil, err
@@ -322,7 +327,15 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		return nil, usageError("", "--state %s: %v", s.State, err)
 	}
 	if s.Output != "" {
-		if s.Output, err = parseFormat(s.Output); err != nil {
+		source := "--output"
+		switch {
+		case flags.Changed("output"):
+		case os.Getenv(envName("output")) != "":
+			source = envName("output")
+		case fileCfg != nil && fileCfg["output"] != nil:
+			source = "output in config file " + s.ConfigFile
+		}
+		if s.Output, err = parseFormatFrom(s.Output, source); err != nil {
 			return nil, err
 		}
 	}

@@ -2,27 +2,43 @@ package cmd
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
+// EventEscalationResolved is the audit type of `escalations resolve`. The kernel has no
+// resolve operation (a resolution is a record for people; it grants nothing), so the CLI
+// writes this event to the audit sink itself, in the same transaction as the resolution.
+const EventEscalationResolved = "escalation.resolved"
+
+// escalationStatuses is the closed vocabulary of --status.
+var escalationStatuses = []string{sqlitestore.EscalationPending, sqlitestore.EscalationApproved, sqlitestore.EscalationDenied}
+
 func newEscalationsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "escalations",
-		Short: "List the escalations agents recorded (asks for a human decision)",
-		Args:  noArgs,
+		Short: "List and resolve the escalations agents recorded (asks for a human decision)",
+		Example: `  sharedos escalations list --status pending
+  sharedos escalations resolve 3 --deny --note "not before the release"`,
+		Args: noArgs,
 	}
-	c.AddCommand(newEscalationsListCmd(f))
+	c.AddCommand(newEscalationsListCmd(f), newEscalationsResolveCmd(f))
 	return c
 }
 
 // EscalationsListOptions are the options of `escalations list`.
 type EscalationsListOptions struct {
-	f     *Factory
-	Limit int
+	f      *Factory
+	Limit  int
+	Status string
+	All    bool
 }
 
 func newEscalationsListCmd(f *Factory) *cobra.Command {
@@ -30,21 +46,36 @@ func newEscalationsListCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List recorded escalations, newest first",
-		Long: `List recorded escalations, newest first. With --world or --owner, only those of that
-world or owner.`,
+		Long: `List recorded escalations, newest first: those of the context's (world, owner) — the
+grant files' context, --world and --owner — or, with --all, of every world and owner.
+The ID column is what 'sharedos escalations resolve' takes.`,
+		Example: `  sharedos escalations list
+  sharedos escalations list --status pending -o json
+  sharedos escalations list --all --limit 10`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runEscalationsList(c.Context(), opts) },
 	}
 	c.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many (0: all)")
+	c.Flags().StringVar(&opts.Status, "status", "", "only escalations of this status: "+strings.Join(escalationStatuses, ", "))
+	c.Flags().BoolVar(&opts.All, "all", false, "escalations of every world and owner, not only the context's")
+	_ = c.RegisterFlagCompletionFunc("status", completeList(escalationStatuses))
 	return c
 }
 
-// escalationRow is one escalation with where it was recorded.
+// escalationRow is one escalation with where it was recorded and its resolution.
 type escalationRow struct {
+	ID int64 `json:"id"`
 	kernel.Escalation
-	World   string `json:"world"`
-	TraceID string `json:"traceId"`
-	CallID  string `json:"callId"`
+	World      string                            `json:"world"`
+	Owner      kernel.Address                    `json:"owner"`
+	TraceID    string                            `json:"traceId"`
+	CallID     string                            `json:"callId"`
+	Resolution *sqlitestore.EscalationResolution `json:"resolution,omitempty"`
+}
+
+func toRow(r sqlitestore.EscalationRecord) escalationRow {
+	return escalationRow{ID: r.ID, Escalation: r.Escalation, World: r.World, Owner: r.Owner, TraceID: r.TraceID,
+		CallID: r.CallID, Resolution: r.Resolution}
 }
 
 func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error {
@@ -56,15 +87,18 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 	if opts.Limit < 0 {
 		return usageError("pass --limit 0 (all) or a positive number", "invalid --limit %d", opts.Limit)
 	}
-	s, err := f.Settings()
-	if err != nil {
-		return err
-	}
-	filter := sqlitestore.EscalationFilter{World: s.World, Limit: opts.Limit}
-	if s.Owner != "" {
-		if filter.Owner, err = parseAddressFlag("owner", s.Owner); err != nil {
+	if opts.Status != "" {
+		if err := checkVocabulary("status", []string{opts.Status}, escalationStatuses); err != nil {
 			return err
 		}
+	}
+	filter := sqlitestore.EscalationFilter{Status: opts.Status, Limit: opts.Limit}
+	if !opts.All {
+		prep, err := f.prepared(host.Needs{})
+		if err != nil {
+			return err
+		}
+		filter.World, filter.Owner = prep.Context.NamespaceID, prep.Context.Owner
 	}
 	store, err := f.Store(ctx)
 	if err != nil {
@@ -72,18 +106,150 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 	}
 	recs, err := store.ListEscalations(ctx, filter)
 	if err != nil {
-		return stateError(err, stateHint(s.State))
+		return stateError(err, stateHint(store.Path()))
 	}
 	rows := make([]escalationRow, len(recs))
 	for i, r := range recs {
-		rows[i] = escalationRow{Escalation: r.Escalation, World: r.World, TraceID: r.TraceID, CallID: r.CallID}
+		rows[i] = toRow(r)
 	}
 	if p.format != FormatTable {
 		return p.data(rows)
 	}
-	t := p.table("REQUESTED", "STATUS", "REVIEWER", "WORLD", "REASON")
+	if len(rows) == 0 {
+		if opts.All {
+			return p.empty("no escalations recorded")
+		}
+		return p.empty("no escalations for owner " + filter.Owner.String() + " in world " + filter.World + " (--all lists every owner's)")
+	}
+	st := p.st()
+	t := p.table("ID", "REQUESTED", "STATUS", "REVIEWER", "WORLD", "REASON").flexible(5)
 	for _, r := range rows {
-		t.row(r.RequestedAt, r.Status, r.Reviewer.String(), r.World, summary(r.Reason, 80))
+		status := cell{text: r.Status, style: &st.warn}
+		switch r.Status {
+		case sqlitestore.EscalationApproved:
+			status.style = &st.ok
+		case sqlitestore.EscalationDenied:
+			status.style = &st.bad
+		}
+		t.rowCells(cell{text: strconv.FormatInt(r.ID, 10)}, cell{text: r.RequestedAt}, status,
+			cell{text: r.Reviewer.String()}, cell{text: r.World}, cell{text: r.Reason})
 	}
 	return t.render()
+}
+
+// EscalationsResolveOptions are the options of `escalations resolve`.
+type EscalationsResolveOptions struct {
+	f       *Factory
+	ID      string
+	Approve bool
+	Deny    bool
+	Note    string
+}
+
+func newEscalationsResolveCmd(f *Factory) *cobra.Command {
+	opts := &EscalationsResolveOptions{f: f}
+	c := &cobra.Command{
+		Use:   "resolve ID --approve|--deny [--note TEXT]",
+		Short: "Record the reviewer's decision on an escalation (grants nothing)",
+		Long: `Record the decision on an escalation: --approve or --deny, with an optional --note. The
+decision is made by the escalation's reviewer, the owner it was asked of, so the context's
+(world, owner) must be the escalation's. It is recorded once (a resolution is never
+changed; resolving again with the same decision changes nothing) and audited
+(escalation.resolved). Resolving grants nothing: to let the agent make the call, add the
+grant that 'sharedos explain … --print-grant' prints to its grant file.`,
+		Example: `  sharedos escalations resolve 3 --approve --note "go ahead, grant added"
+  sharedos escalations resolve 4 --deny --note "not before the release" -o json`,
+		Args: exactArgs(1, "one escalation ID (the ID column of 'sharedos escalations list')"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			return runEscalationsResolve(c.Context(), opts)
+		},
+	}
+	c.Flags().BoolVar(&opts.Approve, "approve", false, "approve the escalation")
+	c.Flags().BoolVar(&opts.Deny, "deny", false, "deny the escalation")
+	c.Flags().StringVar(&opts.Note, "note", "", "a note for the record (e.g. why)")
+	c.MarkFlagsMutuallyExclusive("approve", "deny")
+	c.MarkFlagsOneRequired("approve", "deny")
+	return c
+}
+
+func runEscalationsResolve(ctx context.Context, opts *EscalationsResolveOptions) error {
+	f := opts.f
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(opts.ID, 10, 64)
+	if err != nil || id < 1 {
+		return usageError("pass the ID column of 'sharedos escalations list'", "invalid escalation ID %q: want a positive number", opts.ID)
+	}
+	status := sqlitestore.EscalationApproved
+	if opts.Deny {
+		status = sqlitestore.EscalationDenied
+	}
+	prep, err := f.prepared(host.Needs{})
+	if err != nil {
+		return err
+	}
+	actx := prep.Context
+	store, err := f.Store(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := store.ListEscalations(ctx, sqlitestore.EscalationFilter{})
+	if err != nil {
+		return stateError(err, stateHint(store.Path()))
+	}
+	var rec *sqlitestore.EscalationRecord
+	for i := range all {
+		if all[i].ID == id {
+			rec = &all[i]
+		}
+	}
+	switch {
+	case rec == nil:
+		return usageError("'sharedos escalations list --all' lists every escalation with its ID", "no escalation %d is recorded", id)
+	case rec.World != actx.NamespaceID || rec.Owner != actx.Owner:
+		return usageError("pass --owner "+rec.Owner.String()+" --world "+rec.World+" (or the grant file of that context)",
+			"escalation %d was asked of %s in world %s, not of %s in world %s", id, rec.Owner, rec.World, actx.Owner, actx.NamespaceID)
+	case rec.Resolution != nil && rec.Resolution.Status == status:
+		warn(f.IOStreams, "escalation %d was already %s by %s at %s; nothing changed", id, status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt)
+		return printResolution(p, toRow(*rec))
+	case rec.Resolution != nil:
+		return usageError("a resolution is never changed; record a new decision in the grant file instead",
+			"escalation %d was already %s by %s at %s", id, rec.Resolution.Status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt)
+	}
+	res := sqlitestore.EscalationResolution{Status: status, ResolvedBy: actx.Owner, ResolvedAt: actx.Now, Note: opts.Note}
+	ev := kernel.AuditEvent{Version: "1", ID: strings.ReplaceAll(host.NewUUID(), "-", ""), Type: EventEscalationResolved,
+		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: actx.TraceID, NamespaceID: actx.NamespaceID,
+		Actor: actx.Owner, Authority: actx.Owner, Owner: actx.Owner, Purpose: actx.Purpose, OperationID: rec.CallID,
+		Tool: kernel.EscalationToolName, Source: "cli",
+		Metadata: map[string]any{"escalation": id, "decision": status, "note": opts.Note, "requestTraceId": rec.TraceID}}
+	done, err := store.ResolveEscalation(ctx, id, res, ev)
+	if err != nil {
+		if errors.Is(err, sqlitestore.ErrAlreadyResolved) || errors.Is(err, sqlitestore.ErrNotFound) {
+			// Another process resolved (or nothing matched) between the read and the write.
+			return usageError("run 'sharedos escalations list' to see its status", "%v", err)
+		}
+		return stateError(err, stateHint(store.Path()))
+	}
+	return printResolution(p, toRow(done))
+}
+
+func printResolution(p *printer, r escalationRow) error {
+	if p.format != FormatTable {
+		return p.data(r)
+	}
+	st := p.st()
+	style := &st.ok
+	if r.Status == sqlitestore.EscalationDenied {
+		style = &st.bad
+	}
+	p.line("%s escalation %d: %s", p.styled(cell{text: r.Status, style: style}), r.ID, r.Reason)
+	p.line("resolved by %s at %s", r.Resolution.ResolvedBy, r.Resolution.ResolvedAt)
+	if r.Resolution.Note != "" {
+		p.line("note: %s", r.Resolution.Note)
+	}
+	p.line("hint: nothing was granted; to allow the call, add the grant 'sharedos explain TOOL … --print-grant' prints to the grant file")
+	return nil
 }

@@ -43,7 +43,7 @@ refused (for any reason, including invalid arguments, or --apply had no grant to
 		Example: `  sharedos explain files.replace -a path=notes/todo.md -a content=done
   sharedos explain files.read -a path=secret.md --apply grants/reader.yaml`,
 		Args:              exactArgs(1, "one tool name"),
-		ValidArgsFunction: completeToolNames,
+		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Args.jsonSet = c.Flags().Changed("args")
@@ -51,6 +51,7 @@ refused (for any reason, including invalid arguments, or --apply had no grant to
 		},
 	}
 	opts.Args.bind(c.Flags())
+	_ = c.RegisterFlagCompletionFunc("arg", f.completeArg)
 	c.Flags().BoolVar(&opts.PrintGrant, "print-grant", false, "print only the grant to add, as a YAML list item to append under a grant file's grants:")
 	c.Flags().StringVar(&opts.Apply, "apply", "", "insert the grant fix into `FILE` (one of the run's grant files), structurally and atomically")
 	return c
@@ -390,7 +391,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 	}
 	if len(out.Findings) > 0 {
 		p.line("")
-		t := p.table("GATE", "CODE", "CAUSE", "WHY")
+		t := p.table("GATE", "CODE", "CAUSE", "WHY").flexible(3)
 		for _, fd := range out.Findings {
 			t.row(string(fd.Gate), string(fd.Code), dash(string(fd.Cause)), fd.Message)
 		}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 
@@ -18,6 +19,8 @@ func newGrantsCmd(f *Factory) *cobra.Command {
 Every field, scope, owner defaulting, time windows, maxUses, delegation and the actions
 each tool requires are described in docs/grant-files.md. 'sharedos explain TOOL …
 --apply FILE' adds the grant a refused call needs.`,
+		Example: `  sharedos grants lint grants/reader.yaml
+  sharedos explain files.create -a path=a.md -a content=x --apply grants/reader.yaml`,
 		Args: noArgs,
 	}
 	c.AddCommand(newGrantsLintCmd(f))
@@ -73,12 +76,16 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 			return err
 		}
 	case len(findings) == 0:
+		// Piped, stdout stays an empty TSV and the verdict goes to stderr.
+		msg := fmt.Sprintf("%d grant file(s): no findings", len(paths))
 		if f.IOStreams.StdoutTTY {
-			p.line("%d grant file(s): no findings", len(paths))
+			p.line("%s", msg)
+		} else {
+			fmt.Fprintln(f.IOStreams.ErrOut, "sharedos: "+msg)
 		}
 	default:
 		st := p.st()
-		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE")
+		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE").flexible(4)
 		for _, fd := range findings {
 			loc := fd.File
 			if fd.Line > 0 {

@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -15,9 +17,10 @@ type Host struct {
 	Ctx kernel.AccessContext
 }
 
-// prepared checks every input of the run and builds the tool table (once), without
-// touching the state database. The grant-file warning is printed here, once per run.
-func (f *Factory) prepared() (*host.Prepared, error) {
+// prepared checks every input of the run that needs asks for and builds the tool table
+// (once; the first caller's needs decide), without touching the state database. The
+// grant-file warning is printed here, once per run.
+func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 	if f.prep != nil || f.prepErr != nil {
 		return f.prep, f.prepErr
 	}
@@ -26,7 +29,7 @@ func (f *Factory) prepared() (*host.Prepared, error) {
 		f.prepErr = err
 		return nil, err
 	}
-	f.prep, err = host.Prepare(&s.Settings, f.Clock)
+	f.prep, err = host.Prepare(&s.Settings, f.Clock, needs)
 	if err != nil {
 		f.prepErr = hostError(err)
 		return nil, f.prepErr
@@ -39,15 +42,31 @@ func (f *Factory) prepared() (*host.Prepared, error) {
 		// Once per run, whatever the command: the grants it runs under were refused.
 		warnGrants(f.IOStreams, f.prep.GrantErr)
 	}
+	if s.NamespacesSet {
+		known := registeredNamespaces()
+		for _, n := range s.Namespaces {
+			if !slices.Contains(known, n) {
+				msg := fmt.Sprintf("--namespaces names %q, which no registered tool uses", n)
+				if c := closest(n, known); c != "" {
+					msg += fmt.Sprintf("; did you mean %s?", c)
+				}
+				warn(f.IOStreams, "%s", msg)
+			}
+		}
+	}
+	if f.prep.Fallback {
+		warn(f.IOStreams, "no actor or owner is named: acting as %s (pass --as, --owner or a grant file with a context)", host.LocalOperator)
+	}
 	return f.prep, nil
 }
 
-// Host opens the run's host (once): every input checked first, then the state database.
-func (f *Factory) Host(ctx context.Context) (*Host, error) {
+// Host opens the run's host (once): every input needs asks for checked first, then the
+// state database.
+func (f *Factory) Host(ctx context.Context, needs host.Needs) (*Host, error) {
 	if f.host != nil {
 		return f.host, nil
 	}
-	p, err := f.prepared()
+	p, err := f.prepared(needs)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"strconv"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/mattn/go-isatty"
 )
 
@@ -20,6 +22,19 @@ type IOStreams struct {
 	StdoutTTY bool
 	// StderrTTY says whether ErrOut is a terminal.
 	StderrTTY bool
+
+	// width reports the terminal's width in columns (0: unknown); nil: 0.
+	width func() int
+}
+
+// TerminalWidth is the width tables fit on a terminal stdout: COLUMNS when it is a
+// positive number (shells set it; tests use it), else the terminal's own width, else 80.
+// It is 0 when stdout is not a terminal: piped output is never cut.
+func (s *IOStreams) TerminalWidth() int {
+	if !s.StdoutTTY || s.width == nil {
+		return 0
+	}
+	return s.width()
 }
 
 // System returns the process's streams. Terminal detection is one ioctl per stream; it
@@ -31,6 +46,15 @@ func System(env func(string) string) *IOStreams {
 	ios.StderrTTY = isTerminal(os.Stderr)
 	if env("SHAREDOS_FORCE_TTY") == "1" {
 		ios.StdoutTTY = true
+	}
+	ios.width = func() int {
+		if n, err := strconv.Atoi(env("COLUMNS")); err == nil && n > 0 {
+			return n
+		}
+		if w, _, err := term.GetSize(os.Stdout.Fd()); err == nil && w > 0 {
+			return w
+		}
+		return 80
 	}
 	return ios
 }

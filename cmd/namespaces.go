@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -24,6 +25,9 @@ namespace grants nothing.
 
 Settings are stored per (world, owner): give 'namespaces enable' the same world and owner
 (usually: the same grant file) as the 'tools' commands it is meant for.`,
+		Example: `  sharedos namespaces list
+  sharedos namespaces enable files repo
+  sharedos --owner human:alice namespaces update --enable files --disable repo`,
 		Args: noArgs,
 	}
 	c.AddCommand(newNamespacesListCmd(f),
@@ -53,8 +57,10 @@ func newNamespacesListCmd(f *Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the tool namespaces, whether each is enabled, and the stored selection",
-		Args:  noArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return runNamespacesList(c.Context(), opts) },
+		Example: `  sharedos namespaces list
+  sharedos --grants grants/reader.yaml namespaces list -o json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runNamespacesList(c.Context(), opts) },
 	}
 }
 
@@ -64,7 +70,7 @@ func runNamespacesList(ctx context.Context, opts *NamespacesListOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}
@@ -129,11 +135,39 @@ type NamespacesUpdateOptions struct {
 	Enable  []string
 	Disable []string
 	Patch   string
+	Strict  bool
+}
+
+// checkNamespaceNames warns about each namespace of the patch that no registered tool
+// uses (a selection may name namespaces whose tools come later, so it is stored anyway),
+// with the nearest registered one; with strict it refuses the patch instead (exit 2,
+// nothing stored).
+func checkNamespaceNames(f *Factory, defs []kernel.ToolDefinition, u kernel.ToolNamespaceUpdate, strict bool) error {
+	var known []string
+	for _, d := range defs {
+		if !slices.Contains(known, d.Namespace) {
+			known = append(known, d.Namespace)
+		}
+	}
+	for _, n := range slices.Concat(u.Enable, u.Disable) {
+		if slices.Contains(known, n) {
+			continue
+		}
+		msg := fmt.Sprintf("namespace %q has no registered tools", n)
+		if s := closest(n, known); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		}
+		if strict {
+			return usageError("registered namespaces: "+strings.Join(known, ", ")+"; without --strict a namespace without tools is stored anyway", "%s", msg)
+		}
+		warn(f.IOStreams, "%s (stored anyway; --strict refuses it)", msg)
+	}
+	return nil
 }
 
 func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
 	opts := &NamespacesUpdateOptions{f: f}
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:               verb + " NAMESPACE...",
 		Short:             short,
 		Example:           fmt.Sprintf("  sharedos namespaces %s files repo", verb),
@@ -148,6 +182,8 @@ func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
 			return runNamespacesUpdate(c.Context(), opts)
 		},
 	}
+	c.Flags().BoolVar(&opts.Strict, "strict", false, "refuse namespaces that no registered tool uses (default: warn and store)")
+	return c
 }
 
 func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
@@ -168,6 +204,9 @@ func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
 	c.Flags().StringSliceVar(&opts.Enable, "enable", nil, "namespaces to enable (comma-separated)")
 	c.Flags().StringSliceVar(&opts.Disable, "disable", nil, "namespaces to disable (comma-separated)")
 	c.Flags().StringVar(&opts.Patch, "patch", "", "the raw ToolNamespaceUpdate object, e.g. '{\"enable\":[\"files\"]}'")
+	c.Flags().BoolVar(&opts.Strict, "strict", false, "refuse namespaces that no registered tool uses (default: warn and store)")
+	_ = c.RegisterFlagCompletionFunc("enable", completeCommaList(registeredNamespaces))
+	_ = c.RegisterFlagCompletionFunc("disable", completeCommaList(registeredNamespaces))
 	return c
 }
 
@@ -191,7 +230,14 @@ func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) err
 				"invalid namespace patch: %v", err)
 		}
 	}
-	h, err := f.Host(ctx)
+	prep, err := f.prepared(host.Needs{})
+	if err != nil {
+		return err
+	}
+	if err := checkNamespaceNames(f, prep.Definitions(), update, opts.Strict); err != nil {
+		return err
+	}
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}

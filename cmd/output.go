@@ -20,14 +20,22 @@ const (
 	FormatYAML  = "yaml"
 )
 
-// parseFormat validates an --output value ("" means the default).
-func parseFormat(s string) (string, error) {
+// parseFormat validates an --output value ("" means the default); "yml" is yaml. The
+// error names where the value came from: --output, SHAREDOS_OUTPUT or the config file.
+func parseFormat(s string) (string, error) { return parseFormatFrom(s, "--output") }
+
+func parseFormatFrom(s, source string) (string, error) {
 	switch s {
 	case FormatTable, FormatJSON, FormatYAML:
 		return s, nil
+	case "yml":
+		return FormatYAML, nil
 	}
-	return "", usageError("use -o table, -o json or -o yaml",
-		"invalid value %q for --output: want table, json or yaml", s)
+	msg := fmt.Sprintf("invalid value %q for %s: want table, json or yaml", s, source)
+	if c := closest(s, []string{FormatTable, FormatJSON, FormatYAML}); c != "" {
+		msg += fmt.Sprintf("; did you mean %s?", c)
+	}
+	return "", usageError("use -o table, -o json or -o yaml", "%s", msg)
 }
 
 // defaultFormat is table on a terminal and json otherwise.
@@ -133,19 +141,28 @@ func (p *printer) st() *styles {
 }
 
 // table collects rows and prints them: aligned with a header on a terminal, plain
-// tab-separated without a header when piped (cli/cli's convention).
+// tab-separated without a header when piped (cli/cli's convention). On a terminal the
+// table fits its width: only the flexible column (the last free-text one, e.g. a
+// description) is cut, with "…"; piped output is never cut.
 type table struct {
 	p      *printer
 	header []string
 	rows   [][]cell
+	flex   int // index of the flexible column; -1: none
 }
+
+// minFlexWidth is the narrowest a flexible column is cut to; below that the row wraps.
+const minFlexWidth = 12
+
+// flexible marks column i as the one to cut when the table is wider than the terminal.
+func (t *table) flexible(i int) *table { t.flex = i; return t }
 
 type cell struct {
 	text  string
 	style *lipgloss.Style
 }
 
-func (p *printer) table(header ...string) *table { return &table{p: p, header: header} }
+func (p *printer) table(header ...string) *table { return &table{p: p, header: header, flex: -1} }
 
 // row adds a row of plain cells.
 func (t *table) row(cols ...string) {
@@ -186,9 +203,26 @@ func (t *table) render() error {
 			}
 		}
 	}
+	if t.flex >= 0 && t.flex < len(widths) {
+		if tw := t.p.ios.TerminalWidth(); tw > 0 {
+			total := 0
+			for i, w := range widths {
+				total += w
+				if i < len(widths)-1 {
+					total += 2
+				}
+			}
+			if over := total - tw; over > 0 {
+				widths[t.flex] = max(minFlexWidth, widths[t.flex]-over)
+			}
+		}
+	}
 	st := t.p.st()
 	line := func(cells []cell, header bool) {
 		for i, c := range cells {
+			if i == t.flex && lipgloss.Width(c.text) > widths[i] {
+				c.text = truncate(c.text, widths[i])
+			}
 			text := c.text
 			if header {
 				text = st.header.Render(text)
@@ -212,6 +246,24 @@ func (t *table) render() error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// truncate cuts s to width display cells, ending in "…".
+func truncate(s string, width int) string {
+	if width < 1 {
+		return ""
+	}
+	out := []rune{}
+	w := 0
+	for _, r := range s {
+		rw := lipgloss.Width(string(r))
+		if w+rw > width-1 {
+			break
+		}
+		out = append(out, r)
+		w += rw
+	}
+	return string(out) + "…"
 }
 
 func (p *printer) styled(c cell) string {
@@ -258,4 +310,13 @@ func printError(ios *IOStreams, format string, err error) {
 // warn prints a one-line warning on stderr (in every format).
 func warn(ios *IOStreams, format string, args ...any) {
 	fmt.Fprintf(ios.ErrOut, "sharedos: warning: "+format+"\n", args...)
+}
+
+// empty reports an empty listing in table output: on a terminal one sentence instead of
+// a bare header; piped, nothing (an empty TSV, as gh prints for no results).
+func (p *printer) empty(sentence string) error {
+	if p.ios.StdoutTTY {
+		p.line("%s", sentence)
+	}
+	return nil
 }

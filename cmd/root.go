@@ -6,9 +6,11 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,6 +66,9 @@ re-authorized, explains refusals, and records everything in an audit trail.
 
 Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 5 escalated.`,
+		Example: `  sharedos --config examples/config.yaml tools list
+  sharedos explain files.read -a path=notes/todo.md
+  sharedos help flags`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -88,8 +93,134 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		c.GroupID = "other"
 		root.AddCommand(c)
 	}
+	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID("other")
+	root.AddCommand(newFlagsTopic(root))
+	root.SetUsageTemplate(usageTemplate)
+	requireSubcommands(root)
 	return root
+}
+
+// usageTemplate is cobra's usage template with one change, as gh does it: the global
+// (persistent) flags are not listed on every command — one line names them and points
+// to 'sharedos help flags'.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}{{$cmds := .Commands}}{{if eq (len .Groups) 0}}
+
+Available Commands:{{range $cmds}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{else}}{{range $group := .Groups}}
+
+{{.Title}}{{range $cmds}}{{if (and (eq .GroupID $group.ID) (or .IsAvailableCommand (eq .Name "help")))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if not .AllChildCommandsHaveGroup}}
+
+Additional Commands:{{range $cmds}}{{if (and (eq .GroupID "") (or .IsAvailableCommand (eq .Name "help")))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{end}}{{end}}{{if .LocalNonPersistentFlags.HasAvailableFlags}}
+
+Flags:
+{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+
+Global flags: --config --root --state --grants --as --owner --authority --world
+  --purpose --now --namespaces --trace --call-id -o/--output (see 'sharedos help flags'){{if .HasHelpSubCommands}}
+
+Additional help topics:{{range .Commands}}{{if .IsAdditionalHelpTopicCommand}}
+  {{rpad .CommandPath .CommandPathPadding}} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// newHelpCmd is cobra's help command, except that an unknown topic is a usage error
+// (exit 2, with suggestions) like an unknown command, not the root's help and exit 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help prints the help of any command or topic: sharedos help tools call, sharedos help flags.",
+		Example: `  sharedos help tools call
+  sharedos help flags`,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand() {
+					out = append(out, sub.Name())
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil {
+				return unknownCommand(c.Root(), args[0])
+			}
+			if len(rest) > 0 {
+				return unknownCommand(cmd, rest[0])
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
+}
+
+// newFlagsTopic is the help topic 'sharedos help flags': every global flag, its
+// environment variable and default, once, instead of on every command's help.
+func newFlagsTopic(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "flags",
+		Short: "The global flags every command takes, their environment variables and defaults",
+		Long: `Every command takes these flags. Each resolves as flag > environment SHAREDOS_<FLAG>
+(dashes become underscores: --call-id is SHAREDOS_CALL_ID) > config file > default.
+SHAREDOS_GRANTS takes a ':'-separated list.
+
+` + root.PersistentFlags().FlagUsages() + `
+Only 'tools call' and 'explain' reach the files and repo planes under --root, so only
+they check it (and that no grant file, config file or state database lies inside it);
+the other commands start from any directory.`,
+		Example: `  sharedos help flags
+  SHAREDOS_ROOT=~/work sharedos --grants grants/reader.yaml tools list`,
+	}
+}
+
+// requireSubcommands makes every command that only groups subcommands (no run function
+// of its own) refuse an unknown subcommand: cobra would print the help and exit 0, so a
+// typo in a script (`tools lst`) would pass silently. With no argument the group prints
+// its help (exit 0, as gh and kubectl do); with an unknown one it is a usage error (exit
+// 2) with cobra's own suggestions: unknown command "lst" for "sharedos tools"; did you
+// mean list?
+func requireSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		requireSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		return unknownCommand(c, args[0])
+	}
+}
+
+// unknownCommand is the usage error for an unknown subcommand name of c.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError("run '"+c.CommandPath()+" --help' for its commands", "%s", msg)
 }
 
 // noArgs is cobra.NoArgs with a usage-error message.

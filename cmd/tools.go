@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/repoplane"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
@@ -20,7 +21,10 @@ func newToolsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "tools",
 		Short: "List, describe and call the tools of the context",
-		Args:  noArgs,
+		Example: `  sharedos tools list --all
+  sharedos tools describe files.read
+  sharedos tools call files.read -a path=notes/todo.md`,
+		Args: noArgs,
 	}
 	c.AddCommand(newToolsListCmd(f), newToolsDescribeCmd(f), newToolsCallCmd(f))
 	return c
@@ -68,7 +72,7 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{Actor: !opts.All})
 	if err != nil {
 		return err
 	}
@@ -99,19 +103,31 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 	if p.format != FormatTable {
 		return p.data(defs)
 	}
-	t := p.table("TOOL", "NAMESPACE", "CLASS", "DESCRIPTION")
+	if len(defs) == 0 {
+		return p.empty(fmt.Sprintf("no usable tools for %s (enabled namespaces: %s); see 'sharedos tools list --all'",
+			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces)))
+	}
+	t := p.table("TOOL", "NAMESPACE", "CLASS", "DESCRIPTION").flexible(3)
 	for i := range defs {
 		d := &defs[i]
-		t.row(d.Name, d.Namespace, d.Class(), summary(d.Description, 60))
+		t.row(d.Name, d.Namespace, d.Class(), firstSentence(d.Description))
 	}
-	if err := t.render(); err != nil {
-		return err
+	return t.render()
+}
+
+// unknownToolMessage says that no tool of this name is registered, with the nearest
+// registered name when one is close: no tool named "files.raed" is registered; did you
+// mean files.read?
+func unknownToolMessage(defs []kernel.ToolDefinition, name string) string {
+	names := make([]string, len(defs))
+	for i := range defs {
+		names[i] = defs[i].Name
 	}
-	if len(defs) == 0 && f.IOStreams.StdoutTTY {
-		fmt.Fprintf(f.IOStreams.ErrOut, "no usable tools for %s (enabled namespaces: %s); see 'sharedos tools list --all'\n",
-			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces))
+	msg := fmt.Sprintf("no tool named %q is registered", name)
+	if s := closest(name, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %s?", s)
 	}
-	return nil
+	return msg
 }
 
 // allTools is every registered tool with the first gate that hides it.
@@ -154,14 +170,11 @@ func orNone(list []string) string {
 	return strings.Join(list, ",")
 }
 
-// summary is the first sentence of s, cut to n characters.
-func summary(s string, n int) string {
+// firstSentence is the first sentence of s (the table cuts it to the terminal's width;
+// piped output keeps it whole).
+func firstSentence(s string) string {
 	if i := strings.Index(s, ". "); i >= 0 {
-		s = s[:i+1]
-	}
-	r := []rune(s)
-	if len(r) > n {
-		return string(r[:n-1]) + "…"
+		return s[:i+1]
 	}
 	return s
 }
@@ -181,7 +194,7 @@ func newToolsDescribeCmd(f *Factory) *cobra.Command {
 		Short:             "Show one tool's definition, its argument schema and its gate status",
 		Example:           `  sharedos tools describe files.read`,
 		Args:              exactArgs(1, "one tool name"),
-		ValidArgsFunction: completeToolNames,
+		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			return runToolsDescribe(c.Context(), opts)
@@ -203,7 +216,7 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx)
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}
@@ -218,7 +231,7 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 		}
 	}
 	if d == nil {
-		return usageError("run 'sharedos tools list --all' to see every registered tool", "no tool named %q is registered", opts.Name)
+		return usageError("run 'sharedos tools list --all' to see every registered tool", "%s", unknownToolMessage(h.Definitions(), opts.Name))
 	}
 	if p.format != FormatTable {
 		return p.data(d)
@@ -300,12 +313,21 @@ func newToolsCallCmd(f *Factory) *cobra.Command {
 		Long: `Call a tool once. The call goes through every gate of the kernel (registered,
 namespace enabled, discoverable, arguments, requirement, authorization) and is audited.
 
+Arguments: --args JSON or --args-file FILE ('-' = stdin) give the arguments object;
+each -a key=value then sets one key of it, coerced by the tool's input schema — the
+-a FORM column of 'sharedos tools describe NAME' shows each argument's form (a path is
+a/b/c, relative to --root, the root itself is -a path=; a string stays a string). An -a
+key that --args also sets replaces it, with a warning.
+
+To assert a refusal (in CI, say), prefer 'sharedos explain': the same pipeline as a dry
+run, which executes nothing.
+
 Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 		Example: `  sharedos tools call files.read -a path=notes/todo.md
   sharedos tools call files.create --args '{"path":["drafts","a.md"],"content":"hello"}'
   echo '{"path":[]}' | sharedos tools call files.list --args-file -`,
 		Args:              exactArgs(1, "one tool name"),
-		ValidArgsFunction: completeToolNames,
+		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Args.jsonSet = c.Flags().Changed("args")
@@ -313,8 +335,12 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 		},
 	}
 	opts.Args.bind(c.Flags())
+	_ = c.RegisterFlagCompletionFunc("arg", f.completeArg)
 	return c
 }
+
+// callNeeds are the host needs of `tools call` and `explain`: the planes and an actor.
+var callNeeds = host.Needs{Planes: true, Actor: true}
 
 // prepareCall is what `tools call` and `explain` share before the kernel: the printer,
 // the arguments (checked, and coerced by the tool's schema, before the state database is
@@ -324,7 +350,7 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	prep, err := f.prepared()
+	prep, err := f.prepared(callNeeds)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
@@ -332,7 +358,14 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	h, err := f.Host(ctx)
+	for _, n := range a.Notes {
+		warn(f.IOStreams, "%s", n)
+	}
+	if prep.Definition(name) == nil {
+		// Not refused here: the kernel refuses and audits it (tool_unavailable).
+		warn(f.IOStreams, "%s", unknownToolMessage(prep.Definitions(), name))
+	}
+	h, err := f.Host(ctx, callNeeds)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}

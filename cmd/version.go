@@ -19,7 +19,9 @@ func newVersionCmd(f *Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit and Go version",
-		Args:  noArgs,
+		Example: `  sharedos version
+  sharedos version -o json`,
+		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			p, err := f.standalonePrinter()
 			if err != nil {

@@ -73,13 +73,14 @@ func usableCacheDir(dir string) bool {
 	return err == nil && info.IsDir() && info.Mode()&fs.ModeSymlink == 0
 }
 
-// loadCacheKey returns the secret of the key file at path, creating the file (mode
-// 0600, cacheKeySize random bytes, its directory 0700 if missing) when it does not
-// exist. It refuses a key file that is a symbolic link, not a regular file, readable or
-// writable by group or others, or not exactly cacheKeySize bytes.
-func loadCacheKey(path string) ([]byte, error) {
+// loadCacheKey returns the secret of the key file at path; with create, it creates the
+// file (mode 0600, cacheKeySize random bytes, its directory 0700 if missing) when it
+// does not exist (without, a missing file is an error: nothing is written before a set
+// loaded cleanly). It refuses a key file that is a symbolic link, not a regular file,
+// readable or writable by group or others, or not exactly cacheKeySize bytes.
+func loadCacheKey(path string, create bool) ([]byte, error) {
 	info, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && create {
 		if err := createCacheKey(path); err != nil {
 			return nil, err
 		}

@@ -415,3 +415,21 @@ func TestCacheAuthenticated(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedSetWritesNothing: loading a refused grant file creates neither the cache
+// key file nor its directory (bad input never touches the state directory).
+func TestRefusedSetWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\ngrants:\n  - id: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	_, err := LoadSet([]string{bad}, SetOptions{CacheDir: filepath.Join(state, "cache", "grants"), CacheKeyFile: filepath.Join(state, "cache", "grants.key")})
+	if err == nil {
+		t.Fatal("a broken file loaded")
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("the refused load created %s (%v)", state, err)
+	}
+}

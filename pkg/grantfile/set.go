@@ -114,8 +114,9 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	}
 	var key [32]byte
 	var macKey []byte
-	if opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir) {
-		macKey, _ = loadCacheKey(opts.CacheKeyFile)
+	caching := opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir)
+	if caching {
+		macKey, _ = loadCacheKey(opts.CacheKeyFile, false) // a missing key: nothing cached yet
 	}
 	if macKey != nil {
 		key = cacheKey(paths, datas)
@@ -155,6 +156,12 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		files[i] = p.file
 	}
 	s := newSet(files)
+	if caching && macKey == nil {
+		// The set loaded cleanly: only now may the key file be created.
+		if macKey, _ = loadCacheKey(opts.CacheKeyFile, true); macKey != nil {
+			key = cacheKey(paths, datas)
+		}
+	}
 	if macKey != nil {
 		_ = writeCache(opts.CacheDir, macKey, key, files, s.allHashes())
 	}

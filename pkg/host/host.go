@@ -6,8 +6,9 @@
 // here and only translates.
 //
 // Assembly runs in two phases so that bad input never touches the state database:
-// Prepare checks every input (root, trust boundary, ceiling, grant files, context,
-// instant) and builds the tool table once; Open then opens the state database, reads
+// Prepare checks every input the command needs (Needs: the root and trust boundary only
+// for commands that reach the planes; the ceiling, grant files, context and instant
+// always) and builds the tool table once; Open then opens the state database, reads
 // the namespace selection, builds the kernel and begins the turn. Close releases
 // everything either phase opened. A host must never authorize, filter or audit on its
 // own: that is the kernel's.
@@ -121,6 +122,11 @@ type Prepared struct {
 	GrantErr error
 	// CallID is the id the run's tool call gets.
 	CallID string
+	// Fallback is true when nothing named the context's identity and LocalOperator (a
+	// command without Needs.Actor) stands for it.
+	Fallback bool
+
+	needs Needs
 
 	clock    func() time.Time
 	source   kernel.GrantSource
@@ -143,21 +149,51 @@ type Host struct {
 	SelectionSource string
 }
 
-// Prepare checks every input of s and builds the planes and the tool table. clock is
+// Needs says which parts of the host a command uses. The zero value is a command that
+// reads the kernel's catalogues and the state database but never reaches a resource
+// (namespaces, tools list, tools describe, escalations): it does not check the root and
+// does not need an actor.
+type Needs struct {
+	// Planes: the command reaches the files and repo planes (tools call, explain). The
+	// root must be an existing directory and the trust boundary is enforced: no grant
+	// file, config file or state database inside it. Without Planes the tools are built
+	// from their definitions only (nothing under the root is opened, nothing can be
+	// written there, so the trust boundary has nothing to protect).
+	Planes bool
+	// Actor: the command acts as the context's actor (tools call, explain, tools list),
+	// so one must be named (--as or a grant file's context.actor), else a usage error.
+	// Without Actor, a missing actor is the owner (a person reading or setting their own
+	// namespace selection acts for themselves), and with neither an actor nor an owner
+	// nor any grant file it is LocalOperator.
+	Actor bool
+	// Unaudited: the kernel gets no audit sink. Only for shell completion, which asks the
+	// kernel which tools the context may use on every TAB: a keystroke is not an action,
+	// and recording it would bury the real calls. Nothing is ever invoked.
+	Unaudited bool
+}
+
+// LocalOperator is the identity of a command that needs no actor when nothing names one
+// (no --as, no --owner, no grant file): the operator at the terminal. It is reported
+// (Prepared.Fallback) so that a surface can say so.
+const LocalOperator = "human:operator"
+
+// Prepare checks every input of s that needs asks for and builds the tool table. clock is
 // read once when s.Now is empty. On error nothing is left open.
-func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
-	p := &Prepared{Settings: s, clock: clock}
+func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err error) {
+	p := &Prepared{Settings: s, needs: needs, clock: clock}
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
-	rootReal, err := checkRoot(s.Root)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkTrustBoundary(s, rootReal); err != nil {
-		return nil, err
+	if needs.Planes {
+		rootReal, err := checkRoot(s.Root)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkTrustBoundary(s, rootReal); err != nil {
+			return nil, err
+		}
 	}
 	if len(s.FrozenPaths) > 0 || len(s.FrozenActions) > 0 {
 		c, err := hostceiling.New(s.FrozenPaths, s.FrozenActions)
@@ -183,6 +219,12 @@ func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
 	p.source = emptySource{}
 	var gctx grantfile.Context
 	if len(s.Grants) > 0 {
+		for _, g := range s.Grants {
+			if _, err := os.Stat(g); errors.Is(err, fs.ErrNotExist) {
+				return nil, usageError("name an existing grant file with --grants (or fix SHAREDOS_GRANTS or the config file's grants)",
+					"grant file %s does not exist", g)
+			}
+		}
 		stateDir := filepath.Dir(s.State)
 		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
 			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key")})
@@ -201,7 +243,12 @@ func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
 			}
 		}
 	}
-	if p.Context, err = accessContext(s, gctx, p.Instant); err != nil {
+	if p.Context, p.Fallback, err = accessContext(s, gctx, p.Instant, needs.Actor, p.GrantErr != nil); err != nil {
+		if errors.Is(err, errNoActor) && p.GrantErr != nil {
+			// The refused file is the whole story: one error naming it, not "no actor".
+			return nil, usageError("'sharedos grants lint FILE' lists every problem; or pass --as to run with authority unavailable",
+				"grant files refused: %v", p.GrantErr)
+		}
 		return nil, err
 	}
 	p.CallID = s.CallID
@@ -222,9 +269,23 @@ func Prepare(s *Settings, clock func() time.Time) (_ *Prepared, err error) {
 	return p, nil
 }
 
-// buildTools builds the planes over the root and the tool table, once.
+// buildTools builds the planes over the root and the tool table, once. A command that
+// needs no planes gets the same tool definitions over providers that open nothing.
 func (p *Prepared) buildTools() error {
 	s := p.Settings
+	if !p.needs.Planes {
+		fileTools, err := fsplane.Tools(definitionOnly(fsplane.Namespace))
+		if err != nil {
+			return &Error{Kind: KindInternal, Message: err.Error(), Err: err}
+		}
+		repoTools, err := repoplane.Tools(definitionOnly(repoplane.Namespace))
+		if err != nil {
+			return &Error{Kind: KindInternal, Message: err.Error(), Err: err}
+		}
+		p.index = &snapshotIndexRef{}
+		p.tools = slices.Concat(fileTools, repoTools, []kernel.ToolHandler{kernel.EscalationTool()})
+		return nil
+	}
 	instant := p.Instant
 	var clock func() time.Time
 	if p.Pinned {
@@ -266,6 +327,15 @@ func (p *Prepared) Definition(name string) *kernel.ToolDefinition {
 	return nil
 }
 
+// Definitions returns the definitions of every registered tool, in registration order.
+func (p *Prepared) Definitions() []kernel.ToolDefinition {
+	out := make([]kernel.ToolDefinition, len(p.tools))
+	for i := range p.tools {
+		out[i] = p.tools[i].Definition
+	}
+	return out
+}
+
 // Open opens the state database, reads the context's namespace selection (unless
 // --namespaces set it), builds the kernel with every port and tool, and begins the turn.
 // On error the prepared host stays as it was (Close still releases it).
@@ -290,8 +360,12 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 		h.SelectionSource = map[bool]string{true: "stored", false: "default"}[stored]
 	}
 	kernel.SortLocale(p.Context.EnabledToolNamespaces)
+	var audit kernel.AuditSink = st
+	if p.needs.Unaudited {
+		audit = discardAudit{}
+	}
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
-		Settings: st, Audit: st, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
+		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
 	for _, t := range p.tools {
 		if err := h.Kernel.RegisterTool(t); err != nil {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
@@ -345,31 +419,67 @@ func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, scope kernel.Snapsho
 	return r.st.GetSnapshot(ctx, scope, id)
 }
 
-// accessContext resolves actor, owner, authority, world, purpose, now and trace (spec 40 §2).
-func accessContext(s *Settings, g grantfile.Context, instant time.Time) (kernel.AccessContext, error) {
-	var actx kernel.AccessContext
-	var err error
+// definitionOnly is a resource provider that only names its namespace: enough to build
+// a plane's tool definitions without opening anything. It is never invoked (the command
+// that uses it lists, describes or toggles; it does not call).
+type definitionOnly string
+
+func (n definitionOnly) Namespace() string { return string(n) }
+
+func (n definitionOnly) Invoke(context.Context, kernel.ResourceOperation) (kernel.ResourceResult, error) {
+	return kernel.ResourceResult{}, errors.New("this command does not reach the resource planes")
+}
+
+// errNoActor marks the "no actor" usage error.
+var errNoActor = errors.New("no actor")
+
+// accessContext resolves actor, owner, authority, world, purpose, now and trace (spec 40
+// §2). needActor: a missing actor is an error; otherwise it is the owner, and with no
+// owner, LocalOperator (fallback reports that) — unless the grant files were refused:
+// their context may have named someone else, so that stays an error.
+func accessContext(s *Settings, g grantfile.Context, instant time.Time, needActor, grantsRefused bool) (actx kernel.AccessContext, fallback bool, err error) {
+	var hasActor, hasOwner bool
 	switch {
 	case s.As != "":
 		if actx.Actor, err = parseAddressFlag("as", s.As); err != nil {
-			return actx, err
+			return actx, false, err
 		}
+		hasActor = true
 	case g.Actor != nil:
-		actx.Actor = *g.Actor
-	default:
-		return actx, usageError("pass --as kind:id (e.g. --as agent:helper), or name a grant file whose context sets actor",
-			"no actor: pass --as or a grant file context")
+		actx.Actor, hasActor = *g.Actor, true
 	}
 	switch {
 	case s.Owner != "":
 		if actx.Owner, err = parseAddressFlag("owner", s.Owner); err != nil {
-			return actx, err
+			return actx, false, err
 		}
+		hasOwner = true
 	case g.Owner != nil:
-		actx.Owner = *g.Owner
+		actx.Owner, hasOwner = *g.Owner, true
+	}
+	switch {
+	case hasActor:
+	case needActor || grantsRefused && !hasOwner:
+		e := usageError("pass --as kind:id (e.g. --as agent:helper), or name a grant file whose context sets actor",
+			"no actor: pass --as or a grant file context")
+		e.Err = errNoActor
+		return actx, false, e
+	case hasOwner:
+		actx.Actor = actx.Owner
 	default:
+		actx.Actor, _ = kernel.ParseAddress(LocalOperator)
+		fallback = true
+	}
+	if !hasOwner {
 		actx.Owner = actx.Actor
 	}
+	actx, err = finishContext(s, g, instant, actx)
+	return actx, fallback, err
+}
+
+// finishContext resolves authority, world, purpose, now and trace.
+func finishContext(s *Settings, g grantfile.Context, instant time.Time, actx kernel.AccessContext) (kernel.AccessContext, error) {
+	var err error
 	switch {
 	case s.Authority != "":
 		if actx.Authority, err = parseAddressFlag("authority", s.Authority); err != nil {
@@ -474,7 +584,7 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 	for _, it := range items {
 		real := resolveExisting(it.path)
 		if within(rootReal, real) {
-			return usageError("keep grant files, the config file and the state directory outside --root, so that no files grant can rewrite them",
+			return usageError("--root is the tree the files and repo tools reach (default: the working directory); pass --root DIR for that tree, or --state FILE (and grant and config files) outside it, so that no files grant can rewrite them",
 				"%s %s lies inside the root %s; refusing to start", it.what, it.path, rootReal)
 		}
 		if it.dir && within(real, rootReal) {
@@ -507,6 +617,12 @@ func within(root, p string) bool {
 	rel, err := filepath.Rel(root, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
+
+// discardAudit is the audit sink of an unaudited host (shell completion): it keeps
+// nothing.
+type discardAudit struct{}
+
+func (discardAudit) Append(context.Context, kernel.AuditEvent) error { return nil }
 
 // emptySource is the grant source without grant files: no grants at all.
 type emptySource struct{}

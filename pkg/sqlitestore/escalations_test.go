@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -61,8 +62,54 @@ func TestEscalations(t *testing.T) {
 		})
 	}
 	got, err := s.ListEscalations(ctx, EscalationFilter{World: "w1", Owner: alice})
-	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[1], full) {
-		t.Errorf("round trip: got %+v, %v; want %+v", got, err, full)
+	want := full
+	want.ID = 1 // the first recorded
+	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[1], want) {
+		t.Errorf("round trip: got %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestResolveEscalation: a resolution is recorded once with its audit event, shown by
+// ListEscalations (status filter included), and never changed.
+func TestResolveEscalation(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for _, c := range []string{"c1", "c2"} {
+		if err := s.RecordEscalation(ctx, escalation("w1", alice, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := kernel.AuditEvent{Version: "1", ID: "ev-resolve-1", Type: "escalation.resolved", Outcome: kernel.OutcomeSucceeded,
+		At: "2026-01-02T00:00:00.000Z", TraceID: "t", NamespaceID: "w1", Actor: alice, Authority: alice, Owner: alice, Purpose: "cli"}
+	res := EscalationResolution{Status: EscalationDenied, ResolvedBy: alice, ResolvedAt: "2026-01-02T00:00:00.000Z", Note: "no"}
+	rec, err := s.ResolveEscalation(ctx, 1, res, ev)
+	if err != nil || rec.CallID != "c1" || rec.Escalation.Status != EscalationDenied || rec.Resolution.Note != "no" {
+		t.Fatalf("resolve: %+v, %v", rec, err)
+	}
+	if _, err := s.ResolveEscalation(ctx, 1, EscalationResolution{Status: EscalationApproved, ResolvedBy: alice}, ev); !errors.Is(err, ErrAlreadyResolved) {
+		t.Fatalf("second resolve: %v", err)
+	}
+	ev.ID = "ev-resolve-9"
+	if _, err := s.ResolveEscalation(ctx, 9, res, ev); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	for status, want := range map[string][]string{EscalationPending: {"c2"}, EscalationDenied: {"c1"}, EscalationApproved: nil} {
+		got, err := s.ListEscalations(ctx, EscalationFilter{Status: status})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.CallID)
+		}
+		if !reflect.DeepEqual(ids, want) {
+			t.Errorf("status %s: %v, want %v", status, ids, want)
+		}
+	}
+	evs, err := s.ListAudit(ctx, AuditFilter{Types: []string{"escalation.resolved"}})
+	if err != nil || len(evs) != 1 || evs[0].ID != "ev-resolve-1" {
+		t.Fatalf("audit: %+v, %v", evs, err)
 	}
 }
 

@@ -285,6 +285,20 @@ DROP TABLE snapshots;
 ALTER TABLE snapshots_v2 RENAME TO snapshots;
 CREATE INDEX snapshots_list ON snapshots (world, owner, root, path, created_ms DESC, seq DESC);
 `,
+	// 3: escalation resolutions (at most one per escalation, never updated or deleted).
+	`
+CREATE TABLE escalation_resolutions (
+	escalation  INTEGER PRIMARY KEY REFERENCES escalations (seq),
+	status      TEXT NOT NULL CHECK (status IN ('approved', 'denied')),
+	resolved_by TEXT NOT NULL,
+	resolved_at TEXT NOT NULL,
+	note        TEXT NOT NULL
+);
+CREATE TRIGGER escalation_resolutions_no_update BEFORE UPDATE ON escalation_resolutions
+BEGIN SELECT RAISE(ABORT, 'escalation resolutions are append-only'); END;
+CREATE TRIGGER escalation_resolutions_no_delete BEFORE DELETE ON escalation_resolutions
+BEGIN SELECT RAISE(ABORT, 'escalation resolutions are append-only'); END;
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it
