@@ -109,7 +109,7 @@ type Evaluation struct {
 	GrantsResolved int
 
 	auth            *Authority
-	actx            AccessContext
+	actx            *AccessContext // read only, owned by the caller
 	cands           []int32
 	next            int
 	rejected        []rejection
@@ -141,7 +141,7 @@ func Evaluate(auth *Authority, actx AccessContext, req CapabilityRequirement, no
 			return ev
 		}
 	}
-	evaluateInto(ev, auth, actx, admitted, opNow, 0, req, discovery)
+	evaluateInto(ev, auth, &actx, admitted, opNow, 0, req, discovery)
 	return ev
 }
 
@@ -149,8 +149,11 @@ func ptr[T any](v T) *T { return &v }
 
 // evaluateInto is Evaluate into ev, with the context's instant (admitted) and the
 // operation instant already parsed: a turn parses its instant once, and reuses ev.
-func evaluateInto(ev *Evaluation, auth *Authority, actx AccessContext, admitted, opNow, wall int64, req CapabilityRequirement, discovery bool) {
-	*ev = Evaluation{Requirement: req, Discovery: discovery, rejected: ev.rejected[:0]}
+func evaluateInto(ev *Evaluation, auth *Authority, actx *AccessContext, admitted, opNow, wall int64, req CapabilityRequirement, discovery bool) {
+	// Reset field by field: ev is reused across the tools of a listing, and copying a
+	// whole Evaluation costs write barriers.
+	ev.Requirement, ev.Discovery, ev.Immediate, ev.GrantsResolved = req, discovery, nil, 0
+	ev.auth, ev.actx, ev.cands, ev.next, ev.rejected = nil, nil, nil, 0, ev.rejected[:0]
 	if actx.Purpose == "" || actx.TraceID == "" {
 		ev.Immediate = ptr(deny(ReasonInvalidContext))
 		return
@@ -190,7 +193,7 @@ func (e *Evaluation) nextEligible() int32 {
 }
 
 // pureRejection is the first failed pure condition of one candidate, or "".
-func pureRejection(cg *compiledGrant, actx AccessContext, req *CapabilityRequirement, admitted, opNow, wall int64, discovery bool) RejectReason {
+func pureRejection(cg *compiledGrant, actx *AccessContext, req *CapabilityRequirement, admitted, opNow, wall int64, discovery bool) RejectReason {
 	g := cg.g
 	switch {
 	case g.Issuer != actx.Authority:

@@ -455,7 +455,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 // discover is the catalogue check of one tool at the turn's instant (and wall, when set);
 // ev is scratch space reused across the tools of one listing.
 func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinition, ev *Evaluation, wall int64) AuthorizationDecision {
-	evaluateInto(ev, auth, t.actx, t.instant, t.instant, wall, def.RequiredCapability, true)
+	evaluateInto(ev, auth, &t.actx, t.instant, t.instant, wall, def.RequiredCapability, true)
 	d, _ := t.k.authz.Settle(ctx, auth, t.actx, ev, false)
 	return d
 }

@@ -162,7 +162,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		refuse(StageNamespace, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNamespaceDisabled,
 			"tool namespace "+def.Namespace+" is not enabled", false)
 	}
-	evaluateInto(&p.discEval, st.auth, st.actx, st.instant, st.instant, st.wall, def.RequiredCapability, true)
+	evaluateInto(&p.discEval, st.auth, &st.actx, st.instant, st.instant, st.wall, def.RequiredCapability, true)
 	p.Discovery = &p.discEval
 	p.steps = append(p.steps, step{stage: StageDiscovery, pending: p.Discovery})
 
@@ -181,7 +181,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 	}
 	p.requirement = req
 	p.Requirement = &p.requirement
-	evaluateInto(&p.execEval, st.auth, st.actx, st.instant, st.instant, st.wall, req, false)
+	evaluateInto(&p.execEval, st.auth, &st.actx, st.instant, st.instant, st.wall, req, false)
 	p.Execution = &p.execEval
 	if req.Resource.Owner != nil && *req.Resource.Owner != st.actx.Owner {
 		// The authorizer's pre-check refuses it (invalid_request); it is settled and
