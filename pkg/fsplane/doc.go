@@ -18,8 +18,8 @@
 //     openat(directory handle, name, O_NOFOLLOW), so the kernel itself refuses any link
 //     met on the way. files.read resolves its path the same way from a raw descriptor
 //     of the root (each directory opened with O_DIRECTORY|O_NOFOLLOW, the file examined
-//     without following, opened with O_NOFOLLOW and compared), which costs 7 system
-//     calls where the os.Root path costs 11.
+//     without following, opened with O_NOFOLLOW and compared): 8 system calls for a
+//     small file one directory down, where the os.Root path took 11 (strace -c).
 //   - A path is validated with kernel.ValidatePath first (invalid_path, denied).
 //   - A segment that may name ".git" on some file system (any letter case, trailing
 //     dots, the 8.3 name "git~1", code points HFS+ ignores), or starting with the

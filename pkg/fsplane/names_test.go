@@ -128,3 +128,39 @@ func TestGrepFlagsInvalidUTF8AndStripsBOM(t *testing.T) {
 		t.Fatalf("the BOM itself matched: %v", g)
 	}
 }
+
+// TestOutputSchemasPinTheNewFields pins the output fields this package adds to the
+// spec's shapes: addressable (list entries, grep matches, search hits), invalidUtf8
+// (grep matches) and search's truncated — each optional, each in a closed object.
+func TestOutputSchemasPinTheNewFields(t *testing.T) {
+	t.Parallel()
+	props := func(s map[string]any, path ...string) string {
+		for _, p := range path {
+			s = s["properties"].(map[string]any)[p].(map[string]any)["items"].(map[string]any)
+		}
+		var ks []string
+		for k := range s["properties"].(map[string]any) {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		if s["additionalProperties"] != false {
+			t.Fatalf("%v is not closed", path)
+		}
+		return fmt.Sprint(ks, " required ", s["required"])
+	}
+	for _, c := range []struct {
+		schema map[string]any
+		path   []string
+		want   string
+	}{
+		{listOutputSchema(), []string{"entries"}, "[addressable kind name] required [name kind]"},
+		{grepOutputSchema(), []string{"matches"}, "[addressable context invalidUtf8 line path text truncated] required [path line text context]"},
+		{grepOutputSchema(), nil, "[matches path truncated] required [path matches truncated]"},
+		{searchOutputSchema(), []string{"hits"}, "[addressable excerpt path score version] required [path score excerpt version]"},
+		{searchOutputSchema(), nil, "[hits path truncated] required [path hits]"},
+	} {
+		if got := props(c.schema, c.path...); got != c.want {
+			t.Errorf("%v: %s, want %s", c.path, got, c.want)
+		}
+	}
+}

@@ -104,8 +104,8 @@ func TestReadRacingARenameIsNotAnEscape(t *testing.T) {
 func TestReadersSeeOldOrNewNeverPartial(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := strings.Repeat("a", 300<<10)
-	b := strings.Repeat("b", 200<<10) + "\n"
+	a := strings.Repeat("a", 128<<10)
+	b := strings.Repeat("b", 96<<10) + "\n"
 	e.write("f.txt", a)
 	snap := e.ok("files.snapshot.create", jobj{"path": pth("f.txt")})["snapshotId"].(string)
 	p, err := NewProvider(e.root, ProviderOptions{MaxReadBytes: 1 << 20})
@@ -153,7 +153,7 @@ func TestReadersSeeOldOrNewNeverPartial(t *testing.T) {
 			}
 		}(r)
 	}
-	for i := 0; i < 120 && !stop.Load(); i++ {
+	for i := 0; i < 60 && !stop.Load(); i++ {
 		switch i % 3 {
 		case 0:
 			e.ok("files.replace", jobj{"path": pth("f.txt"), "content": b})
