@@ -273,3 +273,20 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 	}
 	return k, nil
 }
+
+// EscalationStatus returns the status of the escalation recorded for call callID in the
+// session's world and owner ("" when there is none), and the operator's note when the
+// record carries one. It reads the state database and writes nothing.
+func (s *Session) EscalationStatus(ctx context.Context, callID string) (status, note string, err error) {
+	actx := s.h.Prepared.Context
+	recs, err := s.h.Store.ListEscalations(ctx, sqlitestore.EscalationFilter{World: actx.NamespaceID, Owner: actx.Owner})
+	if err != nil {
+		return "", "", stateError(err, s.h.Settings.State)
+	}
+	for _, r := range recs {
+		if r.CallID == callID {
+			return r.Escalation.Status, "", nil
+		}
+	}
+	return "", "", nil
+}
