@@ -217,9 +217,6 @@ func launchOf(f *Factory) (mcpLaunch, error) {
 	if err != nil {
 		return mcpLaunch{}, internalError(fmt.Errorf("locate the sharedos binary: %w", err))
 	}
-	if real, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = real
-	}
 	wd, err := f.Getwd()
 	if err != nil {
 		return mcpLaunch{}, internalError(err)
