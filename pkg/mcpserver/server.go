@@ -399,6 +399,25 @@ func (s *Server) notifyListChanged() {
 // portable is a name's portable form (spec 30 §3.6: "." → "_").
 func portable(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
+// mapName is the name mapping of spec 30 §3.6: an exact published name is used as-is;
+// otherwise the one published tool whose portable form is name; otherwise (no match, or
+// several) the raw name, for the kernel to refuse.
+func mapName(name string, published []string) string {
+	match, n := "", 0
+	for _, p := range published {
+		if p == name {
+			return name
+		}
+		if portable(p) == name {
+			match, n = p, n+1
+		}
+	}
+	if n == 1 {
+		return match
+	}
+	return name
+}
+
 func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
 	// 1. Validate params (spec 30 §3.3: −32602 for no name or non-object arguments).
 	if params == nil || params.Name == "" {
@@ -431,20 +450,16 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 	// 2. Name mapping: exact, else exactly one published tool's portable form, else raw.
 	name := params.Name
 	if !strings.Contains(name, ".") && s.opts.Backend.Definition(name) == nil {
+		// A name with a dot is no tool's portable form; an exact registered name is used
+		// as sent. Otherwise the published list of this instant (a dry run) decides.
 		if pub, _, err := s.publishedNow(ctx, turn); err == nil {
-			match, n := "", 0
+			published := make([]string, len(pub))
 			for i := range pub {
-				if pub[i].Name == name {
-					match, n = "", 0
-					break
-				}
-				if portable(pub[i].Name) == name {
-					match, n = pub[i].Name, n+1
-				}
+				published[i] = pub[i].Name
 			}
-			if n == 1 {
-				s.log.Debug("tools/call alias", "alias", name, "tool", match)
-				name = match
+			if mapped := mapName(name, published); mapped != name {
+				s.log.Debug("tools/call alias", "alias", name, "tool", mapped)
+				name = mapped
 			}
 		}
 	}

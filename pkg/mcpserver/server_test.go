@@ -438,9 +438,22 @@ func TestAliases(t *testing.T) {
 	}
 }
 
-func TestPortableAmbiguity(t *testing.T) {
-	if portable("files.snapshot.list") != "files_snapshot_list" {
-		t.Fatal("portable form")
+// TestMapName: the alias rule — exact first, else exactly one portable match, else raw.
+func TestMapName(t *testing.T) {
+	t.Parallel()
+	pub := []string{"a.b_c", "a_b.c", "files.read", "files.snapshot.list", "x_y", "x.y"}
+	for _, c := range []struct{ in, want string }{
+		{"files.read", "files.read"},
+		{"files_read", "files.read"},
+		{"files_snapshot_list", "files.snapshot.list"},
+		{"a_b_c", "a_b_c"}, // two tools share the portable form: passed through raw
+		{"x_y", "x_y"},     // exact beats the alias of x.y
+		{"files_write", "files_write"},
+		{"", ""},
+	} {
+		if got := mapName(c.in, pub); got != c.want {
+			t.Errorf("mapName(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
 
