@@ -167,3 +167,27 @@ func TestSessionSelectionAndInstant(t *testing.T) {
 		t.Fatalf("--now not pinned: %s %s", a.Context().Now, b.Context().Now)
 	}
 }
+
+// TestSessionEscalationStatus: an escalation recorded through the session is found by its
+// call id, pending; an unknown id has no status.
+func TestSessionEscalationStatus(t *testing.T) {
+	sess, _ := openSession(t, time.Now, "")
+	ctx := context.Background()
+	turn, err := sess.Begin(ctx, map[string]any{"surface": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.RecordEscalation(ctx, turn, "call-1", "need more"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err := sess.EscalationStatus(ctx, "call-1"); err != nil || st != "pending" {
+		t.Fatalf("status %q, %v", st, err)
+	}
+	if st, _, err := sess.EscalationStatus(ctx, "call-2"); err != nil || st != "" {
+		t.Fatalf("unknown id status %q, %v", st, err)
+	}
+	evs, err := sess.Host().Store.ListAudit(ctx, sqlitestore.AuditFilter{Types: []string{string(kernel.EventEscalationRequested)}})
+	if err != nil || len(evs) != 1 || evs[0].Metadata["surface"] != "test" {
+		t.Fatalf("escalation audit %+v, %v", evs, err)
+	}
+}

@@ -745,3 +745,28 @@ func TestEscalateNotOffered(t *testing.T) {
 		t.Fatalf("latched without an escalation: %s", resultText(t, r))
 	}
 }
+
+// TestExpiryListChanged: a grant expiring mid-session hides its tool from the next call
+// and sends list_changed, with no input file changed (the poll recomputes the list at the
+// wall-clock instant).
+func TestExpiryListChanged(t *testing.T) {
+	expires := time.Now().Add(1500 * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z")
+	e := newEnv(t, envOptions{grants: baseGrants + `  - id: g-delete
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: files, path: [drafts]}
+        actions: [delete]
+        scope: descendants
+    constraints: {expiresAt: "` + expires + `"}
+`})
+	if !slices.Contains(names(e.list().Tools), "files.delete") {
+		t.Fatal("files.delete not listed before its grant expires")
+	}
+	e.drainChanged()
+	e.waitChanged(3500 * time.Millisecond)
+	if slices.Contains(names(e.list().Tools), "files.delete") {
+		t.Fatal("files.delete still listed after its grant expired")
+	}
+	refusalOf(t, e.call("files.delete", map[string]any{"path": []string{"drafts", "a.md"}}), kernel.StatusDenied, kernel.CodeToolUnavailable)
+}
