@@ -130,6 +130,12 @@ type session struct {
 	resolved map[string]any
 }
 
+func (st *session) calledAfter() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.afterCalls
+}
+
 // New builds a server. It advertises tools with listChanged.
 func New(opts Options) *Server {
 	if opts.Name == "" {
@@ -434,6 +440,10 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		s.log.Warn("escalation resolution unavailable; the latch stays closed", "err", err)
 	}
 	if latched != "" {
+		// The kernel has no port for a surface's envelope refusal, so this one is logged,
+		// not audited; the escalation itself is in the audit trail.
+		s.log.Info("call refused: escalation pending", "session", st.id, "escalation", latched, "tool", params.Name,
+			"callsAfterEscalation", st.calledAfter())
 		return refusal(kernel.ToolResult{Status: kernel.StatusDenied, Tool: params.Name, Gate: kernel.GateEnvelope,
 			Error: &kernel.ProtocolError{Code: CodeEscalationPending, Retryable: kernel.BoolPtr(false),
 				Message: "this session asked a human reviewer (escalation " + latched + "); no tool call runs until an operator resolves it"}},
