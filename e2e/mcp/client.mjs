@@ -67,6 +67,14 @@ check(!after.tools.some((t) => t.name.startsWith("files.")), "tools/list after d
 const disabled = await client.callTool({ name: "files.read", arguments: { path: ["notes", "todo.md"] } });
 check(disabled.isError && disabled._meta?.["sharedos/cause"] === "namespace_disabled", "call after disable: namespace_disabled", disabled);
 
+// Escalation: the offered sharedos.escalate is recorded and latches the session.
+const esc = await client.callTool({ name: "sharedos.escalate", arguments: { reason: "need write access to notes" } });
+check(!esc.isError && JSON.parse(esc.content[0].text).escalated === true, "sharedos.escalate: succeeded with the note", esc);
+const latched = await client.callTool({ name: "sharedos.escalate", arguments: { reason: "again" } });
+check(latched.isError && latched._meta?.["sharedos/code"] === "escalation_pending", "later calls: escalation_pending in band", latched);
+const recs = JSON.parse(execFileSync(bin, [...flags, "escalations", "list", "-o", "json"], { env }).toString());
+check(recs.length === 1 && recs[0].status === "pending" && recs[0].reason === "need write access to notes", "escalations list shows the pending escalation", recs);
+
 await client.close();
 const audit = JSON.parse(execFileSync(bin, [...flags, "audit", "list", "-o", "json"], { env }).toString());
 const events = Array.isArray(audit) ? audit : audit.events ?? [];

@@ -2,8 +2,9 @@
 # End to end: `sharedos mcp` over stdio driven by a real MCP client no one here wrote, the
 # official TypeScript SDK (@modelcontextprotocol/sdk 1.32.x, installed from the npm registry
 # into a temp dir with `npm install --no-save`): list, allowed call, alias, denied call,
-# unknown name, list_changed after `namespaces disable` from another process, audit
-# metadata. Skips (exit 0, saying so in its closing line) only when npm is missing.
+# unknown name, list_changed after `namespaces disable` from another process, the
+# escalation latch, audit metadata. Skips (exit 0, saying so in its closing line) only
+# when npm is missing.
 #
 #   e2e/mcp/run.sh
 set -euo pipefail
@@ -28,6 +29,13 @@ grants:
       - resource: {namespace: files, path: []}
         actions: [list, stat, read, search]
         scope: descendants
+  - id: g-escalate
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: sharedos, path: [escalation]}
+        actions: [request]
+        scope: exact
 YAML
 go build -o "$tmp/sharedos" .
 cp e2e/mcp/client.mjs "$tmp/node/"
