@@ -89,6 +89,7 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		c.GroupID = "kernel"
 		root.AddCommand(c)
 	}
+	root.AddCommand(newMCPCmd(f)) // mcp: the MCP surface (cmd/mcp.go)
 	for _, c := range []*cobra.Command{newCompletionCmd(f), newVersionCmd(f)} {
 		c.GroupID = "other"
 		root.AddCommand(c)

@@ -71,6 +71,7 @@ func params(dir string) testscript.Params {
 			"appendfile": appendFile,
 			"sametext":   sameText,
 			"exits":      exits,
+			"parses":     parses,
 		},
 	}
 }

@@ -341,8 +341,9 @@ func FuzzDuplicateKeys(f *testing.F) {
 }
 
 // TestHostileNamesNeverAuditedVerbatim: a tool name that cannot be a tool name (an
-// escape sequence, a line break) is refused invalid_request and recorded quoted; a call
-// id with control characters is recorded quoted too. No audit event holds the raw bytes.
+// escape sequence, a line break) is refused like any unknown name (tool_unavailable,
+// not_registered: spec 20 §5) and recorded quoted; a call id with control characters is
+// recorded quoted too. No audit event holds the raw bytes.
 func TestHostileNamesNeverAuditedVerbatim(t *testing.T) {
 	t.Parallel()
 	audit := &memAudit{}

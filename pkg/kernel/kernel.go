@@ -537,7 +537,8 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResul
 	ev.Tool = p.Call.Tool
 	if !validToolName(p.Call.Tool) {
 		// Agent-supplied text that cannot be a tool name (escape sequences, line breaks)
-		// never reaches the audit trail verbatim: it is recorded quoted, bounded.
+		// is refused like any unknown name, and never reaches the audit trail verbatim:
+		// it is recorded quoted, bounded.
 		ev.Tool = ""
 		ev.Metadata = map[string]any{"toolName": quoteBounded(p.Call.Tool)}
 	}

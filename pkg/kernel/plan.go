@@ -126,13 +126,6 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		refuse(StageCall, GateRequest, StatusDenied, ReasonInvalidRequest, "", "the tool call needs an id and a tool name", true)
 		return p
 	}
-	if !validToolName(call.Tool) {
-		// No tool can have this name (tool names are A-Z a-z 0-9 _ . -): it is refused as
-		// a malformed request, and audited quoted, never verbatim.
-		refuse(StageCall, GateRequest, StatusDenied, ReasonInvalidRequest, "",
-			"the tool name is not a tool name (1 to 128 characters of A-Z a-z 0-9 _ . -)", true)
-		return p
-	}
 	if call.TraceID != st.actx.TraceID {
 		refuse(StageTrace, GateRequest, StatusDenied, CodeTraceMismatch, "", "the call's traceId does not match the context's", false)
 	}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# MCP benchmark over stdio (issue 12): `sharedos mcp` gated `files.read` against the ungated
+# official filesystem server (@modelcontextprotocol/server-filesystem, read_text_file of the
+# same file), both driven by the same official TypeScript client in the same run. Prints
+# each server's cold start to the first tools/list answer, tools/list p50 (after the first)
+# and tools/call p50/p99 over N sequential calls, then the ratios; and the same figures for
+# sharedos with 1,000 grants (files.list). The TypeScript client's own cost (it validates
+# every result against the tool's outputSchema) is in every figure, for both servers. Needs node and npm (packages go to a temp dir with --no-save).
+#
+#   bench/mcp.sh          # N=2000 calls per server
+#   N=500 bench/mcp.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${N:-2000}
+if ! command -v npm >/dev/null 2>&1; then
+  echo "bench/mcp.sh: SKIPPED — npm is not installed"
+  exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+w="$tmp/work"
+mkdir -p "$w/root/notes" "$w/root/d1" "$w/home" "$w/xdg/config" "$w/xdg/state" "$tmp/node"
+head -c 2048 /dev/zero | tr '\0' 'x' > "$w/root/notes/a.md"
+go build -o "$tmp/sharedos" .
+(cd "$tmp/node" && echo '{"private":true,"type":"module"}' > package.json &&
+  npm install --no-save --no-audit --no-fund --loglevel=error @modelcontextprotocol/sdk@1.32 @modelcontextprotocol/server-filesystem >/dev/null 2>&1)
+# The servers run with HOME and XDG_* under the temp dir (after the build, which needs the
+# real module cache).
+export HOME="$w/home" XDG_CONFIG_HOME="$w/xdg/config" XDG_STATE_HOME="$w/xdg/state"
+cat > "$w/grants.yaml" <<'YAML'
+version: 1
+context: {actor: agent:bench, owner: human:ops}
+grants:
+  - id: g-read
+    subject: agent:bench
+    issuer: human:ops
+    capabilities:
+      - resource: {namespace: files, path: []}
+        actions: [list, stat, read]
+        scope: descendants
+YAML
+{
+  printf 'version: 1\ncontext: {actor: agent:bench, owner: human:ops}\ngrants:\n'
+  for ((i = 0; i < 1000; i++)); do
+    printf '  - id: g%d\n    subject: agent:bench\n    issuer: human:ops\n    capabilities:\n      - resource: {namespace: files, path: [d%d]}\n        actions: [read, list]\n        scope: descendants\n' "$i" $((i % 100))
+  done
+} > "$w/grants1000.yaml"
+cp bench/mcp-driver.mjs "$tmp/node/"
+fsserver="$tmp/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+flags=(--root "$w/root" --grants "$w/grants.yaml" --state "$w/state.db" --namespaces files)
+args='{"path":["notes","a.md"]}'
+
+ours=$(node "$tmp/node/mcp-driver.mjs" sharedos files.read "$args" "$n" -- "$tmp/sharedos" "${flags[@]}" mcp)
+peer=$(node "$tmp/node/mcp-driver.mjs" server-filesystem read_text_file "{\"path\":\"$w/root/notes/a.md\"}" "$n" -- node "$fsserver" "$w/root")
+big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp)
+echo "$ours"
+echo "$peer"
+echo "$big"
+node -e '
+const [a, b] = [JSON.parse(process.argv[1]), JSON.parse(process.argv[2])];
+const r = (x, y) => (x / y).toFixed(2);
+console.log(`ratios (server-filesystem / sharedos, >1 means sharedos is faster): call p50 ${r(b.callP50Us, a.callP50Us)}x, call p99 ${r(b.callP99Us, a.callP99Us)}x, cold start ${r(b.coldStartUs, a.coldStartUs)}x, tools/list p50 ${r(b.listP50Us, a.listP50Us)}x`);
+' "$ours" "$peer"

@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestMCPStdio runs `sharedos mcp` over pipes with the go-sdk client: the listing, an
+// allowed call, a denial ending with the CLI's hint, JSON logs on stderr only, and exit 0
+// at end of input.
+func TestMCPStdio(t *testing.T) {
+	dir, env := sandbox(t)
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "notes", "todo.md"), []byte("buy milk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grants := filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(grants, []byte(`version: 1
+context: {actor: agent:helper, owner: human:alice}
+grants:
+  - id: g-read
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: files, path: []}
+        actions: [list, read]
+        scope: descendants
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	ios := &IOStreams{In: inR, Out: outW, ErrOut: stderr}
+	code := make(chan int, 1)
+	go func() {
+		code <- MainWith([]string{"mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
+			"--state", filepath.Join(dir, "state", "state.db")}, ios, env)
+		_ = outW.Close()
+	}()
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, tool := range list.Tools {
+		got = append(got, tool.Name)
+	}
+	if strings.Join(got, ",") != "files.list,files.read" {
+		t.Fatalf("tools %v", got)
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "files.read", Arguments: map[string]any{"path": []string{"notes", "todo.md"}}})
+	if err != nil || r.IsError {
+		t.Fatalf("files.read: %v %+v", err, r)
+	}
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "files.create", Arguments: map[string]any{"path": []string{"notes", "x.md"}, "content": "x"}})
+	if err != nil || !r.IsError {
+		t.Fatalf("files.create: %v %+v", err, r)
+	}
+	var text struct{ Code, Hint string }
+	if err := json.Unmarshal([]byte(r.Content[0].(*mcp.TextContent).Text), &text); err != nil {
+		t.Fatal(err)
+	}
+	if text.Code != "tool_unavailable" || text.Hint != "no grant covers this call; run 'sharedos explain files.create' with the same arguments for the grant to add" {
+		t.Fatalf("refusal %+v", text)
+	}
+	_ = inW.Close() // end of input
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d, stderr %s", c, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sharedos mcp did not exit at end of input")
+	}
+	_ = cs.Close()
+	logs := strings.TrimSpace(stderr.String())
+	if logs == "" {
+		t.Fatal("no log lines on stderr")
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("a stderr line is not JSON: %q", line)
+		}
+	}
+}
+
+// TestMCPBadLogFormat: an unknown --log-format is a usage error before anything is served.
+func TestMCPBadLogFormat(t *testing.T) {
+	_, env := sandbox(t)
+	code, out, errOut := run1(t, env, "mcp", "--log-format", "xml")
+	if code != ExitUsage || out != "" || !strings.Contains(errOut, "log-format") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -1,0 +1,626 @@
+// Package mcpserver is the MCP surface of a sharedos host (spec 50 §2, spec 30 §3): it
+// serves the kernel's catalogue and calls over the Model Context Protocol with
+// github.com/modelcontextprotocol/go-sdk, owning tools/list and tools/call through
+// receiving middleware, and keeps the escalation latch of each session.
+//
+// The package translates only. Every tools/list and tools/call is one kernel operation in
+// a turn of its own, begun through the Backend at that operation's instant; the server
+// never authorizes, filters or audits on its own — a name it cannot map is passed to the
+// kernel as sent, so that the kernel refuses it tool_unavailable and audits the attempt.
+// The only answers it gives without a call reaching the kernel are the JSON-RPC errors of
+// malformed params (spec 30 §3.3) and the escalation latch's (spec 30 §3.7), which follow a
+// kernel-recorded escalation.
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// The _meta keys the server sets (spec 30 §3.5–3.6, spec 50 §2).
+const (
+	MetaCatalogHash = "sharedos/catalogHash"
+	MetaExecutionID = "sharedos/executionId"
+	MetaNamespace   = "sharedos/namespace"
+	MetaSource      = "sharedos/source"
+	MetaStatus      = "sharedos/status"
+	MetaCode        = "sharedos/code"
+	MetaGate        = "sharedos/gate"
+	MetaCause       = "sharedos/cause"
+	MetaEscalation  = "sharedos/escalation"
+)
+
+// MaxPublishedTools is the model-facing bound of a listing (spec 40 §7): over it the
+// sorted list is cut and a warning is logged.
+const MaxPublishedTools = 512
+
+// CodeEscalationPending is the code of a call refused by the escalation latch.
+const CodeEscalationPending kernel.ReasonCode = "escalation_pending"
+
+// EscalationNote is the note of an escalate call's output (spec 30 §3.7).
+const EscalationNote = "This turn is over: make no further tool calls. The request will be recorded for a human reviewer when the turn ends."
+
+// Backend is the host side of a server: a session of one context (host.Session).
+type Backend interface {
+	// Begin begins the kernel turn of one operation, now, against current authority and
+	// selection; meta is the audit metadata of every event of the turn.
+	Begin(ctx context.Context, meta map[string]any) (*kernel.Turn, error)
+	// InputsDigest digests the inputs of the published list but the clock, without
+	// reloading or writing anything.
+	InputsDigest(ctx context.Context) (string, error)
+	// Definition returns a registered tool's definition, or nil.
+	Definition(name string) *kernel.ToolDefinition
+	// RecordEscalation records the escalation asked by call callID in turn t.
+	RecordEscalation(ctx context.Context, t *kernel.Turn, callID, reason string) (kernel.Escalation, error)
+}
+
+// Resolution is an operator's answer to an escalation.
+type Resolution struct {
+	Status string // "approved" or "denied"
+	Note   string
+}
+
+// EscalationResolver reports how an operator resolved a recorded escalation (the
+// `escalations resolve` command records it). Resolution returns ok=false while the
+// escalation is pending; an error is an outage, and the latch stays closed (fail-closed).
+// id is the escalate call's id, the EscalationRecord's CallID.
+type EscalationResolver interface {
+	Resolution(ctx context.Context, id string) (r Resolution, ok bool, err error)
+}
+
+// Options configure a Server.
+type Options struct {
+	Backend Backend
+	// Name and Version are the serverInfo (default "sharedos", "dev").
+	Name, Version string
+	// Logger receives the server's log lines (default: discarded).
+	Logger *slog.Logger
+	// Hint is the one sentence a refusal's text ends with (the CLI's hint); nil: none.
+	Hint func(def *kernel.ToolDefinition, res kernel.ToolResult) string
+	// Escalations resolves latched escalations; nil: a latch holds for the session.
+	Escalations EscalationResolver
+	// PollInterval is how often the inputs are polled for list_changed while a session
+	// is open (default and minimum 1 s; tests may set less).
+	PollInterval time.Duration
+	// NewID mints session and call ids (default: random UUIDs).
+	NewID func() string
+}
+
+// Server is one MCP server over one Backend; every session it serves runs under the
+// backend's context.
+type Server struct {
+	opts Options
+	mcp  *mcp.Server
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]*session
+	open     int
+	lastHash string
+	stopPoll context.CancelFunc
+}
+
+// session is the state of one MCP session.
+type session struct {
+	id         string
+	clientName string
+	clientVer  string
+	meta       map[string]any
+
+	mu sync.Mutex
+	// latch is the id of the escalation this session asked for, "" when none is pending.
+	latch      string
+	afterCalls int
+	// resolved is the resolution to report once, on the next call's result.
+	resolved map[string]any
+}
+
+func (st *session) calledAfter() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.afterCalls
+}
+
+// New builds a server. It advertises tools with listChanged.
+func New(opts Options) *Server {
+	if opts.Name == "" {
+		opts.Name = "sharedos"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.NewID == nil {
+		opts.NewID = newUUID
+	}
+	s := &Server{opts: opts, log: opts.Logger, sessions: map[*mcp.ServerSession]*session{}}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Logger:       opts.Logger,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.mcp.AddReceivingMiddleware(s.middleware)
+	return s
+}
+
+// MCP returns the underlying SDK server.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Run serves one session on t until the client disconnects or ctx ends.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.Connect(ctx, t)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-done
+		return nil
+	}
+}
+
+// Connect serves a session on t and returns it; the inputs are polled for list_changed
+// while at least one session is open.
+func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
+	ss, err := s.mcp.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.open++
+	if s.open == 1 {
+		pctx, cancel := context.WithCancel(context.Background())
+		s.stopPoll = cancel
+		go s.poll(pctx)
+	}
+	s.mu.Unlock()
+	go func() {
+		_ = ss.Wait()
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.open--
+		if s.open == 0 && s.stopPoll != nil {
+			s.stopPoll()
+			s.stopPoll = nil
+		}
+		s.mu.Unlock()
+	}()
+	return ss, nil
+}
+
+// state returns the session state of ss, creating it on first use.
+func (s *Server) state(ss *mcp.ServerSession) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.sessions[ss]; ok {
+		return st
+	}
+	st := &session{id: ss.ID()}
+	if st.id == "" {
+		st.id = s.opts.NewID()
+	}
+	if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
+		st.clientName, st.clientVer = ip.ClientInfo.Name, ip.ClientInfo.Version
+	}
+	st.meta = map[string]any{"surface": "mcp", "session": st.id,
+		"client": map[string]any{"name": st.clientName, "version": st.clientVer}}
+	s.sessions[ss] = st
+	return st
+}
+
+func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list":
+			return s.listTools(ctx, s.state(req.GetSession().(*mcp.ServerSession)))
+		case "tools/call":
+			r, _ := req.(*mcp.CallToolRequest)
+			if r == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
+			}
+			return s.callTool(ctx, s.state(r.Session), r.Params)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// ---- tools/list ----------------------------------------------------------------------
+
+// publishedTool is the hashed form of a published tool (spec 30 §3.5).
+type publishedTool struct {
+	Name         string                    `json:"name"`
+	Description  string                    `json:"description"`
+	InputSchema  map[string]any            `json:"inputSchema"`
+	OutputSchema map[string]any            `json:"outputSchema,omitempty"`
+	Annotations  kernel.PublishedHints     `json:"annotations"`
+	Metadata     kernel.PublishedToolLabel `json:"metadata"`
+}
+
+// publish projects a kernel catalogue onto the published list: sorted by name in
+// code-unit order, cut at MaxPublishedTools, with its catalogue hash.
+func (s *Server) publish(defs []kernel.ToolDefinition) ([]publishedTool, string, error) {
+	sort.SliceStable(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
+	if len(defs) > MaxPublishedTools {
+		s.log.Warn("published tool list cut to the model-facing bound", "tools", len(defs), "bound", MaxPublishedTools)
+		defs = defs[:MaxPublishedTools]
+	}
+	out := make([]publishedTool, len(defs))
+	for i := range defs {
+		d := &defs[i]
+		p := d.Publish()
+		hints := kernel.PublishedHints{ReadOnlyHint: kernel.BoolPtr(d.ReadWrite == kernel.ClassRead)}
+		if p.Annotations != nil {
+			if p.Annotations.ReadOnlyHint != nil {
+				hints.ReadOnlyHint = p.Annotations.ReadOnlyHint
+			}
+			hints.DestructiveHint, hints.IdempotentHint = p.Annotations.DestructiveHint, p.Annotations.IdempotentHint
+		}
+		out[i] = publishedTool{Name: p.Name, Description: p.Description, InputSchema: p.InputSchema,
+			OutputSchema: p.OutputSchema, Annotations: hints,
+			Metadata: kernel.PublishedToolLabel{Namespace: d.Namespace, Source: d.Source}}
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode published tools: %w", err)
+	}
+	canon, err := kernel.CanonicalJSON(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("canonicalize published tools: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return out, hex.EncodeToString(sum[:]), nil
+}
+
+// wireTool is the MCP Tool of a published tool.
+func wireTool(p *publishedTool) *mcp.Tool {
+	t := &mcp.Tool{Name: p.Name, Description: p.Description, InputSchema: p.InputSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: *p.Annotations.ReadOnlyHint, DestructiveHint: p.Annotations.DestructiveHint},
+		Meta:        mcp.Meta{MetaNamespace: p.Metadata.Namespace, MetaSource: p.Metadata.Source}}
+	if p.OutputSchema != nil {
+		t.OutputSchema = p.OutputSchema
+	}
+	if p.Annotations.IdempotentHint != nil {
+		t.Annotations.IdempotentHint = *p.Annotations.IdempotentHint
+	}
+	return t
+}
+
+func (s *Server) listTools(ctx context.Context, st *session) (mcp.Result, error) {
+	turn, err := s.opts.Backend.Begin(ctx, st.meta)
+	if err != nil {
+		s.log.Error("tools/list: begin turn", "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the kernel turn could not begin: " + err.Error()}
+	}
+	defs, err := turn.ListTools(ctx)
+	if err != nil {
+		s.log.Error("tools/list", "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool catalogue is unavailable: " + err.Error()}
+	}
+	pub, hash, err := s.publish(defs)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	s.mu.Lock()
+	s.lastHash = hash
+	s.mu.Unlock()
+	tools := make([]*mcp.Tool, len(pub))
+	for i := range pub {
+		tools[i] = wireTool(&pub[i])
+	}
+	return &mcp.ListToolsResult{Tools: tools, Meta: mcp.Meta{MetaCatalogHash: hash, MetaExecutionID: st.id}}, nil
+}
+
+// publishedNow is the published list of a turn, computed as a dry run (nothing audited):
+// the tools AllTools reports usable are exactly those ListTools returns.
+func (s *Server) publishedNow(ctx context.Context, turn *kernel.Turn) ([]publishedTool, string, error) {
+	gs, err := turn.AllTools(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	defs := make([]kernel.ToolDefinition, 0, len(gs))
+	for _, g := range gs {
+		if g.Usable {
+			defs = append(defs, g.Definition)
+		}
+	}
+	return s.publish(defs)
+}
+
+// ---- list_changed --------------------------------------------------------------------
+
+// poll recomputes the published list at every interval while a session is open and
+// notifies the sessions when its hash changed. It begins a turn but only dry-runs it, so
+// polling writes nothing to the audit trail.
+func (s *Server) poll(ctx context.Context) {
+	tick := time.NewTicker(s.opts.PollInterval)
+	defer tick.Stop()
+	meta := map[string]any{"surface": "mcp"}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		turn, err := s.opts.Backend.Begin(ctx, meta)
+		if err != nil {
+			s.log.Warn("list_changed poll: begin turn", "err", err)
+			continue
+		}
+		_, hash, err := s.publishedNow(ctx, turn)
+		if err != nil {
+			s.log.Warn("list_changed poll", "err", err)
+			continue
+		}
+		s.mu.Lock()
+		changed := s.lastHash != "" && hash != s.lastHash
+		if s.lastHash == "" || changed {
+			s.lastHash = hash
+		}
+		s.mu.Unlock()
+		if changed {
+			s.log.Info("published tool list changed; notifying", "catalogHash", hash)
+			s.notifyListChanged()
+		}
+	}
+}
+
+// listChangedSentinel is an SDK-registered tool that is never published nor callable (the
+// middleware owns tools/list and tools/call): (re-)adding it is the SDK's one public way
+// to send notifications/tools/list_changed to every session of the server.
+const listChangedSentinel = "sharedos.internal.list_changed"
+
+func (s *Server) notifyListChanged() {
+	s.mcp.AddTool(&mcp.Tool{Name: listChangedSentinel, InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, errors.New("never called: tools/call is owned by the middleware")
+		})
+}
+
+// ---- tools/call ----------------------------------------------------------------------
+
+// portable is a name's portable form (spec 30 §3.6: "." → "_").
+func portable(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// mapName is the name mapping of spec 30 §3.6: an exact published name is used as-is;
+// otherwise the one published tool whose portable form is name; otherwise (no match, or
+// several) the raw name, for the kernel to refuse.
+func mapName(name string, published []string) string {
+	match, n := "", 0
+	for _, p := range published {
+		if p == name {
+			return name
+		}
+		if portable(p) == name {
+			match, n = p, n+1
+		}
+	}
+	if n == 1 {
+		return match
+	}
+	return name
+}
+
+func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
+	// 1. Validate params (spec 30 §3.3: −32602 for no name or non-object arguments).
+	if params == nil || params.Name == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: params.name is required"}
+	}
+	args, ok := objectArguments(params.Arguments)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: params.arguments must be a JSON object"}
+	}
+
+	// The latch: a pending escalation refuses every later call in band.
+	extraMeta, latched, err := s.checkLatch(ctx, st)
+	if err != nil {
+		s.log.Warn("escalation resolution unavailable; the latch stays closed", "err", err)
+	}
+	if latched != "" {
+		// The kernel has no port for a surface's envelope refusal, so this one is logged,
+		// not audited; the escalation itself is in the audit trail.
+		s.log.Info("call refused: escalation pending", "session", st.id, "escalation", latched, "tool", params.Name,
+			"callsAfterEscalation", st.calledAfter())
+		return refusal(kernel.ToolResult{Status: kernel.StatusDenied, Tool: params.Name, Gate: kernel.GateEnvelope,
+			Error: &kernel.ProtocolError{Code: CodeEscalationPending, Retryable: kernel.BoolPtr(false),
+				Message: "this session asked a human reviewer (escalation " + latched + "); no tool call runs until an operator resolves it"}},
+			"make no further tool calls; an operator resolves the escalation with 'sharedos escalations resolve'", extraMeta), nil
+	}
+
+	turn, err := s.opts.Backend.Begin(ctx, st.meta)
+	if err != nil {
+		s.log.Error("tools/call: begin turn", "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the kernel turn could not begin: " + err.Error()}
+	}
+	actx := turn.Context()
+
+	// 2. Name mapping: exact, else exactly one published tool's portable form, else raw.
+	name := params.Name
+	if !strings.Contains(name, ".") && s.opts.Backend.Definition(name) == nil {
+		// A name with a dot is no tool's portable form; an exact registered name is used
+		// as sent. Otherwise the published list of this instant (a dry run) decides.
+		if pub, _, err := s.publishedNow(ctx, turn); err == nil {
+			published := make([]string, len(pub))
+			for i := range pub {
+				published[i] = pub[i].Name
+			}
+			if mapped := mapName(name, published); mapped != name {
+				s.log.Debug("tools/call alias", "alias", name, "tool", mapped)
+				name = mapped
+			}
+		}
+	}
+
+	// 3. A fresh call id; the alias never goes on the ToolCall.
+	call := kernel.ToolCall{ID: s.opts.NewID(), Tool: name, Arguments: args, TraceID: actx.TraceID, RequestedAt: actx.Now}
+
+	// The escalation latch: an offered sharedos.escalate is recorded, not executed.
+	if name == kernel.EscalationToolName {
+		tools, err := turn.ListTools(ctx)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool catalogue is unavailable: " + err.Error()}
+		}
+		if kernel.EscalationOffered(tools) {
+			return s.escalate(ctx, st, turn, call, extraMeta)
+		}
+	}
+
+	res := turn.InvokeTool(ctx, call)
+	def := s.opts.Backend.Definition(name)
+	if res.Status == kernel.StatusSucceeded {
+		return success(def, res.Output, extraMeta), nil
+	}
+	hint := ""
+	if s.opts.Hint != nil {
+		hint = s.opts.Hint(def, res)
+	}
+	return refusal(res, hint, extraMeta), nil
+}
+
+// objectArguments returns the call's arguments as a JSON object ({} when absent or
+// null), or ok=false when they are another JSON value.
+func objectArguments(raw json.RawMessage) (json.RawMessage, bool) {
+	t := strings.TrimLeft(string(raw), " \t\r\n")
+	switch {
+	case t == "" || t == "null" || strings.TrimRight(t, " \t\r\n") == "null":
+		return json.RawMessage("{}"), true
+	case t[0] == '{' && json.Valid(raw):
+		return raw, true
+	}
+	return nil, false
+}
+
+// checkLatch reports the pending escalation that refuses this call ("" when none), and
+// the resolution to report once when the operator resolved it.
+func (s *Server) checkLatch(ctx context.Context, st *session) (map[string]any, string, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	extra := st.resolved
+	st.resolved = nil
+	if st.latch == "" {
+		return extra, "", nil
+	}
+	if s.opts.Escalations != nil {
+		r, ok, err := s.opts.Escalations.Resolution(ctx, st.latch)
+		if err != nil {
+			st.afterCalls++
+			return extra, st.latch, err
+		}
+		if ok {
+			e := map[string]any{"id": st.latch, "status": r.Status}
+			if r.Note != "" {
+				e["note"] = r.Note
+			}
+			st.latch = ""
+			return map[string]any{MetaEscalation: e}, "", nil
+		}
+	}
+	st.afterCalls++
+	return extra, st.latch, nil
+}
+
+func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, call kernel.ToolCall, extra map[string]any) (mcp.Result, error) {
+	reason := kernel.EscalationReason(call.Arguments)
+	esc, err := s.opts.Backend.RecordEscalation(ctx, turn, call.ID, reason)
+	if err != nil {
+		s.log.Error("record escalation", "err", err)
+		return refusal(kernel.ToolResult{Status: kernel.StatusFailed, Tool: call.Tool, Gate: kernel.GateInfrastructure,
+			Error: &kernel.ProtocolError{Code: kernel.CodeAuditUnavailable, Retryable: kernel.BoolPtr(true),
+				Message: "the escalation could not be recorded"}},
+			"the state database is unavailable; retry the call", extra), nil
+	}
+	st.mu.Lock()
+	st.latch = call.ID
+	st.mu.Unlock()
+	s.log.Info("escalation recorded; the session is latched", "escalation", call.ID, "reviewer", esc.Reviewer.String())
+	out := map[string]any{"escalated": true, "reason": esc.Reason, "note": EscalationNote}
+	return success(nil, out, extra), nil
+}
+
+// success is the result of a succeeded call: the output as text (itself when a string,
+// else its JSON), and structuredContent when the tool declares an outputSchema and the
+// output is a JSON object.
+func success(def *kernel.ToolDefinition, output any, extra map[string]any) *mcp.CallToolResult {
+	var text string
+	var raw json.RawMessage
+	if str, ok := output.(string); ok {
+		text = str
+	} else {
+		b, err := json.Marshal(output)
+		if err != nil {
+			b = []byte("null")
+		}
+		raw, text = b, string(b)
+	}
+	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	if def != nil && def.OutputSchema != nil && len(raw) > 0 && raw[0] == '{' {
+		r.StructuredContent = raw
+	}
+	if len(extra) > 0 {
+		r.Meta = mcp.Meta(extra)
+	}
+	return r
+}
+
+// refusalText is the text of a denied or failed call (spec 30 §3.6, details dropped) with
+// the CLI's one-sentence hint last.
+type refusalText struct {
+	Status    kernel.ToolStatus `json:"status"`
+	Code      kernel.ReasonCode `json:"code"`
+	Message   string            `json:"message"`
+	Retryable *bool             `json:"retryable,omitempty"`
+	Hint      string            `json:"hint,omitempty"`
+}
+
+// refusal is the isError result of a denied or failed call.
+func refusal(res kernel.ToolResult, hint string, extra map[string]any) *mcp.CallToolResult {
+	t := refusalText{Status: res.Status, Hint: hint}
+	if res.Error != nil {
+		t.Code, t.Message, t.Retryable = res.Error.Code, res.Error.Message, res.Error.Retryable
+	}
+	b, _ := json.Marshal(t)
+	meta := mcp.Meta{MetaStatus: string(res.Status), MetaCode: string(t.Code)}
+	if res.Gate != "" {
+		meta[MetaGate] = string(res.Gate)
+	}
+	if res.Cause != "" {
+		meta[MetaCause] = string(res.Cause)
+	}
+	for k, v := range extra {
+		meta[k] = v
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, IsError: true, Meta: meta}
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
