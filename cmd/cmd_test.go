@@ -119,7 +119,7 @@ func TestColorConventions(t *testing.T) {
 func TestFixGrantCoversExactlyTheRequirement(t *testing.T) {
 	t.Parallel()
 	alice := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
-	actx := kernel.AccessContext{NamespaceID: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a"}, Authority: alice,
+	actx := kernel.AccessContext{World: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a"}, Authority: alice,
 		Owner: alice, Purpose: "p", TraceID: "t", Now: "2026-08-03T09:00:00.000Z", EnabledToolNamespaces: []string{}}
 	req := kernel.CapabilityRequirement{Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"a", "b.md"}, Owner: &alice}, Action: "replace"}
 	g := fixGrant(actx, req, nil)

@@ -98,7 +98,7 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 		if err != nil {
 			return err
 		}
-		filter.World, filter.Owner = prep.Context.NamespaceID, prep.Context.Owner
+		filter.World, filter.Owner = prep.Context.World, prep.Context.Owner
 	}
 	store, err := f.Store(ctx)
 	if err != nil {
@@ -209,9 +209,9 @@ func runEscalationsResolve(ctx context.Context, opts *EscalationsResolveOptions)
 	switch {
 	case rec == nil:
 		return usageError("'sharedos escalations list --all' lists every escalation with its ID", "no escalation %d is recorded", id)
-	case rec.World != actx.NamespaceID || rec.Owner != actx.Owner:
+	case rec.World != actx.World || rec.Owner != actx.Owner:
 		return usageError("pass --owner "+rec.Owner.String()+" --world "+rec.World+" (or the grant file of that context)",
-			"escalation %d was asked of %s in world %s, not of %s in world %s", id, rec.Owner, rec.World, actx.Owner, actx.NamespaceID)
+			"escalation %d was asked of %s in world %s, not of %s in world %s", id, rec.Owner, rec.World, actx.Owner, actx.World)
 	case rec.Resolution != nil && rec.Resolution.Status == status:
 		warn(f.IOStreams, "escalation %d was already %s by %s at %s; nothing changed", id, status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt)
 		return printResolution(p, toRow(*rec))
@@ -221,7 +221,7 @@ func runEscalationsResolve(ctx context.Context, opts *EscalationsResolveOptions)
 	}
 	res := sqlitestore.EscalationResolution{Status: status, ResolvedBy: actx.Owner, ResolvedAt: actx.Now, Note: opts.Note}
 	ev := kernel.AuditEvent{Version: "1", ID: strings.ReplaceAll(host.NewUUID(), "-", ""), Type: EventEscalationResolved,
-		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: actx.TraceID, NamespaceID: actx.NamespaceID,
+		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: actx.TraceID, NamespaceID: actx.World,
 		Actor: actx.Owner, Authority: actx.Owner, Owner: actx.Owner, Purpose: actx.Purpose, OperationID: rec.CallID,
 		Tool: kernel.EscalationToolName, Source: "cli",
 		Metadata: map[string]any{"escalation": id, "decision": status, "note": opts.Note, "requestTraceId": rec.TraceID}}

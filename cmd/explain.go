@@ -245,7 +245,7 @@ func fixGrant(actx kernel.AccessContext, req kernel.CapabilityRequirement, repla
 	ra := kernel.RequiredAuthority(actx, kernel.CapabilityRequirement{Resource: res, Action: req.Action})
 	return kernel.CapabilityGrant{
 		ID:           "fix-" + strings.TrimPrefix(ra.ID, "capreq-")[:12],
-		NamespaceID:  actx.NamespaceID,
+		NamespaceID:  actx.World,
 		Subject:      actx.Actor,
 		Issuer:       actx.Authority,
 		Capabilities: []kernel.Capability{{Resource: res, Actions: []string{req.Action}, Scope: kernel.ScopeExact}},
@@ -286,7 +286,7 @@ func rejectionText(g *kernel.CapabilityGrant, r kernel.RejectedGrant, actx kerne
 	case kernel.RejectSubject:
 		return "issued to another subject than the actor " + actx.Actor.String()
 	case kernel.RejectNamespace:
-		return "belongs to another world than " + actx.NamespaceID
+		return "belongs to another world than " + actx.World
 	case kernel.RejectWindow:
 		return windowText(g, actx.Now)
 	case kernel.RejectPurpose:
@@ -381,7 +381,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 			r.Code, r.Gate, map[bool]string{true: ", cause " + string(r.Cause), false: ""}[r.Cause != ""])
 	}
 	p.line("context: %s acting for %s under %s's grants, world %s, purpose %q, at %s",
-		h.Ctx.Actor, h.Ctx.Owner, h.Ctx.Authority, h.Ctx.NamespaceID, h.Ctx.Purpose, h.Ctx.Now)
+		h.Ctx.Actor, h.Ctx.Owner, h.Ctx.Authority, h.Ctx.World, h.Ctx.Purpose, h.Ctx.Now)
 	if out.Requirement != nil {
 		p.line("requires: %s on %s:%s", out.Requirement.Action, out.Requirement.Resource.Namespace,
 			kernel.JoinPath(out.Requirement.Resource.Path))

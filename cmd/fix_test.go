@@ -14,7 +14,7 @@ func TestFixGrantNamesTheAuthority(t *testing.T) {
 	t.Parallel()
 	alice := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
 	ops := kernel.Address{Kind: kernel.KindService, ID: "ops"}
-	actx := kernel.AccessContext{NamespaceID: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a"}, Authority: ops,
+	actx := kernel.AccessContext{World: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a"}, Authority: ops,
 		Owner: alice, Purpose: "p", TraceID: "t", Now: "2026-08-03T09:00:00.000Z", EnabledToolNamespaces: []string{}}
 	req := kernel.CapabilityRequirement{Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"a.md"}}, Action: "read"}
 	g := fixGrant(actx, req, nil)
@@ -31,7 +31,7 @@ func TestFixGrantNamesTheAuthority(t *testing.T) {
 	}
 	byOwner := g
 	byOwner.Issuer = alice
-	d, diag := z.Authorize(t.Context(), kernel.NewAuthority([]kernel.CapabilityGrant{byOwner}, kernel.AccessContext{NamespaceID: "w", Actor: actx.Actor, Authority: alice,
+	d, diag := z.Authorize(t.Context(), kernel.NewAuthority([]kernel.CapabilityGrant{byOwner}, kernel.AccessContext{World: "w", Actor: actx.Actor, Authority: alice,
 		Owner: alice, Purpose: "p", TraceID: "t", Now: actx.Now}, 0), actx, req, kernel.AuthorizeOptions{})
 	if d.Allowed || len(diag.RejectedGrants) != 1 || diag.RejectedGrants[0].Reason != kernel.RejectIssuer {
 		t.Fatalf("a grant issued by the owner: %s %+v, want refused (issuer)", d.ReasonCode, diag)

@@ -91,7 +91,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
-	log.Info("serving MCP on stdio", "actor", h.Ctx.Actor.String(), "world", h.Ctx.NamespaceID,
+	log.Info("serving MCP on stdio", "actor", h.Ctx.Actor.String(), "world", h.Ctx.World,
 		"namespaces", strings.Join(h.Ctx.EnabledToolNamespaces, ","))
 	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{f.IOStreams.In}, Writer: nopWriteCloser{f.IOStreams.Out}})
 	if err != nil && ctx.Err() == nil {

@@ -79,7 +79,7 @@ func runNamespacesList(ctx context.Context, opts *NamespacesListOptions) error {
 		return kernelError(err, h)
 	}
 	return printNamespaces(p, namespacesOutput{Namespaces: cat.Namespaces, Summary: cat.Summary,
-		EffectiveSelection: h.Ctx.EnabledToolNamespaces, World: h.Ctx.NamespaceID, Owner: h.Ctx.Owner,
+		EffectiveSelection: h.Ctx.EnabledToolNamespaces, World: h.Ctx.World, Owner: h.Ctx.Owner,
 		SelectionSource: h.SelectionSource})
 }
 
@@ -260,5 +260,5 @@ func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) err
 		warn(f.IOStreams, "--namespaces applies to this run only; the stored selection was updated")
 	}
 	return printNamespaces(p, namespacesOutput{Namespaces: cat.Namespaces, Summary: cat.Summary,
-		EffectiveSelection: sel, World: h.Ctx.NamespaceID, Owner: h.Ctx.Owner, SelectionSource: "stored"})
+		EffectiveSelection: sel, World: h.Ctx.World, Owner: h.Ctx.Owner, SelectionSource: "stored"})
 }

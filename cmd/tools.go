@@ -479,7 +479,7 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 	if err != nil {
 		return stateError(err, stateHint(h.Settings.State))
 	}
-	rec := sqlitestore.EscalationRecord{World: h.Ctx.NamespaceID, Owner: h.Ctx.Owner, TraceID: h.Ctx.TraceID,
+	rec := sqlitestore.EscalationRecord{World: h.Ctx.World, Owner: h.Ctx.Owner, TraceID: h.Ctx.TraceID,
 		CallID: call.ID, Escalation: esc}
 	if err := h.Store.RecordEscalation(ctx, rec); err != nil {
 		return stateError(err, stateHint(h.Settings.State))

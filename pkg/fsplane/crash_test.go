@@ -62,7 +62,7 @@ func (f *fileIndex) GetSnapshot(ctx context.Context, scope SnapshotScope, id str
 
 // crashContext is the context of every crash-test operation (the snapshots it takes
 // belong to its world and owner, which the JSON index must be able to encode).
-var crashContext = kernel.AccessContext{NamespaceID: "world", Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}}
+var crashContext = kernel.AccessContext{World: "world", Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}}
 
 func crashProvider(t testing.TB, base string) *Provider {
 	p, err := NewProvider(filepath.Join(base, "root"), ProviderOptions{SnapshotDir: filepath.Join(base, "snaps"),

@@ -155,7 +155,7 @@ func TestFrozenSnapshotsNeitherCaptureNorRestore(t *testing.T) {
 		o.probe = func([]string) nameEquivalence { return nameEquivalence{} }
 	})
 	snap := e.ok("files.snapshot.create", jobj{"path": pth("ws")})["snapshotId"].(string)
-	rec, err := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.NamespaceID, Owner: e.actx.Owner,
+	rec, err := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.World, Owner: e.actx.Owner,
 		Root: e.p.rootPath, Path: pth("ws")}, snap)
 	if err != nil || rec == nil {
 		t.Fatal(rec, err)
@@ -412,7 +412,7 @@ func TestFrozenUnderAnotherName(t *testing.T) {
 		}
 	}
 	id := e.ok("files.snapshot.create", jobj{"path": pth("ws", "pub")})["snapshotId"].(string)
-	rec, _ := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.NamespaceID, Owner: e.actx.Owner, Root: e.p.rootPath, Path: pth("ws", "pub")}, id)
+	rec, _ := e.p.index.GetSnapshot(t.Context(), SnapshotScope{World: e.actx.World, Owner: e.actx.Owner, Root: e.p.rootPath, Path: pth("ws", "pub")}, id)
 	if rec == nil || len(rec.Entries) != 1 {
 		t.Errorf("the snapshot captured the frozen file under another name: %+v", rec)
 	}

@@ -43,14 +43,14 @@ func FuzzRestoreRecord(f *testing.F) {
 	} {
 		f.Add(seed.kind, seed.entries)
 	}
-	actx := kernel.AccessContext{NamespaceID: "w", Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}}
+	actx := kernel.AccessContext{World: "w", Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}}
 	before := outsideState(outside)
 	f.Fuzz(func(t *testing.T, kind, entries string) {
 		var es []SnapshotEntry
 		if json.Unmarshal([]byte(entries), &es) != nil {
 			return
 		}
-		rec := SnapshotRecord{SnapshotScope: SnapshotScope{World: actx.NamespaceID, Owner: actx.Owner, Root: p.rootPath, Path: []string{"a"}},
+		rec := SnapshotRecord{SnapshotScope: SnapshotScope{World: actx.World, Owner: actx.Owner, Root: p.rootPath, Path: []string{"a"}},
 			ID: "fz", Kind: kind, Entries: es}
 		p.index = lyingIndex{rec: &rec} // iterations run one at a time per process
 		rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "o", Context: actx,

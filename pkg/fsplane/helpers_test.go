@@ -59,7 +59,7 @@ func newEnv(t *testing.T) *env {
 		e.tools[h.Definition.Name] = h
 	}
 	alice := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
-	e.actx = kernel.AccessContext{NamespaceID: "world", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "bob"},
+	e.actx = kernel.AccessContext{World: "world", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "bob"},
 		Authority: alice, Owner: alice, Purpose: "test", TraceID: "trace-1",
 		EnabledToolNamespaces: []string{"files"}, Now: "2026-09-01T12:00:00.000Z"}
 	return e

@@ -23,5 +23,5 @@ func (p *Provider) snapshotScope(op kernel.ResourceOperation, path []string) Sna
 	if op.Resource.Owner != nil {
 		owner = *op.Resource.Owner
 	}
-	return SnapshotScope{World: op.Context.NamespaceID, Owner: owner, Root: p.rootPath, Path: clonePath(path)}
+	return SnapshotScope{World: op.Context.World, Owner: owner, Root: p.rootPath, Path: clonePath(path)}
 }

@@ -29,7 +29,7 @@ func TestSnapshotsBelongToOwnerAndWorld(t *testing.T) {
 	bob.Owner = kernel.Address{Kind: kernel.KindHuman, ID: "bob"}
 	bob.Authority = bob.Owner
 	otherWorld := alice
-	otherWorld.NamespaceID = "other-world"
+	otherWorld.World = "other-world"
 	for name, ctx := range map[string]kernel.AccessContext{"other owner": bob, "other world": otherWorld} {
 		e.actx = ctx
 		for _, p := range [][]string{{"d", "f.txt"}, {"d"}} {
@@ -78,7 +78,7 @@ func TestBrokenSnapshotIndex(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.write("d/f.txt", "current")
-	good := SnapshotRecord{SnapshotScope: SnapshotScope{World: e.actx.NamespaceID, Owner: e.actx.Owner, Root: e.p.rootPath, Path: pth("d")},
+	good := SnapshotRecord{SnapshotScope: SnapshotScope{World: e.actx.World, Owner: e.actx.Owner, Root: e.p.rootPath, Path: pth("d")},
 		ID: "s1", Kind: SnapshotDirectory, Entries: []SnapshotEntry{{Path: pth("f.txt"), Blob: strings.Repeat("a", 64), Size: 1}}}
 	otherOwner := good
 	otherOwner.Owner = kernel.Address{Kind: kernel.KindHuman, ID: "mallory"}

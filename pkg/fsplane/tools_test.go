@@ -249,7 +249,7 @@ func TestToolInvokeBuildsOperation(t *testing.T) {
 	rec := &recorder{ns: "files"}
 	hs, _ := Tools(rec)
 	owner := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
-	actx := kernel.AccessContext{NamespaceID: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "bob"}, Authority: owner,
+	actx := kernel.AccessContext{World: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "bob"}, Authority: owner,
 		Owner: owner, Purpose: "p", TraceID: "t", Now: "2026-09-01T12:00:00.000Z"}
 	cases := map[string]struct {
 		args  string

@@ -133,7 +133,7 @@ func BenchmarkLoadGrants(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	actx := kernel.AccessContext{NamespaceID: "bench", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a0"},
+	actx := kernel.AccessContext{World: "bench", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a0"},
 		Authority: kernel.Address{Kind: kernel.KindHuman, ID: "h0"}}
 	for b.Loop() {
 		gs, _ := s.LoadGrants(context.Background(), actx)

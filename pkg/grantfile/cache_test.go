@@ -232,7 +232,7 @@ func TestSnapshotHashes(t *testing.T) {
 	}
 	s.index()
 	for k := range s.scope {
-		actx := kernel.AccessContext{NamespaceID: k.world, Actor: k.subject, Authority: k.issuer}
+		actx := kernel.AccessContext{World: k.world, Actor: k.subject, Authority: k.issuer}
 		snap, err := s.LoadGrantSnapshot(ctx, actx)
 		if err != nil || len(snap.Grants) == 0 {
 			t.Fatalf("snapshot %+v %v", snap, err)

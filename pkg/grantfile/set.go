@@ -334,11 +334,11 @@ func (s *Set) Files() []*File {
 // Len returns the number of grants in the set.
 func (s *Set) Len() int { return s.n }
 
-// LoadGrants returns copies of exactly the grants with NamespaceID == actx.NamespaceID,
+// LoadGrants returns copies of exactly the grants with NamespaceID == actx.World,
 // Subject == actx.Actor and Issuer == actx.Authority, in file order. It never fails.
 func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
 	s.index()
-	gs := s.scope[scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}]
+	gs := s.scope[scopeKey{actx.World, actx.Actor, actx.Authority}]
 	out := make([]kernel.CapabilityGrant, len(gs))
 	for i, g := range gs {
 		out[i] = CloneGrant(g)
@@ -357,7 +357,7 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 // host would otherwise pay per call. Callers must not modify them.
 func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) (kernel.GrantSnapshot, error) {
 	s.index()
-	k := scopeKey{actx.NamespaceID, actx.Actor, actx.Authority}
+	k := scopeKey{actx.World, actx.Actor, actx.Authority}
 	s.mu.Lock()
 	grants, ok := s.snaps[k]
 	if !ok {

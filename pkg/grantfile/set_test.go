@@ -77,7 +77,7 @@ func TestLoadSet(t *testing.T) {
 		if err != nil || s.Len() != 0 || !reflect.DeepEqual(s.Context(), Context{}) {
 			t.Fatalf("LoadSet(nil) = %v, %v", s, err)
 		}
-		gs, err := s.LoadGrants(context.Background(), kernel.AccessContext{NamespaceID: "default"})
+		gs, err := s.LoadGrants(context.Background(), kernel.AccessContext{World: "default"})
 		if err != nil || len(gs) != 0 {
 			t.Errorf("LoadGrants on an empty set = %v, %v", gs, err)
 		}
@@ -134,7 +134,7 @@ func TestGrantSource(t *testing.T) {
 	actx := func(world, actor, authority string) kernel.AccessContext {
 		a, _ := kernel.ParseAddress(actor)
 		b, _ := kernel.ParseAddress(authority)
-		return kernel.AccessContext{NamespaceID: world, Actor: a, Authority: b, Owner: b}
+		return kernel.AccessContext{World: world, Actor: a, Authority: b, Owner: b}
 	}
 	tests := []struct {
 		name string
@@ -158,7 +158,7 @@ func TestGrantSource(t *testing.T) {
 			var ids []string
 			for _, g := range gs {
 				ids = append(ids, g.ID)
-				if g.NamespaceID != tc.actx.NamespaceID || g.Subject != tc.actx.Actor || g.Issuer != tc.actx.Authority {
+				if g.NamespaceID != tc.actx.World || g.Subject != tc.actx.Actor || g.Issuer != tc.actx.Authority {
 					t.Errorf("grant %s is out of the context's scope", g.ID)
 				}
 			}
@@ -230,7 +230,7 @@ func TestSetWithKernel(t *testing.T) {
 	}
 	helper := kernel.Address{Kind: kernel.KindAgent, ID: "helper"}
 	alice := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
-	actx := kernel.AccessContext{NamespaceID: "w1", Actor: helper, Authority: alice, Owner: alice, Purpose: "triage",
+	actx := kernel.AccessContext{World: "w1", Actor: helper, Authority: alice, Owner: alice, Purpose: "triage",
 		TraceID: "t", EnabledToolNamespaces: []string{"files"}, Now: "2026-03-01T00:00:00Z"}
 	gs, err := s.LoadGrants(context.Background(), actx)
 	if err != nil || len(gs) != 1 || gs[0].ID != "g-child" {

@@ -352,7 +352,7 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	p.index.st = st
 	h := &Host{Prepared: p, Store: st, SelectionSource: "flag"}
 	if !s.NamespacesSet {
-		sel, stored, err := st.Selection(ctx, p.Context.NamespaceID, p.Context.Owner)
+		sel, stored, err := st.Selection(ctx, p.Context.World, p.Context.Owner)
 		if err != nil {
 			return nil, stateError(err, s.State)
 		}
@@ -490,9 +490,9 @@ func finishContext(s *Settings, g grantfile.Context, instant time.Time, actx ker
 	default:
 		actx.Authority = actx.Owner
 	}
-	actx.NamespaceID = firstNonEmpty(s.World, g.World, "default")
-	if t := strings.TrimSpace(actx.NamespaceID); t != actx.NamespaceID || t == "" || len(t) > 256 {
-		return actx, usageError("a world is an identifier of 1 to 256 characters", "invalid --world %q", actx.NamespaceID)
+	actx.World = firstNonEmpty(s.World, g.World, "default")
+	if t := strings.TrimSpace(actx.World); t != actx.World || t == "" || len(t) > 256 {
+		return actx, usageError("a world is an identifier of 1 to 256 characters", "invalid --world %q", actx.World)
 	}
 	actx.Purpose = firstNonEmpty(s.Purpose, g.Purpose, "cli")
 	if t := strings.TrimSpace(actx.Purpose); t != actx.Purpose || t == "" {

@@ -124,7 +124,7 @@ func (s *Session) RecordEscalation(ctx context.Context, t *kernel.Turn, callID, 
 		return kernel.Escalation{}, err
 	}
 	actx := t.Context()
-	rec := sqlitestore.EscalationRecord{World: actx.NamespaceID, Owner: actx.Owner, TraceID: actx.TraceID,
+	rec := sqlitestore.EscalationRecord{World: actx.World, Owner: actx.Owner, TraceID: actx.TraceID,
 		CallID: callID, Escalation: esc}
 	if err := s.h.Store.RecordEscalation(ctx, rec); err != nil {
 		return kernel.Escalation{}, err
@@ -155,7 +155,7 @@ func (s *Session) selection(ctx context.Context) ([]string, error) {
 	if s.h.Settings.NamespacesSet {
 		return append([]string(nil), s.h.Prepared.Context.EnabledToolNamespaces...), nil
 	}
-	sel, _, err := s.h.Store.Selection(ctx, s.h.Prepared.Context.NamespaceID, s.h.Prepared.Context.Owner)
+	sel, _, err := s.h.Store.Selection(ctx, s.h.Prepared.Context.World, s.h.Prepared.Context.Owner)
 	if err != nil {
 		return nil, stateError(err, s.h.Settings.State)
 	}
@@ -279,7 +279,7 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 // record carries one. It reads the state database and writes nothing.
 func (s *Session) EscalationStatus(ctx context.Context, callID string) (status, note string, err error) {
 	actx := s.h.Prepared.Context
-	recs, err := s.h.Store.ListEscalations(ctx, sqlitestore.EscalationFilter{World: actx.NamespaceID, Owner: actx.Owner})
+	recs, err := s.h.Store.ListEscalations(ctx, sqlitestore.EscalationFilter{World: actx.World, Owner: actx.Owner})
 	if err != nil {
 		return "", "", stateError(err, s.h.Settings.State)
 	}

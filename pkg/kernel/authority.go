@@ -309,7 +309,7 @@ func (k *Kernel) resolveAuthority(ctx context.Context, actx AccessContext) *Auth
 	if snap.Hash == "" {
 		return NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
 	}
-	key := authorityKey{hash: snap.Hash, world: actx.NamespaceID, actor: actx.Actor, authority: actx.Authority,
+	key := authorityKey{hash: snap.Hash, world: actx.World, actor: actx.Actor, authority: actx.Authority,
 		maxGrants: k.cfg.MaxGrants, hashSize: len(snap.Grants)}
 	if a := k.auths.get(key, snap.Grants); a != nil {
 		return a
@@ -353,7 +353,7 @@ func NewAuthority(grants []CapabilityGrant, actx AccessContext, maxGrants int) *
 	}
 	for i := range grants {
 		g := &grants[i]
-		if g.NamespaceID != actx.NamespaceID || g.Subject != actx.Actor || g.Issuer != actx.Authority {
+		if g.NamespaceID != actx.World || g.Subject != actx.Actor || g.Issuer != actx.Authority {
 			return UnavailableAuthority(AuthorityGrantScopeMismatch)
 		}
 	}

@@ -200,7 +200,7 @@ func pureRejection(cg *compiledGrant, actx *AccessContext, req *CapabilityRequir
 		return RejectIssuer
 	case g.Subject != actx.Actor:
 		return RejectSubject
-	case g.NamespaceID != actx.NamespaceID:
+	case g.NamespaceID != actx.World:
 		return RejectNamespace
 	case !cg.activeAt(admitted, opNow, wall):
 		return RejectWindow
@@ -655,7 +655,7 @@ func RequiredAuthority(actx AccessContext, req CapabilityRequirement) *Capabilit
 		o := *req.Resource.Owner
 		res.Owner = &o
 	}
-	r := &CapabilityRequest{NamespaceID: actx.NamespaceID, Requester: actx.Actor, Owner: actx.Owner,
+	r := &CapabilityRequest{NamespaceID: actx.World, Requester: actx.Actor, Owner: actx.Owner,
 		Capabilities: []Capability{{Resource: res, Actions: []string{req.Action}, Scope: ScopeExact}},
 		Purpose:      actx.Purpose, RequestedAt: actx.Now}
 	r.ID = CapabilityRequestID(r)

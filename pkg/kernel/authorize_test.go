@@ -18,7 +18,7 @@ var (
 const admitted = "2026-08-03T09:00:00.000Z"
 
 func testContext() kernel.AccessContext {
-	return kernel.AccessContext{NamespaceID: "world-a", Actor: bob, Authority: alice, Owner: alice,
+	return kernel.AccessContext{World: "world-a", Actor: bob, Authority: alice, Owner: alice,
 		Purpose: "prepare-update", TraceID: "trace-1", EnabledToolNamespaces: []string{"files"}, Now: admitted}
 }
 

@@ -418,7 +418,9 @@ func validTrimmed(field, s string, max int) error {
 
 // AccessContext is the trusted, server-built context of one operation. It carries no grants.
 type AccessContext struct {
-	NamespaceID           string   `json:"namespaceId"`
+	// World is the context's world (its wire name is namespaceId): grants, settings,
+	// usage and audit of one world never mix with another's.
+	World                 string   `json:"namespaceId"`
 	Actor                 Address  `json:"actor"`
 	Authority             Address  `json:"authority"`
 	Owner                 Address  `json:"owner"`
@@ -446,7 +448,7 @@ func (c *AccessContext) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var out AccessContext
-	if out.NamespaceID, _, err = o.identifier("namespaceId", true); err != nil {
+	if out.World, _, err = o.identifier("namespaceId", true); err != nil {
 		return err
 	}
 	for _, k := range []string{"actor", "authority", "owner"} {
@@ -496,7 +498,7 @@ func (c *AccessContext) UnmarshalJSON(data []byte) error {
 
 // Validate checks a context built in Go.
 func (c *AccessContext) Validate() error {
-	if err := validIdent("namespaceId", c.NamespaceID); err != nil {
+	if err := validIdent("namespaceId", c.World); err != nil {
 		return err
 	}
 	if err := c.Actor.Validate(); err != nil {

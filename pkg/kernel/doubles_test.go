@@ -31,7 +31,7 @@ func (s *grantStore) LoadGrants(_ context.Context, actx kernel.AccessContext) ([
 	}
 	var out []kernel.CapabilityGrant
 	for _, g := range s.grants {
-		if g.NamespaceID == actx.NamespaceID && g.Subject == actx.Actor && g.Issuer == actx.Authority {
+		if g.NamespaceID == actx.World && g.Subject == actx.Actor && g.Issuer == actx.Authority {
 			out = append(out, g)
 		}
 	}

@@ -107,7 +107,7 @@ func FuzzGrantJSON(f *testing.F) {
 		}
 		// A decision against a context the grant was not issued for is never an allow.
 		actx := testContext()
-		actx.NamespaceID = g.NamespaceID + "-other"
+		actx.World = g.NamespaceID + "-other"
 		auth := kernel.NewAuthority([]kernel.CapabilityGrant{g}, actx, 0)
 		var z kernel.Authorizer
 		d, _ := z.Authorize(context.Background(), auth, actx, req("read", "a"), kernel.AuthorizeOptions{})
@@ -124,7 +124,7 @@ func FuzzAccessContextJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c kernel.AccessContext
 		if err := json.Unmarshal(data, &c); err != nil {
-			if c.NamespaceID != "" || c.Now != "" {
+			if c.World != "" || c.Now != "" {
 				t.Fatalf("partial context beside an error")
 			}
 			return

@@ -336,7 +336,7 @@ func (t *Turn) state(ctx context.Context, audited bool) *turnState {
 
 func (k *Kernel) event(actx AccessContext, typ AuditEventType, outcome AuditOutcome) AuditEvent {
 	ev := AuditEvent{Version: "1", ID: k.cfg.NewID(), Type: typ, Outcome: outcome, At: actx.Now,
-		TraceID: actx.TraceID, NamespaceID: actx.NamespaceID, Actor: actx.Actor, Authority: actx.Authority,
+		TraceID: actx.TraceID, NamespaceID: actx.World, Actor: actx.Actor, Authority: actx.Authority,
 		Owner: actx.Owner, Purpose: actx.Purpose}
 	if k.cfg.Clock != nil {
 		ev.RecordedAt = FormatTimestamp(k.cfg.Clock().UnixMilli())

@@ -16,7 +16,7 @@ type SnapshotEntry struct {
 	Size int64    `json:"size"`
 }
 
-// SnapshotScope is what a snapshot belongs to: the world (AccessContext.NamespaceID)
+// SnapshotScope is what a snapshot belongs to: the world (AccessContext.World)
 // and owner of the context that took it, the absolute path of the plane's root (one
 // index may serve several roots) and the snapshotted path. A snapshot is visible only
 // within its own scope: another owner or world never lists or restores it.

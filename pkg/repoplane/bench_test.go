@@ -29,7 +29,7 @@ func BenchmarkExternal(b *testing.B) {
 	default:
 		b.Fatalf("unknown action %q", action)
 	}
-	actx := kernel.AccessContext{NamespaceID: "bench", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "bench"},
+	actx := kernel.AccessContext{World: "bench", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "bench"},
 		Authority: kernel.Address{Kind: kernel.KindHuman, ID: "bench"}, Owner: kernel.Address{Kind: kernel.KindHuman, ID: "bench"}}
 	op := kernel.ResourceOperation{OperationID: "bench", Context: actx, Action: action, Input: input,
 		Resource: kernel.ResourceRef{Namespace: Namespace, Path: []string{}}}

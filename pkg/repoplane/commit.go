@@ -47,7 +47,7 @@ func commitMessage(msg string, actx kernel.AccessContext) string {
 	return msg + "\n\n" +
 		TrailerActedBy + ": " + clean(actx.Actor.String()) + "\n" +
 		TrailerOnBehalfOf + ": " + clean(actx.Authority.String()) + "\n" +
-		TrailerWorld + ": " + clean(actx.NamespaceID) + "\n"
+		TrailerWorld + ": " + clean(actx.World) + "\n"
 }
 
 // commit records the index as a new commit on the current branch (or detached HEAD).

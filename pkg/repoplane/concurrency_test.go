@@ -46,7 +46,7 @@ func sharedosWriter(root, id string, n int) error {
 	if err != nil {
 		return err
 	}
-	actx := kernel.AccessContext{NamespaceID: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: id},
+	actx := kernel.AccessContext{World: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: id},
 		Authority: kernel.Address{Kind: kernel.KindHuman, ID: "h"}, Owner: kernel.Address{Kind: kernel.KindHuman, ID: "h"}}
 	call := func(action string, input any) (kernel.ResourceResult, error) {
 		for attempt := 0; ; attempt++ {

@@ -146,7 +146,7 @@ func newEnv(t *testing.T) *testEnv {
 	root := t.TempDir()
 	e := &testEnv{t: t, root: root, dir: filepath.Join(root, "repo"), now: time.Date(2025, 3, 4, 5, 6, 7, 0, time.FixedZone("", 3600))}
 	initRepo(t, e.dir)
-	e.actx = kernel.AccessContext{NamespaceID: "world-1", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "coder"},
+	e.actx = kernel.AccessContext{World: "world-1", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "coder"},
 		Authority: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}, Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"},
 		Purpose: "test", TraceID: "trace-1", EnabledToolNamespaces: []string{"repo"}, Now: "2025-03-04T04:06:07.000Z"}
 	e.setProvider(ProviderOptions{})

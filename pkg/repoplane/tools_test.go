@@ -228,7 +228,7 @@ func TestResolveAndInvoke(t *testing.T) {
 	stub := &stubProvider{ns: "repo", result: kernel.ResourceResult{Status: kernel.StatusSucceeded,
 		Output: map[string]any{"ok": true}, CompletedAt: "2025-01-01T00:00:00.000Z"}}
 	tools := toolsByName(t, stub)
-	actx := kernel.AccessContext{NamespaceID: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a"},
+	actx := kernel.AccessContext{World: "w", Actor: kernel.Address{Kind: kernel.KindAgent, ID: "a"},
 		Authority: kernel.Address{Kind: kernel.KindHuman, ID: "h"}, Owner: kernel.Address{Kind: kernel.KindHuman, ID: "o"},
 		Now: "2025-01-01T00:00:00.000Z"}
 	cases := []struct {

@@ -212,7 +212,7 @@ func (g staticGrants) LoadGrants(context.Context, kernel.AccessContext) ([]kerne
 
 // boundedKernel wires a kernel on s with one tool and one grant bounded to max uses.
 func boundedKernel(s *Store, max int64, audit bool) (*kernel.Kernel, kernel.AccessContext) {
-	actx := kernel.AccessContext{NamespaceID: childWorld, Owner: alice, Actor: kernel.Address{Kind: kernel.KindAgent, ID: "helper"},
+	actx := kernel.AccessContext{World: childWorld, Owner: alice, Actor: kernel.Address{Kind: kernel.KindAgent, ID: "helper"},
 		Authority: alice, Purpose: "test", TraceID: "trace", EnabledToolNamespaces: []string{"t"}, Now: "2026-01-01T00:00:00Z"}
 	g := kernel.CapabilityGrant{ID: childGrantID, NamespaceID: childWorld, Subject: actx.Actor, Issuer: actx.Authority,
 		IssuedAt: "2020-01-01T00:00:00Z", Constraints: kernel.CapabilityConstraints{MaxUses: &max},

@@ -10,13 +10,13 @@ import (
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
-// ApplyUpdate applies a namespace patch to the selection of (actx.NamespaceID, actx.Owner)
+// ApplyUpdate applies a namespace patch to the selection of (actx.World, actx.Owner)
 // in one immediate transaction: it reads the stored selection (the default one when none
 // is stored), applies kernel.ApplyToolNamespaceUpdate, drops the NeverEnable namespaces,
 // stores the result and returns it. An invalid update or context is an error (matching
 // kernel.ErrInvalidUpdate for a malformed patch) and stores nothing.
 func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, update kernel.ToolNamespaceUpdate) ([]string, error) {
-	if err := checkKey(actx.NamespaceID, actx.Owner); err != nil {
+	if err := checkKey(actx.World, actx.Owner); err != nil {
 		return nil, fmt.Errorf("apply namespace update: %w", err)
 	}
 	// Validate a copy first (Validate trims in place) so that a bad patch never takes the
@@ -34,7 +34,7 @@ func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, upda
 		return nil, fmt.Errorf("apply namespace update: begin: %w", err)
 	}
 	defer tx.Rollback()
-	current, stored, err := readSelection(ctx, tx, actx.NamespaceID, owner)
+	current, stored, err := readSelection(ctx, tx, actx.World, owner)
 	if err != nil {
 		return nil, fmt.Errorf("apply namespace update: %w", err)
 	}
@@ -52,7 +52,7 @@ func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, upda
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO namespace_settings (world, owner, selection) VALUES (?, ?, ?)
 		ON CONFLICT (world, owner) DO UPDATE SET selection = excluded.selection`,
-		actx.NamespaceID, owner, string(text)); err != nil {
+		actx.World, owner, string(text)); err != nil {
 		return nil, fmt.Errorf("apply namespace update: write: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -15,7 +15,7 @@ var (
 )
 
 func actxFor(world string, owner kernel.Address) kernel.AccessContext {
-	return kernel.AccessContext{NamespaceID: world, Owner: owner, Actor: kernel.Address{Kind: kernel.KindAgent, ID: "helper"}}
+	return kernel.AccessContext{World: world, Owner: owner, Actor: kernel.Address{Kind: kernel.KindAgent, ID: "helper"}}
 }
 
 func TestApplyUpdate(t *testing.T) {
