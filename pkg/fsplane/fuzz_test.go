@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -217,10 +218,10 @@ func FuzzSearch(f *testing.F) {
 		os.WriteFile(filepath.Join(root, "f.txt"), []byte(text), 0o644)
 		in, err := decodeSearchInput(map[string]any{"query": query})
 		if err != nil {
-			if !utf8.ValidString(query) || strings.TrimSpace(query) == "" || kernel.JSTrim(query) == "" || kernel.UTF16Len(kernel.JSTrim(query)) > maxQueryLen {
+			if !utf8.ValidString(query) || strings.TrimSpace(query) == "" || jscompat.JSTrim(query) == "" || jscompat.UTF16Len(jscompat.JSTrim(query)) > maxQueryLen {
 				return
 			}
-			if kernel.JSTrim(query) == "" {
+			if jscompat.JSTrim(query) == "" {
 				return
 			}
 			t.Fatalf("query %q refused: %v", query, err)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // The provider accepts its inputs either as the typed values the tool handlers build or
@@ -69,8 +69,8 @@ func decodeSearchInput(in any) (SearchInput, error) {
 			v.Limit = &n
 		}
 	}
-	v.Query = kernel.JSTrim(v.Query)
-	if n := kernel.UTF16Len(v.Query); n < 1 || n > maxQueryLen {
+	v.Query = jscompat.JSTrim(v.Query)
+	if n := jscompat.UTF16Len(v.Query); n < 1 || n > maxQueryLen {
 		return v, badInput("query must be 1 to %d characters after trimming", maxQueryLen)
 	}
 	if v.Limit != nil && (*v.Limit < 1 || *v.Limit > maxSearchLimit) {
@@ -104,7 +104,7 @@ func decodeGrepInput(in any) (GrepInput, error) {
 		v = GrepInput{Pattern: g.Pattern, Mode: g.Mode, CaseSensitive: g.CaseSensitive,
 			ContextBefore: g.ContextBefore, ContextAfter: g.ContextAfter}
 	}
-	if n := kernel.UTF16Len(v.Pattern); n < 1 || n > maxPatternLen {
+	if n := jscompat.UTF16Len(v.Pattern); n < 1 || n > maxPatternLen {
 		return v, badInput("pattern must be 1 to %d characters", maxPatternLen)
 	}
 	if v.Mode != ModeLiteral && v.Mode != ModeRegex {
@@ -224,8 +224,8 @@ func decodeSnapshotCreateInput(in any) (SnapshotCreateInput, bool, error) {
 		}
 		return SnapshotCreateInput{Label: l}, true, nil
 	}
-	v.Label = kernel.JSTrim(v.Label)
-	if n := kernel.UTF16Len(v.Label); n < 1 || n > maxLabelLen {
+	v.Label = jscompat.JSTrim(v.Label)
+	if n := jscompat.UTF16Len(v.Label); n < 1 || n > maxLabelLen {
 		return v, false, badInput("label must be 1 to %d characters after trimming", maxLabelLen)
 	}
 	return v, true, nil
@@ -300,7 +300,7 @@ func decodeSnapshotRestoreInput(in any) (SnapshotRestoreInput, error) {
 			return v, inputErr(err)
 		}
 	}
-	v.SnapshotID = kernel.JSTrim(v.SnapshotID)
+	v.SnapshotID = jscompat.JSTrim(v.SnapshotID)
 	if !validSnapshotID(v.SnapshotID) {
 		shown := v.SnapshotID
 		if utf8.RuneCountInString(shown) > 64 {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -580,8 +581,8 @@ func (o argObject) trimmed(key string, max int, required bool) (string, bool, er
 		}
 		return "", false, nil
 	}
-	t := kernel.JSTrim(s)
-	if n := kernel.UTF16Len(t); n < 1 || n > max {
+	t := jscompat.JSTrim(s)
+	if n := jscompat.UTF16Len(t); n < 1 || n > max {
 		return "", false, argErr(key, "must be 1 to %d characters after trimming", max)
 	}
 	return t, true, nil
@@ -651,7 +652,7 @@ func checkVersionToken(s string) error {
 	}
 	first, _ := utf8.DecodeRuneInString(s)
 	last, _ := utf8.DecodeLastRuneInString(s)
-	if kernel.IsJSSpace(first) || kernel.IsJSSpace(last) {
+	if jscompat.IsJSSpace(first) || jscompat.IsJSSpace(last) {
 		return errors.New("must not have leading or trailing white space")
 	}
 	return nil
@@ -779,7 +780,7 @@ func parseGrepArgs(raw json.RawMessage) (toolArgs, error) {
 	if !ok {
 		return nil, argErr("pattern", "is required")
 	}
-	if n := kernel.UTF16Len(p); n < 1 || n > maxPatternLen {
+	if n := jscompat.UTF16Len(p); n < 1 || n > maxPatternLen {
 		return nil, argErr("pattern", "must be 1 to %d characters", maxPatternLen)
 	}
 	a.Pattern = p

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -300,11 +301,11 @@ func (a *grantAlloc) int(v int64) *int64 {
 	return p
 }
 
-// jsTrim is kernel.JSTrim, skipped when s cannot hold surrounding white space (it starts
+// jsTrim is jscompat.JSTrim, skipped when s cannot hold surrounding white space (it starts
 // and ends with a visible ASCII character).
 func jsTrim(s string) string {
 	if n := len(s); n > 0 && s[0] > ' ' && s[0] < 0x7f && s[n-1] > ' ' && s[n-1] < 0x7f {
 		return s
 	}
-	return kernel.JSTrim(s)
+	return jscompat.JSTrim(s)
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -101,7 +102,7 @@ func FuzzFastGrant(f *testing.F) {
 func TestTrim(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", " ", "a", " a", "a ", "\u00a0a", "a\u3000", "\ufeffa", "a\u2028", "\ta\n", "ab", "é", "a b", "\x7f", "~"} {
-		if got, want := jsTrim(s), kernel.JSTrim(s); got != want {
+		if got, want := jsTrim(s), jscompat.JSTrim(s); got != want {
 			t.Errorf("jsTrim(%q) = %q, want %q", s, got, want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -238,7 +239,7 @@ func nodeLabel(g *node) string {
 	if id == nil || id.kind != kStr {
 		return ""
 	}
-	return kernel.JSTrim(id.s)
+	return jscompat.JSTrim(id.s)
 }
 
 type builder struct {
@@ -339,12 +340,12 @@ func (b *builder) context(c *node, cline int, out *Context, lines map[string]int
 			if v.kind != kStr {
 				return b.errAt(field, line, "must be a string, not %s", v.kind)
 			}
-			t := kernel.JSTrim(v.s)
+			t := jscompat.JSTrim(v.s)
 			max := 256
 			if k == "purpose" {
 				max = 512
 			}
-			if n := kernel.UTF16Len(t); n < 1 || n > max {
+			if n := jscompat.UTF16Len(t); n < 1 || n > max {
 				return b.errAt(field, line, "must be 1 to %d characters after trimming", max)
 			}
 			if k == "world" {

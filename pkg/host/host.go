@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/hostceiling"
@@ -359,7 +360,7 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 		p.Context.EnabledToolNamespaces = sel
 		h.SelectionSource = map[bool]string{true: "stored", false: "default"}[stored]
 	}
-	kernel.SortLocale(p.Context.EnabledToolNamespaces)
+	jscompat.SortLocale(p.Context.EnabledToolNamespaces)
 	var audit kernel.AuditSink = st
 	if p.needs.Unaudited {
 		audit = discardAudit{}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
@@ -159,7 +160,7 @@ func (s *Session) selection(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, stateError(err, s.h.Settings.State)
 	}
-	kernel.SortLocale(sel)
+	jscompat.SortLocale(sel)
 	return sel, nil
 }
 

@@ -8,10 +8,12 @@ import (
 	"io"
 	"sort"
 	"strconv"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // CanonicalJSON re-encodes a JSON document with object keys sorted (in the order of
-// LocaleLess, close to JavaScript's localeCompare), no insignificant white space and
+// jscompat.LocaleLess, close to JavaScript's localeCompare), no insignificant white space and
 // strings escaped as JSON.stringify escapes them. It fails on anything but exactly one
 // JSON value.
 func CanonicalJSON(doc []byte) ([]byte, error) {
@@ -70,7 +72,7 @@ func writeCanonical(b *bytes.Buffer, v any) {
 		for k := range x {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool { return LocaleLess(keys[i], keys[j]) })
+		sort.Slice(keys, func(i, j int) bool { return jscompat.LocaleLess(keys[i], keys[j]) })
 		b.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {

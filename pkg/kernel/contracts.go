@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // AddressKind is the tag of an Address.
@@ -123,7 +125,7 @@ func ValidatePathSegment(seg string) error {
 	if !utf8.ValidString(seg) {
 		return contractErr("", "path segment must be valid UTF-8")
 	}
-	n := UTF16Len(seg)
+	n := jscompat.UTF16Len(seg)
 	if n < 1 || n > 256 {
 		return contractErr("", "path segment must be 1 to 256 characters")
 	}
@@ -132,7 +134,7 @@ func ValidatePathSegment(seg string) error {
 	}
 	first, _ := utf8.DecodeRuneInString(seg)
 	last, _ := utf8.DecodeLastRuneInString(seg)
-	if IsJSSpace(first) || IsJSSpace(last) {
+	if jscompat.IsJSSpace(first) || jscompat.IsJSSpace(last) {
 		return contractErr("", "path segment %q has leading or trailing white space", seg)
 	}
 	for _, r := range seg {
@@ -410,7 +412,7 @@ func validTrimmed(field, s string, max int) error {
 	if !utf8.ValidString(s) {
 		return contractErr(field, "must be valid UTF-8")
 	}
-	if n := UTF16Len(s); n < 1 || n > max || JSTrim(s) != s {
+	if n := jscompat.UTF16Len(s); n < 1 || n > max || jscompat.JSTrim(s) != s {
 		return contractErr(field, "must be 1 to %d characters without surrounding white space", max)
 	}
 	return nil

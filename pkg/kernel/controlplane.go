@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"unicode/utf16"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // ListToolNamespaces is the namespace catalogue of the turn's context: every tool
@@ -44,7 +46,7 @@ func buildNamespaceCatalog(reg *registry, enabled []string) ToolNamespaceCatalog
 	for n := range byNS {
 		names = append(names, n)
 	}
-	SortLocale(names)
+	jscompat.SortLocale(names)
 	cat := ToolNamespaceCatalog{Namespaces: make([]ToolNamespaceDescriptor, 0, len(names))}
 	for _, n := range names {
 		a := byNS[n]
@@ -52,7 +54,7 @@ func buildNamespaceCatalog(reg *registry, enabled []string) ToolNamespaceCatalog
 		for s := range a.sources {
 			srcs = append(srcs, s)
 		}
-		SortLocale(srcs)
+		jscompat.SortLocale(srcs)
 		on := slices.Contains(enabled, n)
 		cat.Namespaces = append(cat.Namespaces, ToolNamespaceDescriptor{Namespace: n, Sources: srcs, ToolCount: a.count, Enabled: on})
 		cat.Summary.Total++
@@ -100,7 +102,7 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("tool namespace settings returned an invalid selection: %w", err)
 	}
 	sel = slices.DeleteFunc(sel, forbidden)
-	SortLocale(sel)
+	jscompat.SortLocale(sel)
 	next := cloneContext(t.actx)
 	next.EnabledToolNamespaces = sel
 	ev := k.event(next, EventNamespaceSelectionUpdated, OutcomeSucceeded)
@@ -171,7 +173,7 @@ func EscalationReason(args json.RawMessage) string {
 	if !ok {
 		return escalationDefaultMessage
 	}
-	s = JSTrim(s)
+	s = jscompat.JSTrim(s)
 	if s == "" {
 		return escalationDefaultMessage
 	}

@@ -3,6 +3,8 @@ package kernel
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // decodeStrict decodes a JSON object into v (a pointer to a plain struct type without
@@ -67,7 +69,7 @@ func (e *ProtocolError) UnmarshalJSON(data []byte) error {
 	if err := validIdent("code", string(p.Code)); err != nil {
 		return err
 	}
-	if n := UTF16Len(p.Message); n < 1 || n > 4096 {
+	if n := jscompat.UTF16Len(p.Message); n < 1 || n > 4096 {
 		return contractErr("message", "must be 1 to 4096 characters")
 	}
 	*e = ProtocolError(p)

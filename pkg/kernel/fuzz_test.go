@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -51,7 +52,7 @@ func FuzzPathSegment(f *testing.F) {
 		}
 		// An accepted segment can never be a separator, a traversal marker, padded or
 		// carry a C0 control, and always round-trips through JSON unchanged.
-		if seg == "." || seg == ".." || strings.ContainsAny(seg, `/\`) || kernel.JSTrim(seg) != seg {
+		if seg == "." || seg == ".." || strings.ContainsAny(seg, `/\`) || jscompat.JSTrim(seg) != seg {
 			t.Fatalf("accepted %q", seg)
 		}
 		for _, r := range seg {
@@ -59,7 +60,7 @@ func FuzzPathSegment(f *testing.F) {
 				t.Fatalf("accepted control in %q", seg)
 			}
 		}
-		if n := kernel.UTF16Len(seg); n < 1 || n > 256 {
+		if n := jscompat.UTF16Len(seg); n < 1 || n > 256 {
 			t.Fatalf("accepted length %d", n)
 		}
 		if utf8.ValidString(seg) {

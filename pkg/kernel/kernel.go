@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // Config wires a Kernel's ports. Only Grants is required for authority; a nil port
@@ -130,19 +132,21 @@ func (k *Kernel) RegisterTool(h ToolHandler) error {
 
 // RegisterToolProvider adds a per-context tool provider; ids are trimmed, non-empty and unique.
 func (k *Kernel) RegisterToolProvider(p ContextToolProvider) error {
-	id := JSTrim(p.ID())
+	id := jscompat.JSTrim(p.ID())
 	if id == "" {
 		return contractErr("id", "tool provider id must not be empty")
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, q := range k.providers {
-		if JSTrim(q.ID()) == id {
+		if jscompat.JSTrim(q.ID()) == id {
 			return fmt.Errorf("tool provider %q: %w", id, ErrDuplicateRegistration)
 		}
 	}
 	k.providers = append(k.providers, p)
-	sort.SliceStable(k.providers, func(i, j int) bool { return LocaleLess(JSTrim(k.providers[i].ID()), JSTrim(k.providers[j].ID())) })
+	sort.SliceStable(k.providers, func(i, j int) bool {
+		return jscompat.LocaleLess(jscompat.JSTrim(k.providers[i].ID()), jscompat.JSTrim(k.providers[j].ID()))
+	})
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -208,8 +209,8 @@ func TestEscalation(t *testing.T) {
 		t.Fatalf("audit %+v", last)
 	}
 	long := strings.Repeat("a", 511) + "😀" + "tail"
-	if r := kernel.EscalationReason(json.RawMessage(`{"reason":"` + long + `"}`)); kernel.UTF16Len(r) != 511 {
-		t.Fatalf("a surrogate pair must not be split: len %d", kernel.UTF16Len(r))
+	if r := kernel.EscalationReason(json.RawMessage(`{"reason":"` + long + `"}`)); jscompat.UTF16Len(r) != 511 {
+		t.Fatalf("a surrogate pair must not be split: len %d", jscompat.UTF16Len(r))
 	}
 	if r := kernel.EscalationReason(json.RawMessage(`{"reason":3}`)); !strings.Contains(r, "without saying") {
 		t.Fatalf("reason %q", r)

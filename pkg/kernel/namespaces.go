@@ -2,8 +2,9 @@ package kernel
 
 import (
 	"encoding/json"
-	"sort"
 	"strconv"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // ParseToolNamespaceUpdate decodes and validates a strict namespace patch: only "enable"
@@ -117,63 +118,11 @@ func ApplyToolNamespaceUpdate(current []string, update ToolNamespaceUpdate) ([]s
 	for n := range set {
 		out = append(out, n)
 	}
-	SortLocale(out)
+	jscompat.SortLocale(out)
 	if len(out) > 256 {
 		return nil, invalidUpdate(contractErr("enable", "the selection would exceed 256 namespaces"))
 	}
 	return out, nil
-}
-
-// SortLocale sorts strings in an order close to JavaScript's localeCompare for the
-// identifier-like strings the contract sorts: case-insensitive first (ASCII folding),
-// lower case before upper case on a tie, then by code point. Non-ASCII letters sort by
-// code point, after ASCII — unlike ICU, which would sort "é" with "e"; namespace and
-// source names are ASCII in practice.
-func SortLocale(s []string) {
-	sort.Slice(s, func(i, j int) bool { return LocaleLess(s[i], s[j]) })
-}
-
-// LocaleLess is the comparison SortLocale uses.
-func LocaleLess(a, b string) bool {
-	la, lb := foldLower(a), foldLower(b)
-	if la != lb {
-		return la < lb
-	}
-	if a == b {
-		return false
-	}
-	// tertiary: lower case first
-	ra, rb := []rune(a), []rune(b)
-	for i := 0; i < len(ra) && i < len(rb); i++ {
-		if ra[i] != rb[i] {
-			return ra[i] > rb[i]
-		}
-	}
-	return len(ra) < len(rb)
-}
-
-func foldLower(s string) string {
-	b := []byte(s)
-	ascii := true
-	for i, c := range b {
-		if c >= 0x80 {
-			ascii = false
-			break
-		}
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 32
-		}
-	}
-	if ascii {
-		return string(b)
-	}
-	out := []rune(s)
-	for i, r := range out {
-		if 'A' <= r && r <= 'Z' {
-			out[i] = r + 32
-		}
-	}
-	return string(out)
 }
 
 // StrictFields decodes raw as a JSON object whose keys must all be in allowed (exact

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -101,7 +102,7 @@ func TestGrantVerifier(t *testing.T) {
 
 func TestLocaleOrder(t *testing.T) {
 	got := []string{"repo", "Files", "files", "calendar", "a", "A", "ab"}
-	kernel.SortLocale(got)
+	jscompat.SortLocale(got)
 	want := []string{"a", "A", "ab", "calendar", "files", "Files", "repo"}
 	for i := range want {
 		if got[i] != want[i] {

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // ContractError reports why a value does not match the SharedOS contract. Field is a
@@ -46,35 +47,6 @@ func prefixErr(prefix string, err error) error {
 	}
 	return &ContractError{Field: prefix, Message: err.Error()}
 }
-
-// UTF16Len is the length of s as JavaScript counts it (UTF-16 code units), which is how
-// every length limit of the contract is measured.
-func UTF16Len(s string) int {
-	n := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
-	}
-	return n
-}
-
-// IsJSSpace reports whether r is white space for JavaScript's String.prototype.trim and the
-// Unicode-aware \s class: the set differs from unicode.IsSpace (U+FEFF yes, U+0085 no).
-func IsJSSpace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0x00a0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
-}
-
-// JSTrim trims s the way JavaScript's String.prototype.trim does.
-func JSTrim(s string) string { return strings.TrimFunc(s, IsJSSpace) }
 
 // strictObject holds the members of one JSON object, checked against an allowed key set.
 type strictObject struct {
@@ -177,8 +149,8 @@ func identifier(field, s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", contractErr(field, "must be valid UTF-8")
 	}
-	t := JSTrim(s)
-	if n := UTF16Len(t); n < 1 || n > 256 {
+	t := jscompat.JSTrim(s)
+	if n := jscompat.UTF16Len(t); n < 1 || n > 256 {
 		return "", contractErr(field, "must be 1 to 256 characters after trimming")
 	}
 	return t, nil
@@ -188,8 +160,8 @@ func boundedTrimmed(field, s string, max int) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", contractErr(field, "must be valid UTF-8")
 	}
-	t := JSTrim(s)
-	if n := UTF16Len(t); n < 1 || n > max {
+	t := jscompat.JSTrim(s)
+	if n := jscompat.UTF16Len(t); n < 1 || n > max {
 		return "", contractErr(field, "must be 1 to %d characters after trimming", max)
 	}
 	return t, nil

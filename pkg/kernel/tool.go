@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+
+	"github.com/sharedos/sharedos/internal/jscompat"
 )
 
 // ReadWrite is a tool's conservative catalogue class.
@@ -56,7 +58,7 @@ func (d *ToolDefinition) Validate() error {
 	if !validToolName(d.Name) {
 		return contractErr("name", "must be 1 to 128 characters of A-Z a-z 0-9 _ . -")
 	}
-	if n := UTF16Len(d.Description); n < 1 || n > 8192 {
+	if n := jscompat.UTF16Len(d.Description); n < 1 || n > 8192 {
 		return contractErr("description", "must be 1 to 8192 characters")
 	}
 	if err := validIdent("namespace", d.Namespace); err != nil {
@@ -205,7 +207,7 @@ func (r *ToolResult) Check() error {
 		if err := validIdent("error.code", string(r.Error.Code)); err != nil {
 			return err
 		}
-		if n := UTF16Len(r.Error.Message); n < 1 || n > 4096 {
+		if n := jscompat.UTF16Len(r.Error.Message); n < 1 || n > 4096 {
 			return contractErr("error.message", "must be 1 to 4096 characters")
 		}
 	default:

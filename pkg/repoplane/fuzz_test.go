@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -59,7 +60,7 @@ func FuzzParseArguments(f *testing.F) {
 				t.Fatal("stage accepted without a pathspec")
 			}
 		case CommitArgs:
-			if a.Message != kernel.JSTrim(a.Message) || a.Message == "" || kernel.UTF16Len(a.Message) > 500 ||
+			if a.Message != jscompat.JSTrim(a.Message) || a.Message == "" || jscompat.UTF16Len(a.Message) > 500 ||
 				strings.ContainsFunc(a.Message, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
 				t.Fatalf("bad message %q", a.Message)
 			}

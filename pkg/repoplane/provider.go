@@ -19,6 +19,7 @@ import (
 	gitconfig "github.com/go-git/go-git/v5/plumbing/format/config"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -163,7 +164,7 @@ func (p *Provider) Invoke(ctx context.Context, op kernel.ResourceOperation) (ker
 		CompletedAt: kernel.FormatTimestamp(p.opts.Now().UnixMilli())}
 	if oe != nil {
 		msg := oe.msg
-		if kernel.UTF16Len(msg) > 4000 {
+		if jscompat.UTF16Len(msg) > 4000 {
 			msg = string([]rune(msg)[:1000]) + "…"
 		}
 		rr.Status = oe.status

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -322,8 +323,8 @@ func ParsePathspec(raw json.RawMessage) ([][]string, error) {
 // ParseMessage applies the commit message rules of spec 10 §5: trimmed (JavaScript
 // white space), 1..500 UTF-16 units, and no control character except TAB.
 func ParseMessage(s string) (string, error) {
-	t := kernel.JSTrim(s)
-	if n := kernel.UTF16Len(t); n < 1 || n > MaxMessageLength {
+	t := jscompat.JSTrim(s)
+	if n := jscompat.UTF16Len(t); n < 1 || n > MaxMessageLength {
 		return "", argErr("", "must be 1 to %d characters after trimming", MaxMessageLength)
 	}
 	for _, r := range t {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -84,10 +85,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state database: default namespaces: %w", err)
 	}
-	kernel.SortLocale(defaults)
+	jscompat.SortLocale(defaults)
 	never := make(map[string]bool, len(opts.NeverEnable))
 	for _, n := range opts.NeverEnable {
-		never[kernel.JSTrim(n)] = true // namespaces are stored trimmed
+		never[jscompat.JSTrim(n)] = true // namespaces are stored trimmed
 	}
 
 	abs, err := filepath.Abs(path)
