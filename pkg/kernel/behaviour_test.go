@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -418,5 +419,36 @@ func TestPinnedInstantOnlyRemovesAuthority(t *testing.T) {
 		if ev.RecordedAt != "2026-12-01T12:00:00.000Z" {
 			t.Fatalf("%s event recordedAt %q", ev.Type, ev.RecordedAt)
 		}
+	}
+}
+
+// TestForbiddenNamespaces: the namespace ceiling is the kernel's. A forbidden namespace
+// in a context's selection (stored before the ceiling, or passed for one run) is off
+// for the turn; an update cannot enable it; asking only for it changes nothing.
+func TestForbiddenNamespaces(t *testing.T) {
+	t.Parallel()
+	settings := &memSettings{selection: []string{"files"}}
+	k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{grant("g", []string{"*"}, kernel.ScopeDescendants)}},
+		Settings: settings, ForbiddenNamespaces: []string{"files"}})
+	if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+		t.Fatal(err)
+	}
+	actx := testContext() // enables files
+	turn := mustTurn(t, k, actx)
+	if got := turn.Context().EnabledToolNamespaces; len(got) != 0 {
+		t.Fatalf("forbidden namespace enabled for the turn: %v", got)
+	}
+	if tools, _ := turn.ListTools(context.Background()); len(tools) != 0 {
+		t.Fatalf("listed %v", tools)
+	}
+	if res := turn.InvokeTool(context.Background(), call("t.read", `{"path":["a"]}`)); res.Cause != kernel.CauseNamespaceDisabled {
+		t.Fatalf("call: %s %s", res.Status, res.Cause)
+	}
+	_, sel, err := turn.UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files", "other"}})
+	if err != nil || slices.Contains(sel, "files") || !slices.Contains(sel, "other") {
+		t.Fatalf("update: %v %v", sel, err)
+	}
+	if _, sel, err := turn.UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil || slices.Contains(sel, "files") {
+		t.Fatalf("enabling only the forbidden namespace: %v %v", sel, err)
 	}
 }

@@ -12,8 +12,9 @@ import (
 
 // ApplyUpdate applies a namespace patch to the selection of (actx.World, actx.Owner)
 // in one immediate transaction: it reads the stored selection (the default one when none
-// is stored), applies kernel.ApplyToolNamespaceUpdate, drops the NeverEnable namespaces,
-// stores the result and returns it. An invalid update or context is an error (matching
+// is stored), applies kernel.ApplyToolNamespaceUpdate, stores the result and returns it.
+// Which namespaces a host never enables is the kernel's policy (Config.ForbiddenNamespaces),
+// not the store's. An invalid update or context is an error (matching
 // kernel.ErrInvalidUpdate for a malformed patch) and stores nothing.
 func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, update kernel.ToolNamespaceUpdate) ([]string, error) {
 	if err := checkKey(actx.World, actx.Owner); err != nil {
@@ -45,7 +46,6 @@ func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, upda
 	if err != nil {
 		return nil, fmt.Errorf("apply namespace update: %w", err)
 	}
-	next = s.narrow(next)
 	text, err := json.Marshal(next)
 	if err != nil {
 		return nil, fmt.Errorf("apply namespace update: encode selection: %w", err)
@@ -61,9 +61,8 @@ func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, upda
 	return next, nil
 }
 
-// Selection returns the enabled namespaces of (world, owner), sorted, without the
-// NeverEnable namespaces. When nothing is stored it returns the default selection and
-// stored=false.
+// Selection returns the enabled namespaces of (world, owner), sorted. When nothing is
+// stored it returns the default selection and stored=false.
 func (s *Store) Selection(ctx context.Context, world string, owner kernel.Address) (selection []string, stored bool, err error) {
 	if err := checkKey(world, owner); err != nil {
 		return nil, false, fmt.Errorf("read namespace selection: %w", err)
@@ -75,18 +74,7 @@ func (s *Store) Selection(ctx context.Context, world string, owner kernel.Addres
 	if !stored {
 		sel = s.defaults
 	}
-	return s.narrow(sel), stored, nil
-}
-
-// narrow returns a new slice without the NeverEnable namespaces (never nil).
-func (s *Store) narrow(sel []string) []string {
-	out := make([]string, 0, len(sel))
-	for _, n := range sel {
-		if !s.never[n] {
-			out = append(out, n)
-		}
-	}
-	return out
+	return append([]string{}, sel...), stored, nil
 }
 
 func checkKey(world string, owner kernel.Address) error {

@@ -59,14 +59,6 @@ func TestApplyUpdate(t *testing.T) {
 			final: []string{},
 		},
 		{
-			name: "NeverEnable narrows the result",
-			opts: Options{DefaultNamespaces: []string{"files", "shell"}, NeverEnable: []string{"shell", " net "}},
-			steps: []step{
-				{update: kernel.ToolNamespaceUpdate{Enable: []string{"net", "repo"}}, want: []string{"files", "repo"}},
-			},
-			final: []string{"files", "repo"},
-		},
-		{
 			name: "invalid updates store nothing",
 			opts: Options{DefaultNamespaces: []string{"files"}},
 			steps: []step{
@@ -179,7 +171,6 @@ func TestSelectionDefaults(t *testing.T) {
 	}{
 		{"none", Options{}, []string{}},
 		{"sorted", Options{DefaultNamespaces: []string{"repo", "files"}}, []string{"files", "repo"}},
-		{"ceiling applies", Options{DefaultNamespaces: []string{"repo", "files", "shell"}, NeverEnable: []string{"shell"}}, []string{"files", "repo"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,28 +189,6 @@ func TestSelectionDefaults(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestSelectionHonoursCeilingAddedLater(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openTest(t, Options{})
-	if _, err := s.ApplyUpdate(ctx, actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"files", "shell"}}); err != nil {
-		t.Fatal(err)
-	}
-	narrowed, err := Open(ctx, s.Path(), Options{NeverEnable: []string{"shell"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer narrowed.Close()
-	got, stored, err := narrowed.Selection(ctx, "w", alice)
-	if err != nil || !stored || !reflect.DeepEqual(got, []string{"files"}) {
-		t.Fatalf("Selection = %q, %v, %v; want [files] stored", got, stored, err)
-	}
-	got, err = narrowed.ApplyUpdate(ctx, actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"repo"}})
-	if err != nil || !reflect.DeepEqual(got, []string{"files", "repo"}) {
-		t.Fatalf("ApplyUpdate = %q, %v; want [files repo]", got, err)
 	}
 }
 

@@ -5,7 +5,7 @@
 // One database file may be shared by many processes at once (WAL mode, a busy timeout,
 // immediate write transactions and migrations guarded by the write lock). The store keeps
 // no authority of its own: it must never decide an authorization, never widen a namespace
-// selection beyond what an update and the host ceiling allow, never rewrite or delete an
+// selection beyond what an update asks, never rewrite or delete an
 // audit event, and never modify a file that is not its own database.
 package sqlitestore
 
@@ -52,9 +52,6 @@ var (
 type Options struct {
 	// DefaultNamespaces is the selection a (world, owner) has before anything is stored.
 	DefaultNamespaces []string
-	// NeverEnable is a host ceiling: these namespaces are dropped from every applied
-	// update's result and from every selection read.
-	NeverEnable []string
 }
 
 // Store is an open state database. It is safe for concurrent use by many goroutines, and
@@ -63,7 +60,6 @@ type Store struct {
 	db       *sql.DB
 	path     string
 	defaults []string
-	never    map[string]bool
 }
 
 // applicationID marks a database file as a sharedos state database ("shOS").
@@ -86,10 +82,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open state database: default namespaces: %w", err)
 	}
 	jscompat.SortLocale(defaults)
-	never := make(map[string]bool, len(opts.NeverEnable))
-	for _, n := range opts.NeverEnable {
-		never[jscompat.JSTrim(n)] = true // namespaces are stored trimmed
-	}
 
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -108,7 +100,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, unavailable(abs, err)
 	}
-	return &Store{db: db, path: abs, defaults: defaults, never: never}, nil
+	return &Store{db: db, path: abs, defaults: defaults}, nil
 }
 
 // Path returns the absolute path of the database file.
