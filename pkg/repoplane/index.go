@@ -48,6 +48,9 @@ func (e *idxEntry) stage() int { return int(e.flags>>12) & 3 }
 
 func (e *idxEntry) skipWorktree() bool { return e.ext&extSkipWorktree != 0 }
 
+// assumeUnchanged is git update-index --assume-unchanged (CE_VALID).
+func (e *idxEntry) assumeUnchanged() bool { return e.flags&flagAssumeValid != 0 }
+
 func (e *idxEntry) intentToAdd() bool { return e.ext&extIntentToAdd != 0 }
 
 // cacheTree is one node of the TREE extension. count < 0 marks an invalidated node

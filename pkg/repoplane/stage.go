@@ -76,6 +76,9 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 	}
 	for i, e := range spec {
 		if matchedIndex(idx.entries, e) {
+			if onlySkipWorktree(idx.entries, e) {
+				return nil, failed(CodeInvalidInput, "%s is outside the sparse checkout (skip-worktree) and is not staged", e)
+			}
 			continue
 		}
 		if !exists[i] {
@@ -205,6 +208,28 @@ func matchedIndex(ents []*idxEntry, p string) bool {
 		}
 	}
 	return false
+}
+
+// onlySkipWorktree reports whether every stage-0 entry at or beneath p is marked
+// skip-worktree (git add refuses such a pathspec: the paths are outside the sparse
+// checkout).
+func onlySkipWorktree(ents []*idxEntry, p string) bool {
+	i := sort.Search(len(ents), func(i int) bool { return ents[i].name >= p })
+	seen := false
+	for ; i < len(ents); i++ {
+		n := ents[i].name
+		if n != p && !strings.HasPrefix(n, p+"/") {
+			if !strings.HasPrefix(n, p) {
+				break
+			}
+			continue
+		}
+		if ents[i].stage() != 0 || !ents[i].skipWorktree() {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }
 
 // ignoredPath reports whether p (or a directory above it) is ignored.

@@ -106,11 +106,21 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		}
 		get(c.path).y = c.code
 	}
-	for _, e := range idx.entries {
-		if e.stage() != 0 {
-			rw := get(e.name)
-			rw.x, rw.y = 'U', 'U'
+	for i := 0; i < len(idx.entries); {
+		e := idx.entries[i]
+		j := i + 1
+		if e.stage() == 0 {
+			i = j
+			continue
 		}
+		mask := 0
+		for ; i < len(idx.entries) && idx.entries[i].name == e.name; i++ {
+			if s := idx.entries[i].stage(); s > 0 {
+				mask |= 1 << (s - 1)
+			}
+		}
+		rw := get(e.name)
+		rw.x, rw.y = conflictCode(mask)
 	}
 	all := make([]*row, 0, len(rows)+len(untracked))
 	for _, rw := range rows {
@@ -138,4 +148,24 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 	}
 	out.Clean = len(all) == 0
 	return out, nil
+}
+
+// conflictCode is git's two-letter status of an unmerged path from the stages it has
+// (bit 0: stage 1, the common ancestor; bit 1: stage 2, ours; bit 2: stage 3, theirs).
+func conflictCode(mask int) (byte, byte) {
+	switch mask {
+	case 1:
+		return 'D', 'D' // both deleted
+	case 2:
+		return 'A', 'U' // added by us
+	case 3:
+		return 'U', 'D' // deleted by them
+	case 4:
+		return 'U', 'A' // added by them
+	case 5:
+		return 'D', 'U' // deleted by us
+	case 6:
+		return 'A', 'A' // both added
+	}
+	return 'U', 'U' // both modified
 }

@@ -236,7 +236,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 // missing reports tracked entries whose file is gone.
 func (w *walker) missing(group []*idxEntry) {
 	for _, e := range group {
-		if e.stage() == 0 && !e.skipWorktree() && w.spec.match(e.name) {
+		if e.stage() == 0 && !e.skipWorktree() && !e.assumeUnchanged() && w.spec.match(e.name) {
 			w.add(wtChange{path: e.name, code: 'D', entry: e})
 		}
 	}
@@ -245,8 +245,10 @@ func (w *walker) missing(group []*idxEntry) {
 // checkEntry compares one tracked file (group: its index entries, several when unmerged).
 func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry, listing bool, ir *ignoreRules) {
 	e := group[0]
-	if len(group) > 1 || e.stage() != 0 || e.skipWorktree() {
-		return // unmerged entries are reported as such; skip-worktree entries are not checked
+	if len(group) > 1 || e.stage() != 0 || e.skipWorktree() || e.assumeUnchanged() {
+		// unmerged entries are reported as such; skip-worktree and assume-unchanged
+		// entries are taken as up to date without looking (git's refresh does the same)
+		return
 	}
 	st, err := d.lstat(name)
 	if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
