@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -272,7 +273,7 @@ func gitPorcelain(t *testing.T, dir string) []string {
 			continue
 		}
 		xy := strings.ReplaceAll(l[:2], " ", ".")
-		lines = append(lines, xy+l[2:])
+		lines = append(lines, xy+" "+unquoteStatusPaths(l[3:]))
 	}
 	return lines
 }
@@ -286,4 +287,36 @@ func sameLines(t *testing.T, got, want []string) {
 
 func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithCancel(t.Context())
+}
+
+// unquoteStatusPaths undoes git's C-style quoting of the paths of one porcelain line
+// ("path" or "old -> new", each side quoted when it holds unusual bytes).
+func unquoteStatusPaths(s string) string {
+	var parts []string
+	for s != "" {
+		if s[0] == '"' {
+			end := 1
+			for end < len(s) && s[end] != '"' {
+				if s[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			q, err := strconv.Unquote(s[:min(end+1, len(s))])
+			if err != nil {
+				q = s[:min(end+1, len(s))]
+			}
+			parts = append(parts, q)
+			s = strings.TrimPrefix(s[min(end+1, len(s)):], " -> ")
+			continue
+		}
+		if i := strings.Index(s, " -> "); i >= 0 && !strings.HasPrefix(s, "\"") {
+			parts = append(parts, s[:i])
+			s = s[i+4:]
+			continue
+		}
+		parts = append(parts, s)
+		break
+	}
+	return strings.Join(parts, " -> ")
 }

@@ -243,14 +243,14 @@ func (r *repo) ignoredPath(p string) bool {
 			name = dir + "/.gitignore"
 		}
 		if data := loadIgnoreFile(r.wt, name); data != nil {
-			ir = ir.with(data, segs[:i])
+			ir = ir.with(data, strings.Join(segs[:i], "/"))
 		}
 		isDir := true
 		if i == len(segs)-1 {
 			fi, err := r.wt.Lstat(p)
 			isDir = err == nil && fi.IsDir()
 		}
-		if ir.match(segs[:i+1], isDir) {
+		if ir.match(strings.Join(segs[:i+1], "/"), isDir) {
 			return true
 		}
 	}

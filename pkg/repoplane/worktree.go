@@ -195,7 +195,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 		}
 		if t, ok := names[".gitignore"]; ok && t == 0 {
 			if data := loadIgnoreFile(root, ".gitignore"); data != nil {
-				ir = ir.with(data, splitPath(strings.TrimSuffix(prefix, "/")))
+				ir = ir.with(data, strings.TrimSuffix(prefix, "/"))
 			}
 		}
 	}
@@ -361,7 +361,7 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 		return
 	}
 	cignored := ignored
-	if listing && ir.match(splitPath(prefix+name), true) {
+	if listing && ir.match(prefix+name, true) {
 		cignored = true
 	}
 	if w.spawn(sub, prefix+name+"/", group, cignored, ir) {
@@ -379,7 +379,7 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 	p := prefix + name
 	switch typ {
 	case fs.ModeDir:
-		if !w.spec.touchesDir(p) || ir.match(splitPath(p), true) {
+		if !w.spec.touchesDir(p) || ir.match(p, true) {
 			return
 		}
 		sub, err := d.root.OpenRoot(name)
@@ -404,7 +404,7 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 		defer sub.Close()
 		w.walkDir(sub, p+"/", nil, false, ir)
 	case fs.ModeSymlink, 0:
-		if !w.spec.match(p) || ir.match(splitPath(p), false) {
+		if !w.spec.match(p) || ir.match(p, false) {
 			return
 		}
 		c := wtChange{path: p, code: '?', newMode: modeRegular}
