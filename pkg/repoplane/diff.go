@@ -122,6 +122,9 @@ func (r *repo) diff(ctx context.Context, in DiffInput, o ProviderOptions) (any, 
 		if oe != nil {
 			return nil, oe
 		}
+		if !in.Staged && p.old != nil && p.new != nil && p.old.hash == p.new.hash && p.old.mode == p.new.mode {
+			continue // stat-dirty only (git diff drops such pairs too)
+		}
 		switch {
 		case budget <= 0:
 			out.Truncated = true // this file's patch is left out
@@ -456,10 +459,27 @@ func (r *repo) content(s *side) ([]byte, bool, error) {
 			}
 		}
 	}
-	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 || len(data) > maxTextBytes {
-		if !s.fromBlob && s.hash.IsZero() {
-			s.hash = blobHash(sha1.New(), data)
-		}
+	var at fileAttrs
+	if !s.fromBlob && s.mode != modeSymlink {
+		var action crlfAction
+		action, at = r.conversion(s.path)
+		data = toGit(data, action, r.indexHasCRLF(s.path))
+	} else if s.mode != modeSymlink {
+		at = r.attributes().lookup(s.path)
+	}
+	if !s.fromBlob && s.hash.IsZero() {
+		s.hash = blobHash(sha1.New(), data)
+	}
+	if len(data) > maxTextBytes {
+		return nil, true, nil
+	}
+	switch {
+	case at.diff.set && at.diff.unset: // -diff, binary
+		return nil, true, nil
+	case at.diff.set: // diff, diff=driver: text whatever the content
+		return data, false, nil
+	}
+	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 {
 		return nil, true, nil
 	}
 	return data, false, nil

@@ -16,7 +16,13 @@
 //     (including core.hooksPath), clean/smudge filters, diff.*.textconv, external diff
 //     drivers, core.fsmonitor, credential helpers, pagers, editors and signing programs
 //     are configuration that is simply never consulted. Content is hashed and diffed
-//     byte for byte (no filters, no end-of-line conversion).
+//     byte for byte, except for git's built-in end-of-line conversion (the text, eol
+//     and crlf attributes, core.autocrlf), which is data applied as git applies it;
+//     a filter attribute is never acted on, so such content is taken as it is.
+//   - Attributes come from .gitattributes files and .git/info/attributes only
+//     (core.attributesFile and the global attributes file are never read); excludes
+//     from .gitignore files and .git/info/exclude, matched by the package's own
+//     wildmatch with git's precedence.
 //   - Only .git/config is read. System and global configuration (~/.gitconfig,
 //     $XDG_CONFIG_HOME/git, core.excludesFile) are never opened; the commit identity
 //     comes from ProviderOptions or the acting principal, never from git config.

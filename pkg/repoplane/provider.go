@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-billy/v5/memfs"
@@ -447,9 +448,13 @@ type repo struct {
 	git      *os.Root // its .git directory
 	gitName  string
 	st       *filesystem.Storage
-	fileMode bool // core.filemode
-	ctime    bool // core.trustctime
-	reflog   bool // core.logAllRefUpdates
+	fileMode bool      // core.filemode
+	ctime    bool      // core.trustctime
+	reflog   bool      // core.logAllRefUpdates
+	autocrlf int       // core.autocrlf
+	idx      *gitIndex // the index this operation loaded (for attributes files and autocrlf)
+	attrOnce sync.Once
+	attrs    *attrCache
 }
 
 func (r *repo) close() {
@@ -628,6 +633,9 @@ func (r *repo) checkConfig(shown, name string) (worktreeConfig bool, oe *opError
 			}
 			if v, ok := lastBool(s.Options, "logallrefupdates"); ok {
 				r.reflog = v
+			}
+			if s.Options.Has("autocrlf") {
+				r.autocrlf = parseAutocrlf(s.Options.Get("autocrlf"))
 			}
 		case s.IsName("extensions"):
 			for _, o := range s.Options {

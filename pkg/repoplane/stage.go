@@ -285,7 +285,8 @@ func (r *repo) stageFile(c wtChange) (*idxEntry, *opError) {
 	if err != nil {
 		return nil, failed(CodeProviderError, "read %s: %v", c.path, err)
 	}
-	h, err := r.writeObject(plumbing.BlobObject, data)
+	action, _ := r.conversion(c.path)
+	h, err := r.writeObject(plumbing.BlobObject, toGit(data, action, r.indexHasCRLF(c.path)))
 	if err != nil {
 		return nil, internal("store "+c.path, err)
 	}

@@ -55,6 +55,7 @@ func (r *repo) loadIndex() (*gitIndex, uint32, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	r.idx = idx
 	return idx, statOf(fi).mtimeS, nil
 }
 

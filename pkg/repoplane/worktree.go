@@ -304,7 +304,14 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 	if c.newMode == e.mode && w.statClean(e, st.sd) {
 		return
 	}
-	h, err := w.hashPath(d, name, st)
+	if c.newMode == e.mode && e.size != 0 && e.size != st.sd.size {
+		// git's ie_modified: a size other than the recorded one is a change, without
+		// reading the file (even when end-of-line conversion would make it equal)
+		c.code = 'M'
+		w.add(c)
+		return
+	}
+	h, err := w.hashPath(d, e.name, name, st)
 	if err != nil {
 		w.fail(err)
 		return
@@ -420,9 +427,10 @@ func isNotDir(err error) bool {
 	return errors.As(err, &pe) && (errors.Is(pe.Err, syscall.ENOTDIR) || strings.Contains(pe.Err.Error(), "not a directory"))
 }
 
-// hashPath computes the blob id of a working-tree file or link (name in d, lstat st)
-// without following links and without any content conversion or filter.
-func (w *walker) hashPath(d *dirHandle, name string, st fileStat) (plumbing.Hash, error) {
+// hashPath computes the blob id of a working-tree file or link (name in d, lstat st,
+// path its repository path) without following links, after git's built-in end-of-line
+// conversion when the file's attributes or core.autocrlf ask for it (never a filter).
+func (w *walker) hashPath(d *dirHandle, path, name string, st fileStat) (plumbing.Hash, error) {
 	if st.mode&fs.ModeSymlink != 0 {
 		t, err := d.root.Readlink(name)
 		if err != nil {
@@ -435,6 +443,16 @@ func (w *walker) hashPath(d *dirHandle, name string, st fileStat) (plumbing.Hash
 		return plumbing.ZeroHash, err
 	}
 	defer f.Close()
+	if action, _ := w.r.conversion(path); action != crlfBinary && st.size <= maxStageFileBytes {
+		data, err := io.ReadAll(io.LimitReader(f, maxStageFileBytes+1))
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("read %s: %w", name, err)
+		}
+		if int64(len(data)) != st.size {
+			return plumbing.ZeroHash, nil // changed while read: reported as modified
+		}
+		return blobHash(w.h, toGit(data, action, w.r.indexHasCRLF(path))), nil
+	}
 	w.h.Reset()
 	w.h.Write([]byte("blob " + strconv.FormatInt(st.size, 10) + "\x00"))
 	n, err := io.CopyBuffer(w.h, f, w.buf)
