@@ -141,8 +141,25 @@ func (r *repo) diff(ctx context.Context, in DiffInput, o ProviderOptions) (any, 
 	return out, nil
 }
 
-// filePatch computes the counts and, when withPatch, the unified patch of one file.
+// filePatch computes the counts and, when withPatch, the unified patch of one file. A
+// change of kind (file, link, submodule) is two patches, a deletion and a creation, as
+// git writes it (git apply accepts no other form).
 func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *opError) {
+	if old != nil && new != nil && objectKind(old.mode) != objectKind(new.mode) {
+		del, oe := r.filePatch('D', old, nil, withPatch)
+		if oe != nil {
+			return DiffFile{}, oe
+		}
+		add, oe := r.filePatch('A', nil, new, withPatch)
+		if oe != nil {
+			return DiffFile{}, oe
+		}
+		add.Status = string(code)
+		add.Deletions = del.Deletions
+		add.Binary = add.Binary || del.Binary
+		add.Patch = del.Patch + add.Patch
+		return add, nil
+	}
 	var a, b []byte
 	var err error
 	binary := false
@@ -185,7 +202,7 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 	}
 	if withPatch {
 		var sb strings.Builder
-		writeHeader(&sb, old, new, binary)
+		writeHeader(&sb, old, new, binary, len(lines) > 0)
 		writeHunks(&sb, lines, contextLines)
 		f.Patch = sb.String()
 	}
@@ -255,8 +272,9 @@ func splitKeep(s string) []string {
 
 func abbrev(h plumbing.Hash) string { return h.String()[:7] }
 
-// writeHeader writes git's extended header of one file patch.
-func writeHeader(sb *strings.Builder, old, new *side, binary bool) {
+// writeHeader writes git's extended header of one file patch; the "---"/"+++" lines
+// only come with hunks (git writes none for an empty file created or deleted).
+func writeHeader(sb *strings.Builder, old, new *side, binary, hunks bool) {
 	a, b := "/dev/null", "/dev/null"
 	switch {
 	case old != nil && new != nil:
@@ -294,7 +312,9 @@ func writeHeader(sb *strings.Builder, old, new *side, binary bool) {
 		fmt.Fprintf(sb, "Binary files %s and %s differ\n", a, b)
 		return
 	}
-	fmt.Fprintf(sb, "--- %s\n+++ %s\n", a, b)
+	if hunks {
+		fmt.Fprintf(sb, "--- %s\n+++ %s\n", a, b)
+	}
 }
 
 // writeHunks writes the unified hunks of a line diff with ctx lines of context.

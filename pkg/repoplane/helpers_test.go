@@ -59,6 +59,21 @@ func runGit(t *testing.T, dir string, args ...string) string {
 	return out
 }
 
+// runGitStdout is runGit keeping only standard output (git's warnings go elsewhere).
+func runGitStdout(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(gitPath, args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
 func tryGit(dir string, args ...string) (string, error) {
 	cmd := exec.Command(gitPath, args...)
 	cmd.Dir = dir
@@ -266,7 +281,7 @@ func porcelain(s StatusOutput) []string {
 // gitPorcelain is git's own status in the same notation.
 func gitPorcelain(t *testing.T, dir string) []string {
 	t.Helper()
-	out := runGit(t, dir, "-c", "core.quotePath=false", "status", "--porcelain=v1", "-uall")
+	out := runGitStdout(t, dir, "-c", "core.quotePath=false", "status", "--porcelain=v1", "-uall")
 	var lines []string
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if l == "" {

@@ -135,6 +135,15 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		updates[c.path] = ne
 		out.Staged = append(out.Staged, StageEntry{Path: splitPath(c.path), Status: status})
 	}
+	// a file that became a directory: staging something inside replaces its entry
+	for p := range updates {
+		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
+			if q := p[:i]; !removed[q] && hasEntry(idx.entries, q) {
+				removed[q] = true
+				out.Staged = append(out.Staged, StageEntry{Path: splitPath(q), Status: "D"})
+			}
+		}
+	}
 	if len(updates) == 0 && len(removed) == 0 {
 		return out, nil
 	}
@@ -193,6 +202,20 @@ func (r *repo) checkStagePath(p []string) (bool, *opError) {
 		}
 	}
 	return true, nil
+}
+
+func nextSlash(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
+// hasEntry reports whether the sorted index has an entry named exactly p.
+func hasEntry(ents []*idxEntry, p string) bool {
+	i := sort.Search(len(ents), func(i int) bool { return ents[i].name >= p })
+	return i < len(ents) && ents[i].name == p
 }
 
 // matchedIndex reports whether the sorted index has an entry at or beneath p.

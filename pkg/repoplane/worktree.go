@@ -207,12 +207,16 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			for j < len(ents) && ents[j].name == ents[i].name {
 				j++
 			}
-			_, seen := names[rest]
+			typ, seen := names[rest]
 			delete(names, rest)
 			if w.spec.match(ents[i].name) && (seen || !listing) {
 				w.checkEntry(d, prefix, rest, ents[i:j], listing, ir)
 			} else if w.spec.match(ents[i].name) {
 				w.missing(ents[i:j])
+			} else if seen && typ == fs.ModeDir && w.spec.touchesDir(ents[i].name) {
+				// the tracked file became a directory and the pathspec names something
+				// inside it: what is there is new (staging it replaces the file entry)
+				w.untrackedEntry(d, prefix, rest, fs.ModeDir, ir)
 			}
 		} else {
 			name := rest[:slash]

@@ -1,0 +1,130 @@
+package repoplane
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitDiffText is git's own patch text for comparison with ours.
+func gitDiffText(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	return runGitStdout(t, dir, append([]string{"-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+		"diff", "--no-color", "--no-ext-diff"}, args...)...)
+}
+
+func patchText(d DiffOutput) string {
+	var b strings.Builder
+	for _, f := range d.Files {
+		b.WriteString(f.Patch)
+	}
+	return b.String()
+}
+
+// TestLogOrderAndTimes: commits with equal committer times come in git log's order (the
+// order they were reached, so a child before its parent), and times carry a numeric
+// offset (+00:00), as git log's %cI prints them.
+func TestLogOrderAndTimes(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	date := []string{"GIT_AUTHOR_DATE=1700000000 +0000", "GIT_COMMITTER_DATE=1700000000 +0000"}
+	commit := func(msg string) {
+		cmd := []string{"commit", "-q", "--allow-empty", "-m", msg}
+		d := &diffRepo{t: t, dir: e.dir}
+		d.git(date, cmd...)
+	}
+	for i := range 6 {
+		commit("c" + itoa(i))
+	}
+	d := &diffRepo{t: t, dir: e.dir}
+	d.git(nil, "checkout", "-q", "-b", "side", "HEAD~3")
+	commit("side 1")
+	commit("side 2")
+	d.git(nil, "checkout", "-q", "main")
+	d.git(date, "merge", "-q", "--no-ff", "-m", "merge", "side")
+	lo := e.ok(ActionLog, LogInput{MaxCount: 100}).(LogOutput)
+	var got []string
+	for _, c := range lo.Commits {
+		got = append(got, c.Hash+" "+c.Committer.Time+" "+c.Author.Time)
+	}
+	want := strings.Split(strings.TrimSpace(runGit(t, e.dir, "log", "--format=%H %cI %aI")), "\n")
+	sameLines(t, got, want)
+	if !strings.HasSuffix(lo.Commits[0].Committer.Time, "+00:00") {
+		t.Fatalf("time %q", lo.Commits[0].Committer.Time)
+	}
+}
+
+// TestTypeChangeIsTwoPatches: a file that became a link (and back) is a deletion and a
+// creation, the form git writes and git apply accepts.
+func TestTypeChangeIsTwoPatches(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("f", "one\ntwo\n")
+	e.write("g", "x\n")
+	commitAll(t, e.dir, "init")
+	os.Remove(filepath.Join(e.dir, "f"))
+	os.Symlink("target", filepath.Join(e.dir, "f"))
+	d := diffOf(t, e, DiffInput{})
+	if len(d.Files) != 1 || d.Files[0].Status != "T" || strings.Count(d.Files[0].Patch, "diff --git ") != 2 {
+		t.Fatalf("diff: %+v", d.Files)
+	}
+	if got, want := patchText(d), gitDiffText(t, e.dir); got != want {
+		t.Fatalf("patch:\n%s\ngit:\n%s", got, want)
+	}
+	runGitIn(t, e.dir, patchText(d), "apply", "--cached", "-")
+	if out := runGitStdout(t, e.dir, "diff", "--name-only"); out != "" {
+		t.Fatalf("after git apply of our patch, git diff: %q", out)
+	}
+}
+
+// TestEmptyFileHeaders: an empty file created or deleted has no ---/+++ lines (git
+// writes none without hunks).
+func TestEmptyFileHeaders(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("old-empty", "")
+	e.write("keep", "k\n")
+	commitAll(t, e.dir, "init")
+	e.write("new-empty", "")
+	e.stage("new-empty")
+	check := func() {
+		t.Helper()
+		d := diffOf(t, e, DiffInput{Staged: true})
+		if got, want := patchText(d), gitDiffText(t, e.dir, "--cached"); got != want {
+			t.Fatalf("patch:\n%s\ngit:\n%s", got, want)
+		}
+		if strings.Contains(patchText(d), "---") || len(d.Files) != 1 {
+			t.Fatalf("---/+++ lines for an empty file:\n%s", patchText(d))
+		}
+	}
+	check()
+	e.commit("empty")
+	os.Remove(filepath.Join(e.dir, "old-empty"))
+	e.stage("old-empty")
+	check()
+}
+
+// TestStageInsideFileThatBecameDirectory: staging f/inner.txt where the tracked file f
+// is now a directory replaces f's entry, as git add does.
+func TestStageInsideFileThatBecameDirectory(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("f", "file\n")
+	e.write("other", "o\n")
+	commitAll(t, e.dir, "init")
+	os.Remove(filepath.Join(e.dir, "f"))
+	e.write("f/inner.txt", "inner\n")
+	theirs := filepath.Join(e.root, "theirs")
+	cloneDir(t, e.dir, theirs)
+	out := e.stage("f/inner.txt")
+	runGit(t, theirs, "add", "f/inner.txt")
+	if got, want := runGit(t, e.dir, "ls-files", "-s"), runGit(t, theirs, "ls-files", "-s"); got != want {
+		t.Fatalf("index:\n%s\ngit add:\n%s", got, want)
+	}
+	var st []string
+	for _, s := range out.Staged {
+		st = append(st, s.Status+" "+strings.Join(s.Path, "/"))
+	}
+	sameLines(t, st, []string{"D f", "A f/inner.txt"})
+}
