@@ -202,7 +202,7 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 	}
 	if withPatch {
 		var sb strings.Builder
-		writeHeader(&sb, old, new, binary, len(lines) > 0)
+		writeHeader(&sb, old, new, binary, len(lines) > 0, r.quotePath)
 		writeHunks(&sb, lines, contextLines)
 		f.Patch = sb.String()
 	}
@@ -273,12 +273,23 @@ func splitKeep(s string) []string {
 func abbrev(h plumbing.Hash) string { return h.String()[:7] }
 
 // writeHeader writes git's extended header of one file patch; the "---"/"+++" lines
-// only come with hunks (git writes none for an empty file created or deleted).
-func writeHeader(sb *strings.Builder, old, new *side, binary, hunks bool) {
+// only come with hunks (git writes none for an empty file created or deleted). Names
+// are C-quoted as git quotes them (cQuote), and a "---"/"+++" name holding a space ends
+// with a tab, as in git's output.
+func writeHeader(sb *strings.Builder, old, new *side, binary, hunks, quoteFull bool) {
+	q := func(prefix, p string) string { return cQuote(prefix+p, quoteFull) }
+	label := func(prefix, p string) string {
+		l := q(prefix, p)
+		if strings.IndexByte(p, ' ') >= 0 {
+			l += "\t"
+		}
+		return l
+	}
 	a, b := "/dev/null", "/dev/null"
+	aName, bName := "/dev/null", "/dev/null"
 	switch {
 	case old != nil && new != nil:
-		fmt.Fprintf(sb, "diff --git a/%s b/%s\n", old.path, new.path)
+		fmt.Fprintf(sb, "diff --git %s %s\n", q("a/", old.path), q("b/", new.path))
 		if old.mode != new.mode {
 			fmt.Fprintf(sb, "old mode %o\nnew mode %o\n", old.mode, new.mode)
 		}
@@ -287,7 +298,7 @@ func writeHeader(sb *strings.Builder, old, new *side, binary, hunks bool) {
 			if same {
 				sb.WriteString("similarity index 100%\n")
 			}
-			fmt.Fprintf(sb, "rename from %s\nrename to %s\n", old.path, new.path)
+			fmt.Fprintf(sb, "rename from %s\nrename to %s\n", q("", old.path), q("", new.path))
 			if same {
 				return
 			}
@@ -300,16 +311,17 @@ func writeHeader(sb *strings.Builder, old, new *side, binary, hunks bool) {
 		} else {
 			fmt.Fprintf(sb, "index %s..%s\n", abbrev(old.hash), abbrev(new.hash))
 		}
-		a, b = "a/"+old.path, "b/"+new.path
+		a, b = label("a/", old.path), label("b/", new.path)
+		aName, bName = q("a/", old.path), q("b/", new.path)
 	case new != nil:
-		fmt.Fprintf(sb, "diff --git a/%s b/%s\nnew file mode %o\nindex 0000000..%s\n", new.path, new.path, new.mode, abbrev(new.hash))
-		b = "b/" + new.path
+		fmt.Fprintf(sb, "diff --git %s %s\nnew file mode %o\nindex 0000000..%s\n", q("a/", new.path), q("b/", new.path), new.mode, abbrev(new.hash))
+		b, bName = label("b/", new.path), q("b/", new.path)
 	case old != nil:
-		fmt.Fprintf(sb, "diff --git a/%s b/%s\ndeleted file mode %o\nindex %s..0000000\n", old.path, old.path, old.mode, abbrev(old.hash))
-		a = "a/" + old.path
+		fmt.Fprintf(sb, "diff --git %s %s\ndeleted file mode %o\nindex %s..0000000\n", q("a/", old.path), q("b/", old.path), old.mode, abbrev(old.hash))
+		a, aName = label("a/", old.path), q("a/", old.path)
 	}
 	if binary {
-		fmt.Fprintf(sb, "Binary files %s and %s differ\n", a, b)
+		fmt.Fprintf(sb, "Binary files %s and %s differ\n", aName, bName)
 		return
 	}
 	if hunks {

@@ -128,3 +128,42 @@ func TestStageInsideFileThatBecameDirectory(t *testing.T) {
 	}
 	sameLines(t, st, []string{"D f", "A f/inner.txt"})
 }
+
+// TestPatchHeadersQuoteNames: names with quotes, backslashes, control characters
+// (newlines and tabs included) and non-ASCII bytes are C-quoted in every header line
+// exactly as git quotes them, so a hostile name cannot forge patch lines; names with a
+// space get git's trailing tab on the ---/+++ lines.
+func TestPatchHeadersQuoteNames(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	names := []string{"sp ace", "tab\there", "é.md", "q\"uote", "back\\slash", "evil\n+++ b/forged\ndiff --git a/x b/x", "bell\a", "del\x7f"}
+	for _, n := range names {
+		e.write(n, "old\n")
+	}
+	e.write("bin é", "\x00")
+	commitAll(t, e.dir, "init")
+	for _, n := range names {
+		e.write(n, "new\n")
+	}
+	e.write("new é sp", "n\n")
+	e.write("bin é", "\x00\x01")
+	d := diffOf(t, e, DiffInput{})
+	if got, want := patchText(d), gitDiffText(t, e.dir); got != want {
+		t.Fatalf("patch:\n%s\ngit:\n%s", got, want)
+	}
+	for _, l := range strings.Split(patchText(d), "\n") {
+		if strings.HasPrefix(l, "+++ b/forged") || l == "diff --git a/x b/x" {
+			t.Fatalf("forged header line %q", l)
+		}
+	}
+	e.stage("new é sp", "é.md")
+	runGit(t, e.dir, "mv", "é.md", "ü.md")
+	if got, want := patchText(diffOf(t, e, DiffInput{Staged: true})), gitDiffText(t, e.dir, "--cached"); got != want {
+		t.Fatalf("staged patch:\n%s\ngit:\n%s", got, want)
+	}
+	// core.quotePath=false leaves non-ASCII bytes alone, as git does
+	runGit(t, e.dir, "config", "core.quotePath", "false")
+	if got, want := patchText(diffOf(t, e, DiffInput{Staged: true})), runGitStdout(t, e.dir, "diff", "--cached", "--no-color"); got != want {
+		t.Fatalf("quotePath=false:\n%s\ngit:\n%s", got, want)
+	}
+}

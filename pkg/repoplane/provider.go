@@ -443,18 +443,19 @@ func emailLocal(s string) string {
 // repo is one opened repository: the working tree and .git as descriptor-held roots,
 // go-git's object store on the .git root, and the few local settings sharedos honours.
 type repo struct {
-	path     []string
-	wt       *os.Root // the working tree (repository top directory)
-	git      *os.Root // its .git directory
-	gitName  string
-	st       *filesystem.Storage
-	fileMode bool      // core.filemode
-	ctime    bool      // core.trustctime
-	reflog   bool      // core.logAllRefUpdates
-	autocrlf int       // core.autocrlf
-	idx      *gitIndex // the index this operation loaded (for attributes files and autocrlf)
-	attrOnce sync.Once
-	attrs    *attrCache
+	path      []string
+	wt        *os.Root // the working tree (repository top directory)
+	git       *os.Root // its .git directory
+	gitName   string
+	st        *filesystem.Storage
+	fileMode  bool      // core.filemode
+	ctime     bool      // core.trustctime
+	reflog    bool      // core.logAllRefUpdates
+	autocrlf  int       // core.autocrlf
+	quotePath bool      // core.quotePath (patch headers)
+	idx       *gitIndex // the index this operation loaded (for attributes files and autocrlf)
+	attrOnce  sync.Once
+	attrs     *attrCache
 }
 
 func (r *repo) close() {
@@ -486,7 +487,7 @@ func (p *Provider) open(path []string) (*repo, *opError) {
 		}
 		cur = next
 	}
-	r := &repo{path: path, wt: cur, fileMode: true, ctime: true, reflog: true}
+	r := &repo{path: path, wt: cur, fileMode: true, ctime: true, reflog: true, quotePath: true}
 	fi, err := cur.Lstat(".git")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -633,6 +634,9 @@ func (r *repo) checkConfig(shown, name string) (worktreeConfig bool, oe *opError
 			}
 			if v, ok := lastBool(s.Options, "logallrefupdates"); ok {
 				r.reflog = v
+			}
+			if v, ok := lastBool(s.Options, "quotepath"); ok {
+				r.quotePath = v
 			}
 			if s.Options.Has("autocrlf") {
 				r.autocrlf = parseAutocrlf(s.Options.Get("autocrlf"))
