@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	udiff "github.com/go-git/go-git/v5/utils/diff"
@@ -509,9 +510,13 @@ func (r *repo) content(s *side) ([]byte, bool, error) {
 	case at.diff.set && at.diff.unset: // -diff, binary
 		return nil, true, nil
 	case at.diff.set: // diff, diff=driver: text whatever the content
-		return data, false, nil
+	case bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0:
+		return nil, true, nil
 	}
-	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 {
+	if !utf8.Valid(data) {
+		// patches are JSON strings: bytes that are not UTF-8 would be replaced by
+		// U+FFFD and the patch would no longer apply, so such a file is reported as
+		// binary instead of being silently altered
 		return nil, true, nil
 	}
 	return data, false, nil

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // gitDiffText is git's own patch text for comparison with ours.
@@ -165,5 +166,45 @@ func TestPatchHeadersQuoteNames(t *testing.T) {
 	runGit(t, e.dir, "config", "core.quotePath", "false")
 	if got, want := patchText(diffOf(t, e, DiffInput{Staged: true})), runGitStdout(t, e.dir, "diff", "--cached", "--no-color"); got != want {
 		t.Fatalf("quotePath=false:\n%s\ngit:\n%s", got, want)
+	}
+}
+
+// TestStagedDiffPathspecInsideDirectoryThatBecameFile: a staged diff limited to a path
+// inside a directory that is now a file lists that path's deletion, as git does.
+func TestStagedDiffPathspecInsideDirectoryThatBecameFile(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("d/x", "x\n")
+	e.write("d/sub/y", "y\n")
+	e.write("keep", "k\n")
+	commitAll(t, e.dir, "init")
+	os.RemoveAll(filepath.Join(e.dir, "d"))
+	e.write("d", "now a file\n")
+	runGit(t, e.dir, "add", "-A")
+	for _, spec := range []string{"d/x", "d/sub", "d"} {
+		got := nameStatus(diffOf(t, e, DiffInput{Staged: true, Pathspec: specOf(spec)}))
+		want := gitNameStatus(runGitStdout(t, e.dir, "diff", "--cached", "--name-status", "--no-renames", "--", spec))
+		sameLines(t, got, want)
+	}
+}
+
+// TestNonUTF8ContentIsBinary: content that is not UTF-8 (Latin-1 here) cannot travel in a
+// JSON patch unaltered, so it is reported as binary rather than silently changed.
+func TestNonUTF8ContentIsBinary(t *testing.T) {
+	e := newEnv(t)
+	e.write("latin1.txt", "caf\xe9\n")
+	e.write("utf8.txt", "café\n")
+	commitAll(t, e.dir, "init")
+	e.write("latin1.txt", "caf\xe9 cr\xe8me\n")
+	e.write("utf8.txt", "café crème\n")
+	d := diffOf(t, e, DiffInput{})
+	sameLines(t, fileSummary(d), []string{"M latin1.txt binary", "M utf8.txt +01 -01"})
+	for _, f := range d.Files {
+		if !utf8.ValidString(f.Patch) {
+			t.Fatalf("%s: patch is not UTF-8", f.pathString())
+		}
+	}
+	if !strings.Contains(d.Files[0].Patch, "Binary files a/latin1.txt and b/latin1.txt differ") {
+		t.Fatalf("patch: %q", d.Files[0].Patch)
 	}
 }

@@ -85,6 +85,13 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 				te.used = true
 			}
 			if !c.spec.match(e.name) {
+				if te != nil && isTreeMode(te.mode) && c.spec.touchesDir(e.name) {
+					// the directory became a file and the pathspec names something
+					// that was inside it: those files are deleted
+					if err := c.deletedTree(te.hash, e.name+"/"); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			switch {
