@@ -143,7 +143,7 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 
 	// keep the index, now with a complete cache tree so the next status is cheap
 	idx.tree = node
-	_ = lock.commit(encodeIndex(prepareWrite(idx)))
+	_ = lock.commit(encodeIndex(r.prepareWrite(idx)))
 
 	out := CommitOutput{Path: r.path, Hash: ch.String(), Parents: []string{}, Branch: head.branch(),
 		Message: full, Author: sigOf(sig)}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // gitDiffText is git's own patch text for comparison with ours.
@@ -207,4 +209,50 @@ func TestNonUTF8ContentIsBinary(t *testing.T) {
 	if !strings.Contains(d.Files[0].Patch, "Binary files a/latin1.txt and b/latin1.txt differ") {
 		t.Fatalf("patch: %q", d.Files[0].Patch)
 	}
+}
+
+// TestDotGitSpellingsInStatus: on a case-sensitive file system only ".git" itself is
+// hidden; ".GIT/" and "sub/.Git/" are untracked names, as git status shows them, and
+// staging them is refused (git add fails on them too).
+func TestDotGitSpellingsInStatus(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write(".GIT/x", "x\n")
+	e.write("sub/.Git/z", "z\n")
+	e.write("sub/y", "y\n")
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	if _, err := tryGit(e.dir, "add", "sub"); err == nil {
+		t.Fatal("git add accepted sub/.Git/z")
+	}
+	msg := e.fail(ActionStage, StageInput{Pathspec: specOf("sub")}, kernel.StatusDenied, CodeNotPermitted)
+	if !strings.Contains(msg.Message, "sub/.Git/z") {
+		t.Fatalf("message: %s", msg.Message)
+	}
+	if out := runGit(t, e.dir, "ls-files"); out != "" {
+		t.Fatalf("index: %q", out)
+	}
+}
+
+// TestJustStagedFilesStatClean: files staged (and committed) within the same second stay
+// stat-clean for git diff-files, which trusts stat data without re-reading; a file that
+// changes after it was staged in the same second is still caught.
+func TestJustStagedFilesStatClean(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("a.txt", "a\n")
+	e.write("b.txt", "b\n")
+	e.stage("a.txt", "b.txt")
+	if out := runGitStdout(t, e.dir, "diff-files", "--name-only"); out != "" {
+		t.Fatalf("git diff-files after repo.stage: %q", out)
+	}
+	e.commit("one")
+	if out := runGitStdout(t, e.dir, "diff-files", "--name-only"); out != "" {
+		t.Fatalf("git diff-files after repo.commit: %q", out)
+	}
+	// same size, same second: only the racy-timestamp rule can see it
+	e.write("a.txt", "A\n")
+	e.write("b.txt", "B\n")
+	e.stage("b.txt")
+	sameLines(t, porcelain(e.status()), []string{".M a.txt", "M. b.txt"})
+	sameLines(t, gitPorcelain(t, e.dir), []string{".M a.txt", "M. b.txt"})
 }

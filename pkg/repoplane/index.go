@@ -110,6 +110,8 @@ func (e errUnsupportedIndex) Error() string {
 	return "the index uses an unsupported feature: " + e.what
 }
 
+var errSplitIndex = errUnsupportedIndex{"a split index (core.splitIndex, git update-index --split-index), which sharedos does not read; git update-index --no-split-index turns it off"}
+
 // decodeIndex parses an index file. It verifies the trailing checksum (unless git wrote
 // none, index.skipHash) and every entry path.
 func decodeIndex(data []byte) (*gitIndex, error) {
@@ -183,6 +185,10 @@ func decodeIndex(data []byte) (*gitIndex, error) {
 			}
 		}
 		if !validIndexPath(e.name) {
+			if e.name == "" && bytes.Contains(body[pos:], []byte("link")) {
+				// a split index names its replaced entries by position only
+				return nil, errSplitIndex
+			}
 			return nil, errBadIndexPath{e.name}
 		}
 		if e.mode != modeRegular && e.mode != modeExecutable && e.mode != modeSymlink && e.mode != modeGitlink {
@@ -213,6 +219,10 @@ func decodeIndex(data []byte) (*gitIndex, error) {
 			} // a bad cache tree is only a lost optimisation
 		case sig[0] >= 'A' && sig[0] <= 'Z':
 			// optional extension (REUC, UNTR, FSMN, EOIE, IEOT…): dropped on rewrite
+		case sig == "link":
+			return nil, errSplitIndex
+		case sig == "sdir":
+			return nil, errUnsupportedIndex{"a sparse index (index.sparse), which sharedos does not read; git sparse-checkout init --no-sparse-index turns it off"}
 		default:
 			return nil, errUnsupportedIndex{"extension " + strconv.Quote(sig)}
 		}

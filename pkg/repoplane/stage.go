@@ -15,8 +15,15 @@ import (
 
 // StageOutput is the output of repo.stage (see the tool's outputSchema).
 type StageOutput struct {
-	Path   []string     `json:"path"`
-	Staged []StageEntry `json:"staged"`
+	Path    []string       `json:"path"`
+	Staged  []StageEntry   `json:"staged"`
+	Skipped []StageSkipped `json:"skipped,omitempty"`
+}
+
+// StageSkipped is a path under the pathspec that repo.stage deliberately left alone.
+type StageSkipped struct {
+	Path   []string `json:"path"`
+	Reason string   `json:"reason"`
 }
 
 // StageEntry is one index entry repo.stage changed.
@@ -96,6 +103,9 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		}
 	}
 	for _, c := range w.out {
+		if c.entry == nil && !validIndexPath(c.path) {
+			return nil, denied(CodeNotPermitted, "%s cannot be staged: git refuses to record a path naming .git in any spelling", c.path)
+		}
 		if c.newMode == modeSymlink {
 			return nil, denied(CodeNotPermitted, "%s is a symbolic link; sharedos does not stage links", c.path)
 		}
@@ -109,7 +119,10 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 	out := StageOutput{Path: r.path, Staged: []StageEntry{}}
 	for _, c := range w.out {
 		if c.code == '?' && c.newMode == modeGitlink {
-			continue // a nested repository is never staged
+			// a nested repository is never staged (git would add it as a gitlink)
+			out.Skipped = append(out.Skipped, StageSkipped{Path: splitPath(c.path),
+				Reason: "a nested git repository; sharedos does not stage repositories (git would record it as a submodule link)"})
+			continue
 		}
 		if c.code == 'D' {
 			removed[c.path] = true
@@ -170,7 +183,7 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		}
 	}
 	idx.entries = ents
-	if err := lock.commit(encodeIndex(prepareWrite(idx))); err != nil {
+	if err := lock.commit(encodeIndex(r.prepareWrite(idx))); err != nil {
 		return nil, internal("write the index", err)
 	}
 	sort.Slice(out.Staged, func(i, j int) bool {
@@ -352,15 +365,57 @@ func (r *repo) writeObject(t plumbing.ObjectType, data []byte) (plumbing.Hash, e
 	return r.st.SetEncodedObject(obj)
 }
 
-// prepareWrite smudges racily clean entries before the index is written: an entry whose
-// file was modified within the last second gets size 0, so every later reader re-hashes
-// it instead of trusting stat data that cannot tell a same-second change apart.
-func prepareWrite(idx *gitIndex) *gitIndex {
+// prepareWrite smudges racily clean entries before the index is written, as git's
+// ce_smudge_racily_clean_entry does: an entry whose file was modified within the last
+// second cannot be told apart by stat data from a same-second change, so its file is
+// compared with the entry now, and only when it differs (or cannot be read) does the
+// entry get size 0, which makes every later reader re-hash it. An entry that still
+// matches keeps its stat data, so git diff-files does not list just-staged files.
+func (r *repo) prepareWrite(idx *gitIndex) *gitIndex {
 	now := uint32(time.Now().Unix())
+	var w *walker
 	for _, e := range idx.entries {
-		if e.mtimeS+1 >= now && e.mode != modeGitlink {
+		if e.mtimeS+1 < now || e.mode == modeGitlink || e.size == 0 {
+			continue
+		}
+		if e.stage() != 0 || e.intentToAdd() || e.skipWorktree() || e.assumeUnchanged() {
+			e.size = 0
+			continue
+		}
+		if w == nil {
+			w = newWalker(context.Background(), r, 0, false, nil)
+		}
+		if !r.stillMatches(w, e) {
 			e.size = 0
 		}
 	}
 	return idx
+}
+
+// stillMatches reports whether the working-tree file of e has e's stat data and content.
+func (r *repo) stillMatches(w *walker, e *idxEntry) bool {
+	dir, name := "", e.name
+	if i := strings.LastIndexByte(e.name, '/'); i >= 0 {
+		dir, name = e.name[:i], e.name[i+1:]
+	}
+	root := r.wt
+	if dir != "" {
+		sub, err := r.wt.OpenRoot(dir)
+		if err != nil {
+			return false
+		}
+		defer sub.Close()
+		root = sub
+	}
+	d, err := openDirHandle(root)
+	if err != nil {
+		return false
+	}
+	defer d.close()
+	st, err := d.lstat(name)
+	if err != nil || st.sd.size != e.size || st.sd.mtimeS != e.mtimeS || st.sd.mtimeN != e.mtimeN {
+		return false
+	}
+	h, err := w.hashPath(d, e.name, name, st)
+	return err == nil && h == plumbing.Hash(e.hash)
 }

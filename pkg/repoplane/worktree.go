@@ -384,7 +384,10 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 
 // untrackedEntry handles a listed name with no index entry.
 func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMode, ir *ignoreRules) {
-	if isDotGit(name) || w.failed.Load() {
+	if name == ".git" || w.failed.Load() {
+		// only the repository's own name is hidden, as in git: ".GIT" or "git~1" on a
+		// case-sensitive file system are ordinary untracked names (that git, and
+		// sharedos, refuse to stage)
 		return
 	}
 	p := prefix + name
