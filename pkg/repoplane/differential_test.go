@@ -30,6 +30,7 @@ import (
 var (
 	diffSeeds = flag.Int("seeds", 6, "differential harness: number of random repositories")
 	diffSeed0 = flag.Int64("seed0", 1, "differential harness: first seed")
+	diffText  = flag.Bool("difftext", false, "differential harness: also require patch text identical to git diff's (hunk placement may legitimately differ)")
 )
 
 func TestDifferential(t *testing.T) {
@@ -320,6 +321,18 @@ func runDifferential(t *testing.T, seed int64) {
 			if spec == nil {
 				checkPatchApplies(t, theirs, got, staged)
 			}
+			if *diffText && !got.Truncated {
+				gargs := []string{"-c", "core.safecrlf=false", "diff", "--no-color", "--no-ext-diff"}
+				if staged {
+					gargs = append(gargs, "--cached")
+				}
+				if spec != nil {
+					gargs = append(append(gargs, "--"), spec...)
+				}
+				if g, w := patchText(got), runGitStdout(t, theirs, gargs...); g != w {
+					t.Errorf("patch text (staged=%v, pathspec=%v) differs from git's:\n%s\ngit:\n%s", staged, spec, g, w)
+				}
+			}
 		}
 	}
 
@@ -354,7 +367,7 @@ func runDifferential(t *testing.T, seed int64) {
 		}
 		t.Fatalf("repo.stage %v: %s %s (git add succeeded)", stageSpec, rr.Status, msg)
 	}
-	if got, want := runGit(t, e.dir, "ls-files", "-s"), runGit(t, theirs2, "ls-files", "-s"); got != want {
+	if got, want := runGitStdout(t, e.dir, "ls-files", "-s"), runGitStdout(t, theirs2, "ls-files", "-s"); got != want {
 		t.Fatalf("after staging %v:\n%s\ngit add:\n%s", stageSpec, got, want)
 	}
 	sameLines(t, porcelain(e.status()), gitPorcelain(t, theirs2))
@@ -369,11 +382,11 @@ func runDifferential(t *testing.T, seed int64) {
 			}
 			return
 		}
-		if out := runGit(t, e.dir, "diff", "--cached", "--name-only"); out != "" {
+		if out := runGitStdout(t, e.dir, "diff", "--cached", "--name-only"); out != "" {
 			t.Fatalf("git diff --cached after our commit: %q", out)
 		}
-		tree := strings.TrimSpace(runGit(t, theirs2, "write-tree"))
-		if got := strings.TrimSpace(runGit(t, e.dir, "rev-parse", "HEAD^{tree}")); got != tree {
+		tree := strings.TrimSpace(runGitStdout(t, theirs2, "write-tree"))
+		if got := strings.TrimSpace(runGitStdout(t, e.dir, "rev-parse", "HEAD^{tree}")); got != tree {
 			t.Fatalf("commit tree %s, git write-tree %s", got, tree)
 		}
 		runGit(t, theirs2, "-c", "core.safecrlf=false", "commit", "-q", "-m", "theirs")
@@ -388,7 +401,7 @@ func runDifferential(t *testing.T, seed int64) {
 		got = append(got, c.Hash+" "+strings.Join(c.Parents, " ")+" "+c.Author.Name+" "+c.Committer.Time)
 	}
 	var want []string
-	for _, l := range strings.Split(strings.TrimRight(runGit(t, e.dir, "log", "-n", "100", "--format=%H %P %an %cI"), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimRight(runGitStdout(t, e.dir, "log", "-n", "100", "--format=%H %P %an %cI"), "\n"), "\n") {
 		want = append(want, strings.Join(strings.Fields(l), " "))
 	}
 	for i := range got {

@@ -256,3 +256,21 @@ func TestJustStagedFilesStatClean(t *testing.T) {
 	sameLines(t, porcelain(e.status()), []string{".M a.txt", "M. b.txt"})
 	sameLines(t, gitPorcelain(t, e.dir), []string{".M a.txt", "M. b.txt"})
 }
+
+// TestRenamePairingPrefersSameBasename: among identical files, a rename pairs a new path
+// with a deleted one of the same file name first, as git's exact rename detection does.
+func TestRenamePairingPrefersSameBasename(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("a1", "same\n")
+	e.write("x/same.txt", "same\n")
+	commitAll(t, e.dir, "init")
+	runGit(t, e.dir, "rm", "-q", "--cached", "-r", ".")
+	os.RemoveAll(filepath.Join(e.dir, "x"))
+	os.Remove(filepath.Join(e.dir, "a1"))
+	e.write("m/same.txt", "same\n")
+	e.write("z1", "same\n")
+	runGit(t, e.dir, "add", "m", "z1")
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	sameLines(t, porcelain(e.status()), []string{"R. x/same.txt -> m/same.txt", "R. a1 -> z1"})
+}
