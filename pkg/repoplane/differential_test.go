@@ -26,9 +26,9 @@ import (
 //     status and git diff --cached agree, and the commit's tree is git write-tree's;
 //   - repo.log against git log.
 //
-// go test runs -seeds seeds (default 6); more by hand: go test -run Differential -seeds 200.
+// go test runs -seeds seeds (default 4); more by hand: go test -run Differential -seeds 200.
 var (
-	diffSeeds = flag.Int("seeds", 6, "differential harness: number of random repositories")
+	diffSeeds = flag.Int("seeds", 4, "differential harness: number of random repositories")
 	diffSeed0 = flag.Int64("seed0", 1, "differential harness: first seed")
 	diffText  = flag.Bool("difftext", false, "differential harness: also require patch text identical to git diff's (hunk placement may legitimately differ)")
 )

@@ -274,3 +274,43 @@ func TestRenamePairingPrefersSameBasename(t *testing.T) {
 	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
 	sameLines(t, porcelain(e.status()), []string{"R. x/same.txt -> m/same.txt", "R. a1 -> z1"})
 }
+
+// TestSubmoduleNewCommits: a submodule (absorbed into .git/modules, or with its own .git
+// directory) whose checked-out commit moved is modified in status and diff, and staging
+// it records the new commit, as git does.
+func TestSubmoduleNewCommits(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	src := filepath.Join(e.root, "src-sub")
+	initRepo(t, src)
+	writeFile(t, filepath.Join(src, "s.txt"), "s\n")
+	commitAll(t, src, "sub init")
+	runGit(t, e.dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "absorbed")
+	inner := filepath.Join(e.dir, "embedded")
+	initRepo(t, inner)
+	writeFile(t, filepath.Join(inner, "i.txt"), "i\n")
+	commitAll(t, inner, "inner init")
+	runGit(t, e.dir, "add", "embedded")
+	e.write("top.txt", "t\n")
+	commitAll(t, e.dir, "init")
+	sameLines(t, porcelain(e.status()), nil)
+	for _, sub := range []string{"absorbed", "embedded"} {
+		writeFile(t, filepath.Join(e.dir, sub, "new.txt"), "n\n")
+		commitAll(t, filepath.Join(e.dir, sub), "moved")
+	}
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	if got, want := patchText(diffOf(t, e, DiffInput{})), gitDiffText(t, e.dir, "--submodule=short"); got != want {
+		t.Fatalf("diff:\n%s\ngit:\n%s", got, want)
+	}
+	theirs := filepath.Join(e.root, "theirs")
+	cloneDir(t, e.dir, theirs)
+	e.stage("absorbed", "embedded")
+	runGit(t, theirs, "add", "absorbed", "embedded")
+	if got, want := runGit(t, e.dir, "ls-files", "-s"), runGit(t, theirs, "ls-files", "-s"); got != want {
+		t.Fatalf("staged:\n%s\ngit add:\n%s", got, want)
+	}
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	if got, want := patchText(diffOf(t, e, DiffInput{Staged: true})), gitDiffText(t, e.dir, "--cached", "--submodule=short"); got != want {
+		t.Fatalf("staged diff:\n%s\ngit:\n%s", got, want)
+	}
+}

@@ -129,9 +129,17 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 			out.Staged = append(out.Staged, StageEntry{Path: splitPath(c.path), Status: "D"})
 			continue
 		}
-		ne, oe := r.stageFile(c)
-		if oe != nil {
-			return nil, oe
+		var ne *idxEntry
+		if c.entry != nil && c.newMode == modeGitlink && c.hashed {
+			// a submodule with new commits: record the commit it has checked out
+			cp := *c.entry
+			cp.hash, cp.flags, cp.ext = c.newHash, 0, 0
+			ne = &cp
+		} else {
+			var oe *opError
+			if ne, oe = r.stageFile(c); oe != nil {
+				return nil, oe
+			}
 		}
 		status := "M"
 		switch {

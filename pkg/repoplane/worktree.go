@@ -267,9 +267,12 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 	c := wtChange{path: e.name, entry: e, stat: st.sd}
 	switch {
 	case e.mode == modeGitlink:
-		// a submodule's own repository is never opened; only its presence is checked
+		// a submodule: only the commit it has checked out is compared (submodule.go)
 		if !mode.IsDir() {
 			c.code = 'D'
+			w.add(c)
+		} else if h, ok := w.r.submoduleHead(d.root, name, e.name); ok && h != plumbing.Hash(e.hash) {
+			c.code, c.newMode, c.newHash, c.hashed = 'M', modeGitlink, h, true
 			w.add(c)
 		}
 		return
