@@ -204,7 +204,19 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 	if withPatch {
 		var sb strings.Builder
 		writeHeader(&sb, old, new, binary, len(lines) > 0, r.quotePath)
-		writeHunks(&sb, lines, contextLines)
+		var match func(string) (string, bool)
+		if len(lines) > 0 {
+			var p string // git asks the old side's driver first
+			if old != nil {
+				p = old.path
+			} else {
+				p = new.path
+			}
+			if at := r.attributes().lookup(p); at.diff.set && !at.diff.unset && at.diff.value != "" {
+				match = funcMatcher(at.diff.value)
+			}
+		}
+		writeHunks(&sb, lines, contextLines, match)
 		f.Patch = sb.String()
 	}
 	return f, nil
@@ -331,7 +343,8 @@ func writeHeader(sb *strings.Builder, old, new *side, binary, hunks, quoteFull b
 }
 
 // writeHunks writes the unified hunks of a line diff with ctx lines of context.
-func writeHunks(sb *strings.Builder, lines []diffLine, ctx int) {
+// match, when not nil, is the function-name rule of the file's diff driver.
+func writeHunks(sb *strings.Builder, lines []diffLine, ctx int, match func(string) (string, bool)) {
 	n := len(lines)
 	oldNo := make([]int, n+1) // 1-based line number in the old file of lines[i] (or of the next old line)
 	newNo := make([]int, n+1)
@@ -375,7 +388,7 @@ func writeHunks(sb *strings.Builder, lines []diffLine, ctx int) {
 			}
 		}
 		sb.WriteString("@@ -" + hunkRange(oldNo[start], oc) + " +" + hunkRange(newNo[start], nc) + " @@")
-		if fn := funcContext(oldLines, oldNo[start]-1); fn != "" {
+		if fn := funcContext(oldLines, oldNo[start]-1, match); fn != "" {
 			sb.WriteString(" " + fn)
 		}
 		sb.WriteByte('\n')
@@ -397,12 +410,19 @@ func writeHunks(sb *strings.Builder, lines []diffLine, ctx int) {
 	}
 }
 
-// funcContext is git's default hunk-header context: the nearest line above the hunk
-// (before old line index before) that starts with a letter, "_" or "$", cut to 80 bytes
-// and stripped of trailing white space.
-func funcContext(oldLines []string, before int) string {
+// funcContext is the hunk-header context: the nearest line above the hunk (before old
+// line index before) that the driver's patterns accept or, without a driver, git's
+// default rule: a line starting with a letter, "_" or "$", cut to 80 bytes and stripped
+// of trailing white space.
+func funcContext(oldLines []string, before int, match func(string) (string, bool)) string {
 	for i := min(before, len(oldLines)) - 1; i >= 0; i-- {
 		l := oldLines[i]
+		if match != nil {
+			if fn, ok := match(l); ok {
+				return fn
+			}
+			continue
+		}
 		if l == "" {
 			continue
 		}

@@ -314,3 +314,38 @@ func TestSubmoduleNewCommits(t *testing.T) {
 		t.Fatalf("staged diff:\n%s\ngit:\n%s", got, want)
 	}
 }
+
+// TestBuiltinFuncnamePatterns: with diff=<driver> set, hunk headers name the function the
+// way git's built-in driver patterns do.
+func TestBuiltinFuncnamePatterns(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	body := func(n int) string { return strings.Repeat("\tx := 1\n", n) }
+	files := map[string]string{
+		"a.go":   "package a\n\ntype T struct {\n\tA int\n}\n\nfunc (t *T) Method(a int) error {\n" + body(8) + "}\n",
+		"a.py":   "import os\n\nclass C:\n    x = 1\n\n    async def run(self):\n" + strings.Repeat("        y = 1\n", 8) + "\n",
+		"a.md":   "intro\n\n## Section two\n\n" + strings.Repeat("text\n", 8),
+		"a.rb":   "module M\n  def go(x)\n" + strings.Repeat("    y = 1\n", 8) + "  end\nend\n",
+		"a.rs":   "use x;\n\npub(crate) async fn run(a: i32) -> i32 {\n" + strings.Repeat("    let y = 1;\n", 8) + "}\n",
+		"A.java": "public class A {\n    public static int run(int a) {\n        if (a) {\n" + strings.Repeat("            y = 1;\n", 8) + "        }\n    }\n}\n",
+		"a.cpp":  "int global;\nstatic int run(int a)\n{\nlabel:\n" + strings.Repeat("    y = 1;\n", 8) + "}\n",
+		"a.txt":  "Plain heading\n" + strings.Repeat(" indented\n", 8),
+	}
+	e.write(".gitattributes", "*.go diff=golang\n*.py diff=python\n*.md diff=markdown\n*.rb diff=ruby\n*.rs diff=rust\n*.java diff=java\n*.cpp diff=cpp\n*.txt diff=nosuchdriver\n")
+	for p, c := range files {
+		e.write(p, c)
+	}
+	commitAll(t, e.dir, "init")
+	for p, c := range files {
+		lines := strings.SplitAfter(c, "\n")
+		lines[len(lines)-3] = "changed\n"
+		e.write(p, strings.Join(lines, ""))
+	}
+	got, want := patchText(diffOf(t, e, DiffInput{})), gitDiffText(t, e.dir)
+	if got != want {
+		t.Fatalf("patch:\n%s\ngit:\n%s", got, want)
+	}
+	if !strings.Contains(got, "@@ func (t *T) Method(a int) error {") && !strings.Contains(got, " @@ func (t *T) Method(a int) error {") {
+		t.Fatalf("golang driver not applied:\n%s", got)
+	}
+}
