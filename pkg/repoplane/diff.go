@@ -203,7 +203,7 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 	}
 	if withPatch {
 		var sb strings.Builder
-		writeHeader(&sb, old, new, binary, len(lines) > 0, r.quotePath)
+		writeHeader(&sb, old, new, binary, len(lines) > 0, r.quotePath, r.abbrev)
 		var match func(string) (string, bool)
 		if len(lines) > 0 {
 			var p string // git asks the old side's driver first
@@ -283,13 +283,11 @@ func splitKeep(s string) []string {
 	return out
 }
 
-func abbrev(h plumbing.Hash) string { return h.String()[:7] }
-
 // writeHeader writes git's extended header of one file patch; the "---"/"+++" lines
 // only come with hunks (git writes none for an empty file created or deleted). Names
 // are C-quoted as git quotes them (cQuote), and a "---"/"+++" name holding a space ends
 // with a tab, as in git's output.
-func writeHeader(sb *strings.Builder, old, new *side, binary, hunks, quoteFull bool) {
+func writeHeader(sb *strings.Builder, old, new *side, binary, hunks, quoteFull bool, abbrev func(plumbing.Hash) string) {
 	q := func(prefix, p string) string { return cQuote(prefix+p, quoteFull) }
 	label := func(prefix, p string) string {
 		l := q(prefix, p)
@@ -327,10 +325,10 @@ func writeHeader(sb *strings.Builder, old, new *side, binary, hunks, quoteFull b
 		a, b = label("a/", old.path), label("b/", new.path)
 		aName, bName = q("a/", old.path), q("b/", new.path)
 	case new != nil:
-		fmt.Fprintf(sb, "diff --git %s %s\nnew file mode %o\nindex 0000000..%s\n", q("a/", new.path), q("b/", new.path), new.mode, abbrev(new.hash))
+		fmt.Fprintf(sb, "diff --git %s %s\nnew file mode %o\nindex %s..%s\n", q("a/", new.path), q("b/", new.path), new.mode, abbrev(plumbing.ZeroHash), abbrev(new.hash))
 		b, bName = label("b/", new.path), q("b/", new.path)
 	case old != nil:
-		fmt.Fprintf(sb, "diff --git %s %s\ndeleted file mode %o\nindex %s..0000000\n", q("a/", old.path), q("b/", old.path), old.mode, abbrev(old.hash))
+		fmt.Fprintf(sb, "diff --git %s %s\ndeleted file mode %o\nindex %s..%s\n", q("a/", old.path), q("b/", old.path), old.mode, abbrev(old.hash), abbrev(plumbing.ZeroHash))
 		a, aName = label("a/", old.path), q("a/", old.path)
 	}
 	if binary {

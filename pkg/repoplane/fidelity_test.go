@@ -1,8 +1,10 @@
 package repoplane
 
 import (
+	"crypto/sha1"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -347,5 +349,47 @@ func TestBuiltinFuncnamePatterns(t *testing.T) {
 	}
 	if !strings.Contains(got, "@@ func (t *T) Method(a int) error {") && !strings.Contains(got, " @@ func (t *T) Method(a int) error {") {
 		t.Fatalf("golang driver not applied:\n%s", got)
+	}
+}
+
+// TestAbbreviationsExtendOnAmbiguity: patch headers abbreviate object names as git does:
+// longer than 7 characters when another object (loose or packed) shares the prefix,
+// and at least core.abbrev when it is set.
+func TestAbbreviationsExtendOnAmbiguity(t *testing.T) {
+	needGit(t)
+	// two contents whose blob ids share 7 hex digits (a birthday search)
+	seen := map[string]string{}
+	var a, b string
+	for i := 0; a == ""; i++ {
+		c := "content " + strconv.Itoa(i) + "\n"
+		p := blobHash(sha1.New(), []byte(c)).String()[:7]
+		if o, ok := seen[p]; ok {
+			a, b = o, c
+		}
+		seen[p] = c
+	}
+	for _, packed := range []bool{false, true} {
+		e := newEnv(t)
+		e.write("f.txt", "base\n")
+		e.write("g.txt", b)
+		commitAll(t, e.dir, "init")
+		if packed {
+			runGit(t, e.dir, "gc", "-q")
+			if out := runGit(t, e.dir, "count-objects", "-v"); !strings.Contains(out, "count: 0\n") {
+				t.Fatalf("objects left loose:\n%s", out)
+			}
+		}
+		e.write("f.txt", a)
+		got, want := patchText(diffOf(t, e, DiffInput{})), gitDiffText(t, e.dir)
+		if got != want {
+			t.Fatalf("packed=%v patch:\n%s\ngit:\n%s", packed, got, want)
+		}
+		if strings.Contains(got, ".."+blobHash(sha1.New(), []byte(a)).String()[:7]+" ") {
+			t.Fatalf("packed=%v: not extended:\n%s", packed, got)
+		}
+		runGit(t, e.dir, "config", "core.abbrev", "12")
+		if got, want := patchText(diffOf(t, e, DiffInput{})), gitDiffText(t, e.dir); got != want {
+			t.Fatalf("core.abbrev=12 patch:\n%s\ngit:\n%s", got, want)
+		}
 	}
 }

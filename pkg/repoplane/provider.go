@@ -443,22 +443,25 @@ func emailLocal(s string) string {
 // repo is one opened repository: the working tree and .git as descriptor-held roots,
 // go-git's object store on the .git root, and the few local settings sharedos honours.
 type repo struct {
-	path      []string
-	wt        *os.Root // the working tree (repository top directory)
-	git       *os.Root // its .git directory
-	gitName   string
-	st        *filesystem.Storage
-	fileMode  bool      // core.filemode
-	ctime     bool      // core.trustctime
-	reflog    bool      // core.logAllRefUpdates
-	autocrlf  int       // core.autocrlf
-	quotePath bool      // core.quotePath (patch headers)
-	idx       *gitIndex // the index this operation loaded (for attributes files and autocrlf)
-	attrOnce  sync.Once
-	attrs     *attrCache
+	path         []string
+	wt           *os.Root // the working tree (repository top directory)
+	git          *os.Root // its .git directory
+	gitName      string
+	st           *filesystem.Storage
+	fileMode     bool      // core.filemode
+	ctime        bool      // core.trustctime
+	reflog       bool      // core.logAllRefUpdates
+	autocrlf     int       // core.autocrlf
+	quotePath    bool      // core.quotePath (patch headers)
+	idx          *gitIndex // the index this operation loaded (for attributes files and autocrlf)
+	abbrevConfig int       // core.abbrev (0: auto)
+	abbrevs      abbrevState
+	attrOnce     sync.Once
+	attrs        *attrCache
 }
 
 func (r *repo) close() {
+	r.closeAbbrev()
 	if r.st != nil {
 		_ = r.st.Close()
 	}
@@ -634,6 +637,9 @@ func (r *repo) checkConfig(shown, name string) (worktreeConfig bool, oe *opError
 			}
 			if v, ok := lastBool(s.Options, "logallrefupdates"); ok {
 				r.reflog = v
+			}
+			if s.Options.Has("abbrev") {
+				r.abbrevConfig = parseAbbrevConfig(s.Options.Get("abbrev"))
 			}
 			if v, ok := lastBool(s.Options, "quotepath"); ok {
 				r.quotePath = v
