@@ -300,6 +300,8 @@ func (r *repo) indexEntry(name string) *idxEntry {
 
 // readBlob returns the content of a blob of at most limit bytes.
 func (r *repo) readBlob(h plumbing.Hash, limit int64) ([]byte, error) {
+	r.objMu.Lock()
+	defer r.objMu.Unlock()
 	obj, err := r.st.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, err

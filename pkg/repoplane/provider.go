@@ -448,13 +448,14 @@ type repo struct {
 	git          *os.Root // its .git directory
 	gitName      string
 	st           *filesystem.Storage
-	fileMode     bool      // core.filemode
-	ctime        bool      // core.trustctime
-	reflog       bool      // core.logAllRefUpdates
-	autocrlf     int       // core.autocrlf
-	quotePath    bool      // core.quotePath (patch headers)
-	idx          *gitIndex // the index this operation loaded (for attributes files and autocrlf)
-	abbrevConfig int       // core.abbrev (0: auto)
+	fileMode     bool       // core.filemode
+	ctime        bool       // core.trustctime
+	reflog       bool       // core.logAllRefUpdates
+	autocrlf     int        // core.autocrlf
+	quotePath    bool       // core.quotePath (patch headers)
+	idx          *gitIndex  // the index this operation loaded (for attributes files and autocrlf)
+	objMu        sync.Mutex // serialises readBlob from the walk's goroutines
+	abbrevConfig int        // core.abbrev (0: auto)
 	abbrevs      abbrevState
 	attrOnce     sync.Once
 	attrs        *attrCache
