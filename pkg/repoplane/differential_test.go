@@ -198,7 +198,7 @@ func (d *diffRepo) mutate() []string {
 	for range n {
 		p := tracked[d.rng.Intn(len(tracked))]
 		fp := filepath.Join(d.dir, p)
-		switch k := d.rng.Intn(14); k {
+		switch k := d.rng.Intn(16); k {
 		case 0, 1, 2: // edit
 			old, _ := os.ReadFile(fp)
 			lines := strings.SplitAfter(string(old), "\n")
@@ -266,6 +266,20 @@ func (d *diffRepo) mutate() []string {
 				os.WriteFile(fp, data, 0o644)
 				os.Chtimes(fp, later, later)
 				log = append(log, "rewrite "+p)
+			}
+		case 14: // flags git's refresh honours
+			flag := []string{"--assume-unchanged", "--skip-worktree"}[d.rng.Intn(2)]
+			if _, err := tryGit(d.dir, "update-index", flag, "--", p); err == nil {
+				log = append(log, "update-index "+flag+" "+p)
+			}
+		case 15: // intent to add an existing new file, then change it
+			np := d.randPath()
+			if _, err := os.Lstat(filepath.Join(d.dir, np)); err != nil {
+				d.write(np, d.content())
+				if _, err := tryGit(d.dir, "add", "-N", "--", np); err == nil {
+					d.write(np, d.content())
+					log = append(log, "git add -N + edit "+np)
+				}
 			}
 		case 13: // remove from the index only
 			if _, err := tryGit(d.dir, "rm", "-q", "--cached", "--", p); err == nil {

@@ -393,3 +393,24 @@ func TestAbbreviationsExtendOnAmbiguity(t *testing.T) {
 		}
 	}
 }
+
+// TestStageFileReplacingDirectory: staging a file where a directory was replaces every
+// index entry beneath it, assume-unchanged ones included (the index never holds both
+// "d" and "d/x"), as git add does.
+func TestStageFileReplacingDirectory(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("docs/util.go", "u\n")
+	e.write("docs/b.txt", "b\n")
+	commitAll(t, e.dir, "init")
+	runGit(t, e.dir, "update-index", "--assume-unchanged", "docs/util.go")
+	os.RemoveAll(filepath.Join(e.dir, "docs"))
+	e.write("docs", "now a file\n")
+	theirs := filepath.Join(e.root, "theirs")
+	cloneDir(t, e.dir, theirs)
+	e.stage("docs")
+	runGit(t, theirs, "add", "docs")
+	if got, want := runGit(t, e.dir, "ls-files", "-s"), runGit(t, theirs, "ls-files", "-s"); got != want {
+		t.Fatalf("staged:\n%s\ngit add:\n%s", got, want)
+	}
+}

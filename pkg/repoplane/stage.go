@@ -156,6 +156,17 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		updates[c.path] = ne
 		out.Staged = append(out.Staged, StageEntry{Path: splitPath(c.path), Status: status})
 	}
+	// a directory that became a file: the file replaces every entry beneath it (even
+	// assume-unchanged or skip-worktree ones, which the walk leaves alone), as in git
+	for p := range updates {
+		i := sort.Search(len(idx.entries), func(i int) bool { return idx.entries[i].name >= p+"/" })
+		for ; i < len(idx.entries) && strings.HasPrefix(idx.entries[i].name, p+"/"); i++ {
+			if q := idx.entries[i].name; !removed[q] {
+				removed[q] = true
+				out.Staged = append(out.Staged, StageEntry{Path: splitPath(q), Status: "D"})
+			}
+		}
+	}
 	// a file that became a directory: staging something inside replaces its entry
 	for p := range updates {
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
