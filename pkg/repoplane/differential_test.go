@@ -564,25 +564,35 @@ func tryGitEnv(dir string, env []string, args ...string) (string, error) {
 func gitPorcelainExact(t *testing.T, dir string) []string {
 	t.Helper()
 	lines := gitPorcelain(t, dir)
-	inexact := map[string]bool{} // "old\x00new"
-	out := runGitStdout(t, dir, "-c", "core.quotePath=false", "diff", "--cached", "-M", "--name-status", "-z")
-	f := strings.Split(out, "\x00")
-	for i := 0; i+1 < len(f); {
-		st := f[i]
-		if (st[0] == 'R' || st[0] == 'C') && i+2 < len(f) {
-			if st != "R100" {
-				inexact[f[i+1]+"\x00"+f[i+2]] = true
+	inexact := func(args ...string) map[string]bool { // "old\x00new"
+		m := map[string]bool{}
+		out := runGitStdout(t, dir, append([]string{"-c", "core.quotePath=false", "-c", "core.safecrlf=false", "diff", "-M", "--name-status", "-z"}, args...)...)
+		f := strings.Split(out, "\x00")
+		for i := 0; i+1 < len(f); {
+			st := f[i]
+			if (st[0] == 'R' || st[0] == 'C') && i+2 < len(f) {
+				if st != "R100" {
+					m[f[i+1]+"\x00"+f[i+2]] = true
+				}
+				i += 3
+				continue
 			}
-			i += 3
-			continue
+			i += 2 // a status and one path
 		}
-		i += 2 // a status and one path
+		return m
 	}
+	staged, unstaged := inexact("--cached"), inexact()
 	var res []string
 	for _, l := range lines {
-		if old, nw, ok := strings.Cut(l[3:], " -> "); ok && l[0] == 'R' && inexact[old+"\x00"+nw] {
-			res = append(res, "D"+l[1:2]+" "+old, "A"+l[1:2]+" "+nw)
-			continue
+		if old, nw, ok := strings.Cut(l[3:], " -> "); ok {
+			if l[0] == 'R' && staged[old+"\x00"+nw] {
+				res = append(res, "D"+l[1:2]+" "+old, "A"+l[1:2]+" "+nw)
+				continue
+			}
+			if l[1] == 'R' && unstaged[old+"\x00"+nw] {
+				res = append(res, l[:1]+"D "+old, l[:1]+"A "+nw)
+				continue
+			}
 		}
 		res = append(res, l)
 	}

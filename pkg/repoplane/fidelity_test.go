@@ -414,3 +414,17 @@ func TestStageFileReplacingDirectory(t *testing.T) {
 		t.Fatalf("staged:\n%s\ngit add:\n%s", got, want)
 	}
 }
+
+// TestWorktreeRenameOfIntentToAdd: a deleted file and an intent-to-add file of the same
+// content are a rename in the worktree column (" R old -> new"), as git status shows.
+func TestWorktreeRenameOfIntentToAdd(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("a.txt", "same content\n")
+	e.write("keep.txt", "k\n")
+	commitAll(t, e.dir, "init")
+	os.Rename(filepath.Join(e.dir, "a.txt"), filepath.Join(e.dir, "b.txt"))
+	runGit(t, e.dir, "add", "-N", "b.txt")
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	sameLines(t, porcelain(e.status()), []string{".R a.txt -> b.txt"})
+}
