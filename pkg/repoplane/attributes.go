@@ -54,6 +54,7 @@ type attrCache struct {
 	info   *attrFile
 	macros map[string][]attrAssign
 	loaded bool
+	gone   map[string]bool // attributes files being removed from the index
 }
 
 func (r *repo) attributes() *attrCache {
@@ -152,6 +153,17 @@ func (c *attrCache) dirFile(dir string) *attrFile {
 	return f
 }
 
+// forget makes the index copy of the attributes file name unavailable (it is being
+// removed from the index).
+func (c *attrCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone == nil {
+		c.gone = map[string]bool{}
+	}
+	c.gone[name] = true
+}
+
 // read returns an attributes file from the working tree or, when the working tree has
 // none, from the index (git's order when adding).
 func (c *attrCache) read(name string) ([]byte, bool) {
@@ -163,7 +175,7 @@ func (c *attrCache) read(name string) ([]byte, bool) {
 		return nil, false
 	}
 	e := c.r.indexEntry(name)
-	if e == nil || e.mode != modeRegular && e.mode != modeExecutable {
+	if e == nil || e.mode != modeRegular && e.mode != modeExecutable || c.gone[name] {
 		return nil, false
 	}
 	data, err = c.r.readBlob(plumbing.Hash(e.hash), maxAttrFileBytes)

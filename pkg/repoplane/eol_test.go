@@ -20,6 +20,7 @@ type eolCase struct {
 	after   map[string]string // rewritten (same bytes: touched only)
 	stage   []string
 	cleanAt []string // paths that must be clean in status after the rewrite (the point of the case)
+	remove  []string // deleted after the rewrite
 }
 
 var eolCases = []eolCase{
@@ -44,6 +45,9 @@ var eolCases = []eolCase{
 	{name: "text=auto leaves a file alone when the index copy has CRLF",
 		before: map[string]string{".gitattributes": "*.txt -text\n", "a.txt": "a\r\n"},
 		after:  map[string]string{".gitattributes": "*.txt text=auto\n", "a.txt": "a\r\nb\r\n"}, stage: []string{"a.txt", ".gitattributes"}},
+	{name: "a removed .gitattributes no longer applies to what is staged with it",
+		before: map[string]string{".gitattributes": "* text=auto\n", "a.txt": "a\n", "b.txt": "b\n"},
+		after:  map[string]string{"a.txt": "a\r\nb\r\n", "b.txt": "b\r\nc\r\n"}, stage: []string{".gitattributes", "a.txt"}, remove: []string{".gitattributes"}},
 	{name: "text=auto does not convert what looks binary",
 		before: map[string]string{".gitattributes": "* text=auto\n", "b.bin": "x\x00y\r\n"},
 		after:  map[string]string{"b.bin": "x\x00y\r\nz\r\n"}, stage: []string{"b.bin"}},
@@ -97,6 +101,9 @@ func TestLineEndingsAgreeWithGit(t *testing.T) {
 				fp := filepath.Join(e.dir, p)
 				writeFile(t, fp, content)
 				os.Chtimes(fp, later, later) // stat-dirty: the content has to be looked at
+			}
+			for _, p := range c.remove {
+				os.Remove(filepath.Join(e.dir, p))
 			}
 			theirs := filepath.Join(e.root, "theirs")
 			cloneDir(t, e.dir, theirs)

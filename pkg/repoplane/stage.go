@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -117,6 +118,13 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 	updates := map[string]*idxEntry{}
 	removed := map[string]bool{}
 	out := StageOutput{Path: r.path, Staged: []StageEntry{}}
+	// git add removes deleted entries as it goes, so an attributes file this call
+	// removes no longer applies to the files it stages (from the index either)
+	for _, c := range w.out {
+		if c.code == 'D' && path.Base(c.path) == ".gitattributes" {
+			r.attributes().forget(c.path)
+		}
+	}
 	for _, c := range w.out {
 		if c.code == '?' && c.newMode == modeGitlink {
 			// a nested repository is never staged (git would add it as a gitlink)
