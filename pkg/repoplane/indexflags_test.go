@@ -163,6 +163,22 @@ func TestConflictCodes(t *testing.T) {
 	}
 	runGitIn(t, e.dir, in.String(), "update-index", "--index-info")
 	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	// the writer keeps every conflict stage when it stages something else, and staging
+	// a conflicted path resolves it as git add does
+	e.write("other.txt", "o\n")
+	theirs := filepath.Join(e.root, "theirs")
+	cloneDir(t, e.dir, theirs)
+	before := runGit(t, e.dir, "ls-files", "-s", "--", "dd", "au", "ud", "ua", "du", "aa", "uu")
+	e.stage("other.txt")
+	if after := runGit(t, e.dir, "ls-files", "-s", "--", "dd", "au", "ud", "ua", "du", "aa", "uu"); after != before {
+		t.Fatalf("conflict stages changed:\n%s\nbefore:\n%s", after, before)
+	}
+	e.stage("uu", "aa", "ud")
+	runGit(t, theirs, "add", "other.txt", "uu", "aa", "ud")
+	if got, want := runGit(t, e.dir, "ls-files", "-s"), runGit(t, theirs, "ls-files", "-s"); got != want {
+		t.Fatalf("after resolving:\n%s\ngit add:\n%s", got, want)
+	}
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, theirs))
 }
 
 // runGitIn runs git with stdin.
