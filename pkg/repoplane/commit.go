@@ -63,13 +63,13 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 	if err != nil {
 		return nil, internal("read the index", err)
 	}
-	ents := make([]*idxEntry, 0, len(idx.entries))
+	real := 0 // entries that go into the tree (intent-to-add ones do not)
 	for _, e := range idx.entries {
 		if e.stage() != 0 {
 			return nil, failed(CodeUnmerged, "%s has unresolved merge conflicts; stage the resolution first", e.name)
 		}
 		if !e.intentToAdd() {
-			ents = append(ents, e)
+			real++
 		}
 	}
 	head, oe := r.readHead()
@@ -81,11 +81,11 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 		return nil, oe
 	}
 	tw := &treeWriter{r: r}
-	tree, node, err := tw.build("", "", ents, idx.tree)
+	tree, node, err := tw.build("", "", idx.entries, idx.tree)
 	if err != nil {
 		return nil, internal("write the tree", err)
 	}
-	if len(ents) == 0 && head.unborn || tree == parentTree {
+	if real == 0 && head.unborn || tree == parentTree {
 		return nil, failed(CodeNothingToCommit, "nothing to commit: the index matches HEAD")
 	}
 	full := commitMessage(msg, actx)
@@ -143,7 +143,7 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 
 	// keep the index, now with a complete cache tree so the next status is cheap
 	idx.tree = node
-	_ = lock.commit(encodeIndex(prepareWrite(idx)))
+	_ = lock.commit(encodeIndex(r.prepareWrite(idx)))
 
 	out := CommitOutput{Path: r.path, Hash: ch.String(), Parents: []string{}, Branch: head.branch(),
 		Message: full, Author: sigOf(sig)}
@@ -155,19 +155,31 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 
 // treeWriter turns index entries into tree objects, reusing every subtree whose
 // cache-tree node is still valid.
+//
+// Intent-to-add entries (git add -N) are not part of any tree, and a directory holding
+// one, directly or below, gets an invalidated cache-tree node, as git's cache_tree_update
+// does: a valid node there would tell git that the directory's tree equals the index,
+// and git would then take the recorded intention for a staged file (and, after a reset,
+// lose it). A subdirectory holding nothing but intent-to-add entries is left out of its
+// parent's tree.
 type treeWriter struct{ r *repo }
 
 func (tw *treeWriter) build(name, prefix string, ents []*idxEntry, node *cacheTree) (plumbing.Hash, *cacheTree, error) {
-	if node != nil && node.count >= 0 && node.count == len(ents) && tw.r.st.HasEncodedObject(plumbing.Hash(node.hash)) == nil {
+	if node != nil && node.count >= 0 && node.count == len(ents) && !anyIntentToAdd(ents) && tw.r.st.HasEncodedObject(plumbing.Hash(node.hash)) == nil {
 		return plumbing.Hash(node.hash), &cacheTree{name: name, count: node.count, hash: node.hash, children: node.children}, nil
 	}
 	out := &cacheTree{name: name, count: len(ents)}
+	invalid := false
 	var tes []object.TreeEntry
 	for i := 0; i < len(ents); {
 		rest := ents[i].name[len(prefix):]
 		slash := strings.IndexByte(rest, '/')
 		if slash < 0 {
-			tes = append(tes, object.TreeEntry{Name: rest, Mode: filemode.FileMode(ents[i].mode), Hash: ents[i].hash})
+			if ents[i].intentToAdd() {
+				invalid = true
+			} else {
+				tes = append(tes, object.TreeEntry{Name: rest, Mode: filemode.FileMode(ents[i].mode), Hash: ents[i].hash})
+			}
 			i++
 			continue
 		}
@@ -180,8 +192,15 @@ func (tw *treeWriter) build(name, prefix string, ents []*idxEntry, node *cacheTr
 		if err != nil {
 			return plumbing.ZeroHash, nil, err
 		}
-		tes = append(tes, object.TreeEntry{Name: sub, Mode: filemode.Dir, Hash: h})
 		out.children = append(out.children, child)
+		if child.count < 0 {
+			invalid = true
+			if h == emptyTreeHash {
+				i = j
+				continue // only intentions inside: no entry in this tree
+			}
+		}
+		tes = append(tes, object.TreeEntry{Name: sub, Mode: filemode.Dir, Hash: h})
 		i = j
 	}
 	sort.Sort(object.TreeEntrySorter(tes))
@@ -194,8 +213,24 @@ func (tw *treeWriter) build(name, prefix string, ents []*idxEntry, node *cacheTr
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
-	out.hash = h
+	if invalid {
+		out.count = -1
+	} else {
+		out.hash = h
+	}
 	return h, out, nil
+}
+
+// emptyTreeHash is the id of the tree with no entries.
+var emptyTreeHash = plumbing.NewHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+
+func anyIntentToAdd(ents []*idxEntry) bool {
+	for _, e := range ents {
+		if e.intentToAdd() {
+			return true
+		}
+	}
+	return false
 }
 
 // appendReflog records the update in logs/HEAD and the branch's log, as git does when

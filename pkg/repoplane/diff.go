@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	udiff "github.com/go-git/go-git/v5/utils/diff"
@@ -122,6 +123,9 @@ func (r *repo) diff(ctx context.Context, in DiffInput, o ProviderOptions) (any, 
 		if oe != nil {
 			return nil, oe
 		}
+		if !in.Staged && p.old != nil && p.new != nil && p.old.hash == p.new.hash && p.old.mode == p.new.mode {
+			continue // stat-dirty only (git diff drops such pairs too)
+		}
 		switch {
 		case budget <= 0:
 			out.Truncated = true // this file's patch is left out
@@ -138,8 +142,25 @@ func (r *repo) diff(ctx context.Context, in DiffInput, o ProviderOptions) (any, 
 	return out, nil
 }
 
-// filePatch computes the counts and, when withPatch, the unified patch of one file.
+// filePatch computes the counts and, when withPatch, the unified patch of one file. A
+// change of kind (file, link, submodule) is two patches, a deletion and a creation, as
+// git writes it (git apply accepts no other form).
 func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *opError) {
+	if old != nil && new != nil && objectKind(old.mode) != objectKind(new.mode) {
+		del, oe := r.filePatch('D', old, nil, withPatch)
+		if oe != nil {
+			return DiffFile{}, oe
+		}
+		add, oe := r.filePatch('A', nil, new, withPatch)
+		if oe != nil {
+			return DiffFile{}, oe
+		}
+		add.Status = string(code)
+		add.Deletions = del.Deletions
+		add.Binary = add.Binary || del.Binary
+		add.Patch = del.Patch + add.Patch
+		return add, nil
+	}
 	var a, b []byte
 	var err error
 	binary := false
@@ -182,8 +203,20 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 	}
 	if withPatch {
 		var sb strings.Builder
-		writeHeader(&sb, old, new, binary)
-		writeHunks(&sb, lines, contextLines)
+		writeHeader(&sb, old, new, binary, len(lines) > 0, r.quotePath, r.abbrev)
+		var match func(string) (string, bool)
+		if len(lines) > 0 {
+			var p string // git asks the old side's driver first
+			if old != nil {
+				p = old.path
+			} else {
+				p = new.path
+			}
+			if at := r.attributes().lookup(p); at.diff.set && !at.diff.unset && at.diff.value != "" {
+				match = funcMatcher(at.diff.value)
+			}
+		}
+		writeHunks(&sb, lines, contextLines, match)
 		f.Patch = sb.String()
 	}
 	return f, nil
@@ -250,14 +283,24 @@ func splitKeep(s string) []string {
 	return out
 }
 
-func abbrev(h plumbing.Hash) string { return h.String()[:7] }
-
-// writeHeader writes git's extended header of one file patch.
-func writeHeader(sb *strings.Builder, old, new *side, binary bool) {
+// writeHeader writes git's extended header of one file patch; the "---"/"+++" lines
+// only come with hunks (git writes none for an empty file created or deleted). Names
+// are C-quoted as git quotes them (cQuote), and a "---"/"+++" name holding a space ends
+// with a tab, as in git's output.
+func writeHeader(sb *strings.Builder, old, new *side, binary, hunks, quoteFull bool, abbrev func(plumbing.Hash) string) {
+	q := func(prefix, p string) string { return cQuote(prefix+p, quoteFull) }
+	label := func(prefix, p string) string {
+		l := q(prefix, p)
+		if strings.IndexByte(p, ' ') >= 0 {
+			l += "\t"
+		}
+		return l
+	}
 	a, b := "/dev/null", "/dev/null"
+	aName, bName := "/dev/null", "/dev/null"
 	switch {
 	case old != nil && new != nil:
-		fmt.Fprintf(sb, "diff --git a/%s b/%s\n", old.path, new.path)
+		fmt.Fprintf(sb, "diff --git %s %s\n", q("a/", old.path), q("b/", new.path))
 		if old.mode != new.mode {
 			fmt.Fprintf(sb, "old mode %o\nnew mode %o\n", old.mode, new.mode)
 		}
@@ -266,7 +309,7 @@ func writeHeader(sb *strings.Builder, old, new *side, binary bool) {
 			if same {
 				sb.WriteString("similarity index 100%\n")
 			}
-			fmt.Fprintf(sb, "rename from %s\nrename to %s\n", old.path, new.path)
+			fmt.Fprintf(sb, "rename from %s\nrename to %s\n", q("", old.path), q("", new.path))
 			if same {
 				return
 			}
@@ -279,23 +322,27 @@ func writeHeader(sb *strings.Builder, old, new *side, binary bool) {
 		} else {
 			fmt.Fprintf(sb, "index %s..%s\n", abbrev(old.hash), abbrev(new.hash))
 		}
-		a, b = "a/"+old.path, "b/"+new.path
+		a, b = label("a/", old.path), label("b/", new.path)
+		aName, bName = q("a/", old.path), q("b/", new.path)
 	case new != nil:
-		fmt.Fprintf(sb, "diff --git a/%s b/%s\nnew file mode %o\nindex 0000000..%s\n", new.path, new.path, new.mode, abbrev(new.hash))
-		b = "b/" + new.path
+		fmt.Fprintf(sb, "diff --git %s %s\nnew file mode %o\nindex %s..%s\n", q("a/", new.path), q("b/", new.path), new.mode, abbrev(plumbing.ZeroHash), abbrev(new.hash))
+		b, bName = label("b/", new.path), q("b/", new.path)
 	case old != nil:
-		fmt.Fprintf(sb, "diff --git a/%s b/%s\ndeleted file mode %o\nindex %s..0000000\n", old.path, old.path, old.mode, abbrev(old.hash))
-		a = "a/" + old.path
+		fmt.Fprintf(sb, "diff --git %s %s\ndeleted file mode %o\nindex %s..%s\n", q("a/", old.path), q("b/", old.path), old.mode, abbrev(old.hash), abbrev(plumbing.ZeroHash))
+		a, aName = label("a/", old.path), q("a/", old.path)
 	}
 	if binary {
-		fmt.Fprintf(sb, "Binary files %s and %s differ\n", a, b)
+		fmt.Fprintf(sb, "Binary files %s and %s differ\n", aName, bName)
 		return
 	}
-	fmt.Fprintf(sb, "--- %s\n+++ %s\n", a, b)
+	if hunks {
+		fmt.Fprintf(sb, "--- %s\n+++ %s\n", a, b)
+	}
 }
 
 // writeHunks writes the unified hunks of a line diff with ctx lines of context.
-func writeHunks(sb *strings.Builder, lines []diffLine, ctx int) {
+// match, when not nil, is the function-name rule of the file's diff driver.
+func writeHunks(sb *strings.Builder, lines []diffLine, ctx int, match func(string) (string, bool)) {
 	n := len(lines)
 	oldNo := make([]int, n+1) // 1-based line number in the old file of lines[i] (or of the next old line)
 	newNo := make([]int, n+1)
@@ -339,7 +386,7 @@ func writeHunks(sb *strings.Builder, lines []diffLine, ctx int) {
 			}
 		}
 		sb.WriteString("@@ -" + hunkRange(oldNo[start], oc) + " +" + hunkRange(newNo[start], nc) + " @@")
-		if fn := funcContext(oldLines, oldNo[start]-1); fn != "" {
+		if fn := funcContext(oldLines, oldNo[start]-1, match); fn != "" {
 			sb.WriteString(" " + fn)
 		}
 		sb.WriteByte('\n')
@@ -361,12 +408,19 @@ func writeHunks(sb *strings.Builder, lines []diffLine, ctx int) {
 	}
 }
 
-// funcContext is git's default hunk-header context: the nearest line above the hunk
-// (before old line index before) that starts with a letter, "_" or "$", cut to 80 bytes
-// and stripped of trailing white space.
-func funcContext(oldLines []string, before int) string {
+// funcContext is the hunk-header context: the nearest line above the hunk (before old
+// line index before) that the driver's patterns accept or, without a driver, git's
+// default rule: a line starting with a letter, "_" or "$", cut to 80 bytes and stripped
+// of trailing white space.
+func funcContext(oldLines []string, before int, match func(string) (string, bool)) string {
 	for i := min(before, len(oldLines)) - 1; i >= 0; i-- {
 		l := oldLines[i]
+		if match != nil {
+			if fn, ok := match(l); ok {
+				return fn
+			}
+			continue
+		}
 		if l == "" {
 			continue
 		}
@@ -456,10 +510,31 @@ func (r *repo) content(s *side) ([]byte, bool, error) {
 			}
 		}
 	}
-	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 || len(data) > maxTextBytes {
-		if !s.fromBlob && s.hash.IsZero() {
-			s.hash = blobHash(sha1.New(), data)
-		}
+	var at fileAttrs
+	if !s.fromBlob && s.mode != modeSymlink {
+		var action crlfAction
+		action, at = r.conversion(s.path)
+		data = toGit(data, action, r.indexHasCRLF(s.path))
+	} else if s.mode != modeSymlink {
+		at = r.attributes().lookup(s.path)
+	}
+	if !s.fromBlob && s.hash.IsZero() {
+		s.hash = blobHash(sha1.New(), data)
+	}
+	if len(data) > maxTextBytes {
+		return nil, true, nil
+	}
+	switch {
+	case at.diff.set && at.diff.unset: // -diff, binary
+		return nil, true, nil
+	case at.diff.set: // diff, diff=driver: text whatever the content
+	case bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0:
+		return nil, true, nil
+	}
+	if !utf8.Valid(data) {
+		// patches are JSON strings: bytes that are not UTF-8 would be replaced by
+		// U+FFFD and the patch would no longer apply, so such a file is reported as
+		// binary instead of being silently altered
 		return nil, true, nil
 	}
 	return data, false, nil

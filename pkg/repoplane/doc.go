@@ -16,7 +16,13 @@
 //     (including core.hooksPath), clean/smudge filters, diff.*.textconv, external diff
 //     drivers, core.fsmonitor, credential helpers, pagers, editors and signing programs
 //     are configuration that is simply never consulted. Content is hashed and diffed
-//     byte for byte (no filters, no end-of-line conversion).
+//     byte for byte, except for git's built-in end-of-line conversion (the text, eol
+//     and crlf attributes, core.autocrlf), which is data applied as git applies it;
+//     a filter attribute is never acted on, so such content is taken as it is.
+//   - Attributes come from .gitattributes files and .git/info/attributes only
+//     (core.attributesFile and the global attributes file are never read); excludes
+//     from .gitignore files and .git/info/exclude, matched by the package's own
+//     wildmatch with git's precedence.
 //   - Only .git/config is read. System and global configuration (~/.gitconfig,
 //     $XDG_CONFIG_HOME/git, core.excludesFile) are never opened; the commit identity
 //     comes from ProviderOptions or the acting principal, never from git config.
@@ -32,7 +38,13 @@
 //     repository path may not name .git at all.
 //   - The working tree is walked one directory descriptor at a time, links are never
 //     followed, and nested repositories are never entered. Staging refuses symbolic
-//     links and paths through them.
+//     links and paths through them, and reports nested repositories as skipped. Of a
+//     submodule only the commit it has checked out is read: HEAD (and its branch,
+//     loose or packed) of its .git directory, or of the .git/modules/<name> its
+//     gitdir: file names; any other layout reads as not checked out.
+//   - Names in patch headers are C-quoted as git quotes them, so a file name holding a
+//     newline or other control bytes cannot forge patch lines; content that is not
+//     UTF-8 is reported as binary rather than altered on its way into JSON.
 //   - Writes follow git's lock protocol: index.lock and <ref>.lock are created with
 //     O_EXCL, written and renamed into place, and removed on every failure, so
 //     concurrent sharedos processes and real git never corrupt the index or lose a
@@ -43,7 +55,9 @@
 //
 // Status and unstaged diff compare the working tree with the index in one walk that
 // prunes ignored directories (unless they hold tracked files) and trusts index stat
-// data (with git's racy-timestamp rule) instead of re-hashing files; HEAD is compared
+// data (with git's racy-timestamp rule) instead of re-hashing files, takes a size other
+// than the recorded one as a change without reading the file (git's rule too), and
+// skips skip-worktree and assume-unchanged entries as git does; HEAD is compared
 // with the index through the index's cache tree, so unchanged directories cost one hash
 // comparison. Stage visits only the pathspec's subtrees; log stops after maxCount
 // commits; diff is capped in files and bytes.

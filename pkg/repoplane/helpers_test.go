@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,21 @@ func runGit(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// runGitStdout is runGit keeping only standard output (git's warnings go elsewhere).
+func runGitStdout(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(gitPath, args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
 }
 
 func tryGit(dir string, args ...string) (string, error) {
@@ -265,14 +281,14 @@ func porcelain(s StatusOutput) []string {
 // gitPorcelain is git's own status in the same notation.
 func gitPorcelain(t *testing.T, dir string) []string {
 	t.Helper()
-	out := runGit(t, dir, "-c", "core.quotePath=false", "status", "--porcelain=v1", "-uall")
+	out := runGitStdout(t, dir, "-c", "core.quotePath=false", "status", "--porcelain=v1", "-uall")
 	var lines []string
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if l == "" {
 			continue
 		}
 		xy := strings.ReplaceAll(l[:2], " ", ".")
-		lines = append(lines, xy+l[2:])
+		lines = append(lines, xy+" "+unquoteStatusPaths(l[3:]))
 	}
 	return lines
 }
@@ -286,4 +302,36 @@ func sameLines(t *testing.T, got, want []string) {
 
 func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithCancel(t.Context())
+}
+
+// unquoteStatusPaths undoes git's C-style quoting of the paths of one porcelain line
+// ("path" or "old -> new", each side quoted when it holds unusual bytes).
+func unquoteStatusPaths(s string) string {
+	var parts []string
+	for s != "" {
+		if s[0] == '"' {
+			end := 1
+			for end < len(s) && s[end] != '"' {
+				if s[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			q, err := strconv.Unquote(s[:min(end+1, len(s))])
+			if err != nil {
+				q = s[:min(end+1, len(s))]
+			}
+			parts = append(parts, q)
+			s = strings.TrimPrefix(s[min(end+1, len(s)):], " -> ")
+			continue
+		}
+		if i := strings.Index(s, " -> "); i >= 0 && !strings.HasPrefix(s, "\"") {
+			parts = append(parts, s[:i])
+			s = s[i+4:]
+			continue
+		}
+		parts = append(parts, s)
+		break
+	}
+	return strings.Join(parts, " -> ")
 }

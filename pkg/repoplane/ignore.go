@@ -1,50 +1,148 @@
 package repoplane
 
 import (
+	"bytes"
 	"os"
 	"strings"
-
-	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
 
 const maxIgnoreFileBytes = 1 << 20
 
 // ignoreRules are the exclude patterns in force in one directory: .git/info/exclude,
-// then each .gitignore from the top down to it (later patterns take precedence, as in
-// git). core.excludesFile and the global ignore file are never read.
+// then each .gitignore from the top down to it. As in git, the last pattern that
+// matches decides, so a deeper .gitignore overrides a shallower one and both override
+// info/exclude. core.excludesFile and the global ignore file are never read.
 type ignoreRules struct {
-	pats []gitignore.Pattern
+	pats []ignorePattern
+}
+
+// ignorePattern is one line of an ignore file, parsed as git's parse_path_pattern does.
+type ignorePattern struct {
+	pattern   string // without "!", the trailing "/" and a leading "/"
+	base      string // the directory of the ignore file ("" at the top), with a trailing "/"
+	negative  bool   // "!pattern": re-include
+	mustBeDir bool   // "pattern/": directories only
+	noDir     bool   // no "/" inside: matched against the last component only
+	literal   bool   // no wildcard at all: compared, not matched
+}
+
+// parseIgnoreFile turns the content of an ignore file found in directory dir ("" or
+// "a/b") into patterns: a UTF-8 byte order mark is skipped, lines end at LF (a CR
+// before it is dropped), lines starting with "#" and empty lines are skipped, and
+// trailing spaces are trimmed unless escaped with a backslash.
+func parseIgnoreFile(data []byte, dir string) []ignorePattern {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	base := ""
+	if dir != "" {
+		base = dir + "/"
+	}
+	var out []ignorePattern
+	for len(data) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		if p, ok := parseIgnoreLine(trimTrailingSpaces(string(line)), base); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// trimTrailingSpaces removes trailing spaces that are not escaped ("\ " stays).
+func trimTrailingSpaces(s string) string {
+	lastSpace := -1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ':
+			if lastSpace < 0 {
+				lastSpace = i
+			}
+		case '\\':
+			i++
+			if i >= len(s) {
+				return s
+			}
+			lastSpace = -1
+		default:
+			lastSpace = -1
+		}
+	}
+	if lastSpace >= 0 {
+		return s[:lastSpace]
+	}
+	return s
+}
+
+func parseIgnoreLine(s, base string) (ignorePattern, bool) {
+	p := ignorePattern{base: base}
+	if strings.HasPrefix(s, "!") {
+		p.negative = true
+		s = s[1:]
+	}
+	if strings.HasSuffix(s, "/") {
+		p.mustBeDir = true
+		s = s[:len(s)-1]
+	}
+	p.noDir = strings.IndexByte(s, '/') < 0
+	s = strings.TrimPrefix(s, "/")
+	if s == "" {
+		return p, false // matches nothing
+	}
+	p.pattern = s
+	p.literal = strings.IndexAny(s, "*?[\\") < 0
+	return p, true
+}
+
+// matches reports whether the pattern applies to path (repository-relative).
+func (p *ignorePattern) matches(path string, isDir bool) bool {
+	if p.mustBeDir && !isDir {
+		return false
+	}
+	if p.noDir {
+		name := path[strings.LastIndexByte(path, '/')+1:]
+		if p.literal {
+			return name == p.pattern
+		}
+		return wildmatch(p.pattern, name, 0)
+	}
+	rest, ok := strings.CutPrefix(path, p.base)
+	if !ok {
+		return false
+	}
+	if p.literal {
+		return rest == p.pattern
+	}
+	return wildmatch(p.pattern, rest, wmPathname)
 }
 
 // with returns the rules extended by the patterns of data, found in directory dir.
-func (ir *ignoreRules) with(data []byte, dir []string) *ignoreRules {
-	var add []gitignore.Pattern
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSuffix(line, "\r")
-		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
-			continue
-		}
-		add = append(add, gitignore.ParsePattern(line, dir))
-	}
+func (ir *ignoreRules) with(data []byte, dir string) *ignoreRules {
+	add := parseIgnoreFile(data, dir)
 	if len(add) == 0 {
 		return ir
 	}
-	out := &ignoreRules{pats: make([]gitignore.Pattern, 0, len(ir.pats)+len(add))}
+	out := &ignoreRules{pats: make([]ignorePattern, 0, len(ir.pats)+len(add))}
 	out.pats = append(append(out.pats, ir.pats...), add...)
 	return out
 }
 
-// match reports whether the path (components) is ignored.
-func (ir *ignoreRules) match(path []string, isDir bool) bool {
-	if ir == nil || len(ir.pats) == 0 {
+// match reports whether path itself is excluded by the rules (the last matching
+// pattern decides). Whether a directory above it is excluded is the caller's concern:
+// git never looks inside an excluded directory, so nothing in it can be re-included.
+func (ir *ignoreRules) match(path string, isDir bool) bool {
+	if ir == nil {
 		return false
 	}
 	for i := len(ir.pats) - 1; i >= 0; i-- {
-		switch ir.pats[i].Match(path, isDir) {
-		case gitignore.Exclude:
-			return true
-		case gitignore.Include:
-			return false
+		if ir.pats[i].matches(path, isDir) {
+			return !ir.pats[i].negative
 		}
 	}
 	return false
@@ -64,7 +162,7 @@ func loadIgnoreFile(dir *os.Root, name string) []byte {
 func (r *repo) baseIgnore() *ignoreRules {
 	ir := &ignoreRules{}
 	if data := loadIgnoreFile(r.git, "info/exclude"); data != nil {
-		ir = ir.with(data, nil)
+		ir = ir.with(data, "")
 	}
 	return ir
 }

@@ -48,6 +48,9 @@ func (e *idxEntry) stage() int { return int(e.flags>>12) & 3 }
 
 func (e *idxEntry) skipWorktree() bool { return e.ext&extSkipWorktree != 0 }
 
+// assumeUnchanged is git update-index --assume-unchanged (CE_VALID).
+func (e *idxEntry) assumeUnchanged() bool { return e.flags&flagAssumeValid != 0 }
+
 func (e *idxEntry) intentToAdd() bool { return e.ext&extIntentToAdd != 0 }
 
 // cacheTree is one node of the TREE extension. count < 0 marks an invalidated node
@@ -106,6 +109,8 @@ type errUnsupportedIndex struct{ what string }
 func (e errUnsupportedIndex) Error() string {
 	return "the index uses an unsupported feature: " + e.what
 }
+
+var errSplitIndex = errUnsupportedIndex{"a split index (core.splitIndex, git update-index --split-index), which sharedos does not read; git update-index --no-split-index turns it off"}
 
 // decodeIndex parses an index file. It verifies the trailing checksum (unless git wrote
 // none, index.skipHash) and every entry path.
@@ -180,6 +185,10 @@ func decodeIndex(data []byte) (*gitIndex, error) {
 			}
 		}
 		if !validIndexPath(e.name) {
+			if e.name == "" && bytes.Contains(body[pos:], []byte("link")) {
+				// a split index names its replaced entries by position only
+				return nil, errSplitIndex
+			}
 			return nil, errBadIndexPath{e.name}
 		}
 		if e.mode != modeRegular && e.mode != modeExecutable && e.mode != modeSymlink && e.mode != modeGitlink {
@@ -210,6 +219,10 @@ func decodeIndex(data []byte) (*gitIndex, error) {
 			} // a bad cache tree is only a lost optimisation
 		case sig[0] >= 'A' && sig[0] <= 'Z':
 			// optional extension (REUC, UNTR, FSMN, EOIE, IEOT…): dropped on rewrite
+		case sig == "link":
+			return nil, errSplitIndex
+		case sig == "sdir":
+			return nil, errUnsupportedIndex{"a sparse index (index.sparse), which sharedos does not read; git sparse-checkout init --no-sparse-index turns it off"}
 		default:
 			return nil, errUnsupportedIndex{"extension " + strconv.Quote(sig)}
 		}

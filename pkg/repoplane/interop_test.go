@@ -97,7 +97,10 @@ func TestUnsupportedIndexRefused(t *testing.T) {
 	e.write("f.txt", "f")
 	commitAll(t, e.dir, "init")
 	runGit(t, e.dir, "update-index", "--split-index")
-	e.fail(ActionStatus, nil, kernel.StatusDenied, CodeNotPermitted)
+	msg := e.fail(ActionStatus, nil, kernel.StatusDenied, CodeNotPermitted)
+	if !strings.Contains(msg.Message, "split index") || !strings.Contains(msg.Message, "--no-split-index") || strings.Contains(msg.Message, "\n") {
+		t.Fatalf("message: %s", msg.Message)
+	}
 	e.fail(ActionStage, StageInput{Pathspec: specOf("f.txt")}, kernel.StatusDenied, CodeNotPermitted)
 	mustExist(t, filepath.Join(e.dir, ".git", "index.lock"), false)
 }

@@ -3,7 +3,6 @@ package repoplane
 import (
 	"container/heap"
 	"context"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -25,29 +24,40 @@ type LogCommit struct {
 }
 
 // Signature is a commit's author or committer: a name, an email and a time (RFC 3339
-// with the offset the commit records).
+// with the offset the commit records, always numeric: "+00:00", never "Z", as git log's
+// %aI prints it).
 type Signature struct {
 	Name  string `json:"name"`
 	Email string `json:"email"`
 	Time  string `json:"time"`
 }
 
+const isoStrict = "2006-01-02T15:04:05-07:00"
+
 func sigOf(s object.Signature) Signature {
-	return Signature{Name: s.Name, Email: s.Email, Time: s.When.Format(time.RFC3339)}
+	return Signature{Name: s.Name, Email: s.Email, Time: s.When.Format(isoStrict)}
 }
 
-// commitQueue orders commits newest committer time first (git log's default walk).
-type commitQueue []*object.Commit
+// commitQueue orders commits newest committer time first and, among equal times, in
+// the order they were queued (git log's default walk inserts each parent after the
+// queued commits of the same date), which keeps a child before its parents whenever
+// git does.
+type commitQueue []queued
+
+type queued struct {
+	c   *object.Commit
+	seq int
+}
 
 func (q commitQueue) Len() int { return len(q) }
 func (q commitQueue) Less(i, j int) bool {
-	if !q[i].Committer.When.Equal(q[j].Committer.When) {
-		return q[i].Committer.When.After(q[j].Committer.When)
+	if ti, tj := q[i].c.Committer.When.Unix(), q[j].c.Committer.When.Unix(); ti != tj {
+		return ti > tj
 	}
-	return q[i].Hash.String() < q[j].Hash.String()
+	return q[i].seq < q[j].seq
 }
 func (q commitQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *commitQueue) Push(x any)   { *q = append(*q, x.(*object.Commit)) }
+func (q *commitQueue) Push(x any)   { *q = append(*q, x.(queued)) }
 func (q *commitQueue) Pop() any {
 	old := *q
 	c := old[len(old)-1]
@@ -67,6 +77,7 @@ func (r *repo) log(ctx context.Context, n int) (any, *opError) {
 		return out, nil
 	}
 	seen := map[plumbing.Hash]bool{}
+	seq := 0
 	q := &commitQueue{}
 	push := func(h plumbing.Hash) *opError {
 		if seen[h] {
@@ -77,7 +88,8 @@ func (r *repo) log(ctx context.Context, n int) (any, *opError) {
 		if err != nil {
 			return failed(CodeProviderError, "read commit %s: %v", h, err)
 		}
-		heap.Push(q, c)
+		heap.Push(q, queued{c: c, seq: seq})
+		seq++
 		return nil
 	}
 	if oe := push(head.hash); oe != nil {
@@ -87,7 +99,7 @@ func (r *repo) log(ctx context.Context, n int) (any, *opError) {
 		if err := ctx.Err(); err != nil {
 			return nil, internal("log", err)
 		}
-		c := heap.Pop(q).(*object.Commit)
+		c := heap.Pop(q).(queued).c
 		lc := LogCommit{Hash: c.Hash.String(), Parents: make([]string, len(c.ParentHashes)),
 			Author: sigOf(c.Author), Committer: sigOf(c.Committer), Message: c.Message}
 		for i, p := range c.ParentHashes {

@@ -242,6 +242,10 @@ func TestStage(t *testing.T) {
 		got = append(got, s.Status+" "+strings.Join(s.Path, "/"))
 	}
 	sameLines(t, got, []string{"M dir/a.txt", "D dir/old.txt", "A dir/sub/c.txt"})
+	// the nested repository is not staged, and the output says so
+	if len(out.Skipped) != 1 || strings.Join(out.Skipped[0].Path, "/") != "dir/nested" || !strings.Contains(out.Skipped[0].Reason, "nested git repository") {
+		t.Fatalf("skipped: %+v", out.Skipped)
+	}
 	sameLines(t, porcelain(e.status()), []string{"M. dir/a.txt", "D. dir/old.txt", "A. dir/sub/c.txt", ".M top.txt", "?? dir/nested"})
 	if haveGit() {
 		runGit(t, e.dir, "fsck", "--strict", "--no-dangling")

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-billy/v5/memfs"
@@ -443,17 +444,26 @@ func emailLocal(s string) string {
 // repo is one opened repository: the working tree and .git as descriptor-held roots,
 // go-git's object store on the .git root, and the few local settings sharedos honours.
 type repo struct {
-	path     []string
-	wt       *os.Root // the working tree (repository top directory)
-	git      *os.Root // its .git directory
-	gitName  string
-	st       *filesystem.Storage
-	fileMode bool // core.filemode
-	ctime    bool // core.trustctime
-	reflog   bool // core.logAllRefUpdates
+	path         []string
+	wt           *os.Root // the working tree (repository top directory)
+	git          *os.Root // its .git directory
+	gitName      string
+	st           *filesystem.Storage
+	fileMode     bool       // core.filemode
+	ctime        bool       // core.trustctime
+	reflog       bool       // core.logAllRefUpdates
+	autocrlf     int        // core.autocrlf
+	quotePath    bool       // core.quotePath (patch headers)
+	idx          *gitIndex  // the index this operation loaded (for attributes files and autocrlf)
+	objMu        sync.Mutex // serialises readBlob from the walk's goroutines
+	abbrevConfig int        // core.abbrev (0: auto)
+	abbrevs      abbrevState
+	attrOnce     sync.Once
+	attrs        *attrCache
 }
 
 func (r *repo) close() {
+	r.closeAbbrev()
 	if r.st != nil {
 		_ = r.st.Close()
 	}
@@ -482,7 +492,7 @@ func (p *Provider) open(path []string) (*repo, *opError) {
 		}
 		cur = next
 	}
-	r := &repo{path: path, wt: cur, fileMode: true, ctime: true, reflog: true}
+	r := &repo{path: path, wt: cur, fileMode: true, ctime: true, reflog: true, quotePath: true}
 	fi, err := cur.Lstat(".git")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -629,6 +639,15 @@ func (r *repo) checkConfig(shown, name string) (worktreeConfig bool, oe *opError
 			}
 			if v, ok := lastBool(s.Options, "logallrefupdates"); ok {
 				r.reflog = v
+			}
+			if s.Options.Has("abbrev") {
+				r.abbrevConfig = parseAbbrevConfig(s.Options.Get("abbrev"))
+			}
+			if v, ok := lastBool(s.Options, "quotepath"); ok {
+				r.quotePath = v
+			}
+			if s.Options.Has("autocrlf") {
+				r.autocrlf = parseAutocrlf(s.Options.Get("autocrlf"))
 			}
 		case s.IsName("extensions"):
 			for _, o := range s.Options {

@@ -168,6 +168,12 @@ func TestOutputsMatchSchemas(t *testing.T) {
 	e.write("u.txt", "u")
 	record(ActionDiff, e.ok(ActionDiff, DiffInput{}))
 	record(ActionStage, e.ok(ActionStage, StageInput{Pathspec: specOf("d")}))
+	initRepo(t, filepath.Join(e.dir, "nested"))
+	if st := e.ok(ActionStage, StageInput{Pathspec: specOf("nested")}).(StageOutput); len(st.Skipped) != 1 {
+		t.Fatalf("nested repository not reported: %+v", st)
+	} else {
+		record(ActionStage, st)
+	}
 	record(ActionStatus, e.ok(ActionStatus, nil))
 	record(ActionDiff, e.ok(ActionDiff, DiffInput{Staged: true}))
 	record(ActionLog, e.ok(ActionLog, LogInput{MaxCount: 5}))

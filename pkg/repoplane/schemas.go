@@ -165,6 +165,10 @@ func stageOutputSchema() map[string]any {
 	return obj(map[string]any{
 		"path":   outRepoPath(),
 		"staged": described(map[string]any{"type": "array", "items": entry}, "Index entries this call changed, sorted by path; empty when everything under the pathspec was already staged."),
+		"skipped": described(map[string]any{"type": "array", "items": obj(map[string]any{
+			"path":   relPath("Path relative to the repository."),
+			"reason": str("Why it was not staged."),
+		}, "path", "reason")}, "Paths under the pathspec that were deliberately not staged (nested repositories); absent when none."),
 	}, "path", "staged")
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -15,8 +16,15 @@ import (
 
 // StageOutput is the output of repo.stage (see the tool's outputSchema).
 type StageOutput struct {
-	Path   []string     `json:"path"`
-	Staged []StageEntry `json:"staged"`
+	Path    []string       `json:"path"`
+	Staged  []StageEntry   `json:"staged"`
+	Skipped []StageSkipped `json:"skipped,omitempty"`
+}
+
+// StageSkipped is a path under the pathspec that repo.stage deliberately left alone.
+type StageSkipped struct {
+	Path   []string `json:"path"`
+	Reason string   `json:"reason"`
 }
 
 // StageEntry is one index entry repo.stage changed.
@@ -76,6 +84,9 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 	}
 	for i, e := range spec {
 		if matchedIndex(idx.entries, e) {
+			if onlySkipWorktree(idx.entries, e) {
+				return nil, failed(CodeInvalidInput, "%s is outside the sparse checkout (skip-worktree) and is not staged", e)
+			}
 			continue
 		}
 		if !exists[i] {
@@ -93,6 +104,9 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		}
 	}
 	for _, c := range w.out {
+		if c.entry == nil && !validIndexPath(c.path) {
+			return nil, denied(CodeNotPermitted, "%s cannot be staged: git refuses to record a path naming .git in any spelling", c.path)
+		}
 		if c.newMode == modeSymlink {
 			return nil, denied(CodeNotPermitted, "%s is a symbolic link; sharedos does not stage links", c.path)
 		}
@@ -104,18 +118,36 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 	updates := map[string]*idxEntry{}
 	removed := map[string]bool{}
 	out := StageOutput{Path: r.path, Staged: []StageEntry{}}
+	// git add removes deleted entries as it goes, so an attributes file this call
+	// removes no longer applies to the files it stages (from the index either)
+	for _, c := range w.out {
+		if c.code == 'D' && path.Base(c.path) == ".gitattributes" {
+			r.attributes().forget(c.path)
+		}
+	}
 	for _, c := range w.out {
 		if c.code == '?' && c.newMode == modeGitlink {
-			continue // a nested repository is never staged
+			// a nested repository is never staged (git would add it as a gitlink)
+			out.Skipped = append(out.Skipped, StageSkipped{Path: splitPath(c.path),
+				Reason: "a nested git repository; sharedos does not stage repositories (git would record it as a submodule link)"})
+			continue
 		}
 		if c.code == 'D' {
 			removed[c.path] = true
 			out.Staged = append(out.Staged, StageEntry{Path: splitPath(c.path), Status: "D"})
 			continue
 		}
-		ne, oe := r.stageFile(c)
-		if oe != nil {
-			return nil, oe
+		var ne *idxEntry
+		if c.entry != nil && c.newMode == modeGitlink && c.hashed {
+			// a submodule with new commits: record the commit it has checked out
+			cp := *c.entry
+			cp.hash, cp.flags, cp.ext = c.newHash, 0, 0
+			ne = &cp
+		} else {
+			var oe *opError
+			if ne, oe = r.stageFile(c); oe != nil {
+				return nil, oe
+			}
 		}
 		status := "M"
 		switch {
@@ -131,6 +163,26 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		removed[c.path] = true // drops unmerged stages too
 		updates[c.path] = ne
 		out.Staged = append(out.Staged, StageEntry{Path: splitPath(c.path), Status: status})
+	}
+	// a directory that became a file: the file replaces every entry beneath it (even
+	// assume-unchanged or skip-worktree ones, which the walk leaves alone), as in git
+	for p := range updates {
+		i := sort.Search(len(idx.entries), func(i int) bool { return idx.entries[i].name >= p+"/" })
+		for ; i < len(idx.entries) && strings.HasPrefix(idx.entries[i].name, p+"/"); i++ {
+			if q := idx.entries[i].name; !removed[q] {
+				removed[q] = true
+				out.Staged = append(out.Staged, StageEntry{Path: splitPath(q), Status: "D"})
+			}
+		}
+	}
+	// a file that became a directory: staging something inside replaces its entry
+	for p := range updates {
+		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
+			if q := p[:i]; !removed[q] && hasEntry(idx.entries, q) {
+				removed[q] = true
+				out.Staged = append(out.Staged, StageEntry{Path: splitPath(q), Status: "D"})
+			}
+		}
 	}
 	if len(updates) == 0 && len(removed) == 0 {
 		return out, nil
@@ -158,7 +210,7 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 		}
 	}
 	idx.entries = ents
-	if err := lock.commit(encodeIndex(prepareWrite(idx))); err != nil {
+	if err := lock.commit(encodeIndex(r.prepareWrite(idx))); err != nil {
 		return nil, internal("write the index", err)
 	}
 	sort.Slice(out.Staged, func(i, j int) bool {
@@ -192,6 +244,20 @@ func (r *repo) checkStagePath(p []string) (bool, *opError) {
 	return true, nil
 }
 
+func nextSlash(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
+// hasEntry reports whether the sorted index has an entry named exactly p.
+func hasEntry(ents []*idxEntry, p string) bool {
+	i := sort.Search(len(ents), func(i int) bool { return ents[i].name >= p })
+	return i < len(ents) && ents[i].name == p
+}
+
 // matchedIndex reports whether the sorted index has an entry at or beneath p.
 func matchedIndex(ents []*idxEntry, p string) bool {
 	i := sort.Search(len(ents), func(i int) bool { return ents[i].name >= p })
@@ -207,6 +273,28 @@ func matchedIndex(ents []*idxEntry, p string) bool {
 	return false
 }
 
+// onlySkipWorktree reports whether every stage-0 entry at or beneath p is marked
+// skip-worktree (git add refuses such a pathspec: the paths are outside the sparse
+// checkout).
+func onlySkipWorktree(ents []*idxEntry, p string) bool {
+	i := sort.Search(len(ents), func(i int) bool { return ents[i].name >= p })
+	seen := false
+	for ; i < len(ents); i++ {
+		n := ents[i].name
+		if n != p && !strings.HasPrefix(n, p+"/") {
+			if !strings.HasPrefix(n, p) {
+				break
+			}
+			continue
+		}
+		if ents[i].stage() != 0 || !ents[i].skipWorktree() {
+			return false
+		}
+		seen = true
+	}
+	return seen
+}
+
 // ignoredPath reports whether p (or a directory above it) is ignored.
 func (r *repo) ignoredPath(p string) bool {
 	ir := r.baseIgnore()
@@ -218,14 +306,14 @@ func (r *repo) ignoredPath(p string) bool {
 			name = dir + "/.gitignore"
 		}
 		if data := loadIgnoreFile(r.wt, name); data != nil {
-			ir = ir.with(data, segs[:i])
+			ir = ir.with(data, strings.Join(segs[:i], "/"))
 		}
 		isDir := true
 		if i == len(segs)-1 {
 			fi, err := r.wt.Lstat(p)
 			isDir = err == nil && fi.IsDir()
 		}
-		if ir.match(segs[:i+1], isDir) {
+		if ir.match(strings.Join(segs[:i+1], "/"), isDir) {
 			return true
 		}
 	}
@@ -260,7 +348,8 @@ func (r *repo) stageFile(c wtChange) (*idxEntry, *opError) {
 	if err != nil {
 		return nil, failed(CodeProviderError, "read %s: %v", c.path, err)
 	}
-	h, err := r.writeObject(plumbing.BlobObject, data)
+	action, _ := r.conversion(c.path)
+	h, err := r.writeObject(plumbing.BlobObject, toGit(data, action, r.indexHasCRLF(c.path)))
 	if err != nil {
 		return nil, internal("store "+c.path, err)
 	}
@@ -303,15 +392,57 @@ func (r *repo) writeObject(t plumbing.ObjectType, data []byte) (plumbing.Hash, e
 	return r.st.SetEncodedObject(obj)
 }
 
-// prepareWrite smudges racily clean entries before the index is written: an entry whose
-// file was modified within the last second gets size 0, so every later reader re-hashes
-// it instead of trusting stat data that cannot tell a same-second change apart.
-func prepareWrite(idx *gitIndex) *gitIndex {
+// prepareWrite smudges racily clean entries before the index is written, as git's
+// ce_smudge_racily_clean_entry does: an entry whose file was modified within the last
+// second cannot be told apart by stat data from a same-second change, so its file is
+// compared with the entry now, and only when it differs (or cannot be read) does the
+// entry get size 0, which makes every later reader re-hash it. An entry that still
+// matches keeps its stat data, so git diff-files does not list just-staged files.
+func (r *repo) prepareWrite(idx *gitIndex) *gitIndex {
 	now := uint32(time.Now().Unix())
+	var w *walker
 	for _, e := range idx.entries {
-		if e.mtimeS+1 >= now && e.mode != modeGitlink {
+		if e.mtimeS+1 < now || e.mode == modeGitlink || e.size == 0 {
+			continue
+		}
+		if e.stage() != 0 || e.intentToAdd() || e.skipWorktree() || e.assumeUnchanged() {
+			e.size = 0
+			continue
+		}
+		if w == nil {
+			w = newWalker(context.Background(), r, 0, false, nil)
+		}
+		if !r.stillMatches(w, e) {
 			e.size = 0
 		}
 	}
 	return idx
+}
+
+// stillMatches reports whether the working-tree file of e has e's stat data and content.
+func (r *repo) stillMatches(w *walker, e *idxEntry) bool {
+	dir, name := "", e.name
+	if i := strings.LastIndexByte(e.name, '/'); i >= 0 {
+		dir, name = e.name[:i], e.name[i+1:]
+	}
+	root := r.wt
+	if dir != "" {
+		sub, err := r.wt.OpenRoot(dir)
+		if err != nil {
+			return false
+		}
+		defer sub.Close()
+		root = sub
+	}
+	d, err := openDirHandle(root)
+	if err != nil {
+		return false
+	}
+	defer d.close()
+	st, err := d.lstat(name)
+	if err != nil || st.sd.size != e.size || st.sd.mtimeS != e.mtimeS || st.sd.mtimeN != e.mtimeN {
+		return false
+	}
+	h, err := w.hashPath(d, e.name, name, st)
+	return err == nil && h == plumbing.Hash(e.hash)
 }

@@ -2,6 +2,7 @@ package repoplane
 
 import (
 	"context"
+	"path"
 	"sort"
 	"strings"
 
@@ -85,6 +86,13 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 				te.used = true
 			}
 			if !c.spec.match(e.name) {
+				if te != nil && isTreeMode(te.mode) && c.spec.touchesDir(e.name) {
+					// the directory became a file and the pathspec names something
+					// that was inside it: those files are deleted
+					if err := c.deletedTree(te.hash, e.name+"/"); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			switch {
@@ -196,7 +204,8 @@ func objectKind(mode uint32) uint32 {
 }
 
 // detectRenames pairs deletions and additions of identical content (same blob and kind)
-// into renames, in path order; git's similarity-based detection is not attempted.
+// into renames, in path order, preferring a source with the same file name as git
+// does; git's similarity-based detection is not attempted.
 func detectRenames(chs []change) {
 	type key struct {
 		h    plumbing.Hash
@@ -228,8 +237,17 @@ func detectRenames(chs []change) {
 		if len(l) == 0 {
 			continue
 		}
-		d := l[0]
-		dels[k] = l[1:]
+		// git's exact rename detection prefers a source with the same file name,
+		// then the first in path order
+		pick := 0
+		for j, d := range l {
+			if path.Base(chs[d].path) == path.Base(chs[i].path) {
+				pick = j
+				break
+			}
+		}
+		d := l[pick]
+		dels[k] = append(l[:pick:pick], l[pick+1:]...)
 		chs[i].code = 'R'
 		chs[i].oldPath = chs[d].path
 		chs[i].oldMode = chs[d].oldMode

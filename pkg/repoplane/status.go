@@ -2,10 +2,13 @@ package repoplane
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"io"
 	"io/fs"
 	"sort"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // StatusOutput is the output of repo.status (see the tool's outputSchema).
@@ -55,6 +58,7 @@ func (r *repo) loadIndex() (*gitIndex, uint32, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	r.idx = idx
 	return idx, statOf(fi).mtimeS, nil
 }
 
@@ -99,6 +103,7 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		rw.x = ch.code
 		rw.old = ch.oldPath
 	}
+	wtRenamed := r.worktreeRenames(w.out) // new path -> old path
 	for _, c := range w.out {
 		if c.code == '?' {
 			untracked = append(untracked, &row{path: c.path, x: '?', y: '?'})
@@ -106,11 +111,27 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		}
 		get(c.path).y = c.code
 	}
-	for _, e := range idx.entries {
-		if e.stage() != 0 {
-			rw := get(e.name)
-			rw.x, rw.y = 'U', 'U'
+	for nw, old := range wtRenamed {
+		if o := rows[old]; o != nil && o.x == '.' && rows[nw] != nil && rows[nw].old == "" {
+			delete(rows, old)
+			rows[nw].y, rows[nw].old = 'R', old
 		}
+	}
+	for i := 0; i < len(idx.entries); {
+		e := idx.entries[i]
+		j := i + 1
+		if e.stage() == 0 {
+			i = j
+			continue
+		}
+		mask := 0
+		for ; i < len(idx.entries) && idx.entries[i].name == e.name; i++ {
+			if s := idx.entries[i].stage(); s > 0 {
+				mask |= 1 << (s - 1)
+			}
+		}
+		rw := get(e.name)
+		rw.x, rw.y = conflictCode(mask)
 	}
 	all := make([]*row, 0, len(rows)+len(untracked))
 	for _, rw := range rows {
@@ -138,4 +159,75 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 	}
 	out.Clean = len(all) == 0
 	return out, nil
+}
+
+// conflictCode is git's two-letter status of an unmerged path from the stages it has
+// (bit 0: stage 1, the common ancestor; bit 1: stage 2, ours; bit 2: stage 3, theirs).
+func conflictCode(mask int) (byte, byte) {
+	switch mask {
+	case 1:
+		return 'D', 'D' // both deleted
+	case 2:
+		return 'A', 'U' // added by us
+	case 3:
+		return 'U', 'D' // deleted by them
+	case 4:
+		return 'U', 'A' // added by them
+	case 5:
+		return 'D', 'U' // deleted by us
+	case 6:
+		return 'A', 'A' // both added
+	}
+	return 'U', 'U' // both modified
+}
+
+// worktreeRenames pairs files deleted from the working tree with intent-to-add files of
+// identical content, the renames git status shows in its worktree column (" R"); as for
+// staged renames, only identical contents are paired.
+func (r *repo) worktreeRenames(out []wtChange) map[string]string {
+	var chs []change
+	dels := 0
+	for _, c := range out {
+		if c.code == 'D' && c.entry != nil {
+			chs = append(chs, change{path: c.path, code: 'D', oldMode: c.entry.mode, oldHash: plumbing.Hash(c.entry.hash)})
+			dels++
+		}
+	}
+	if dels == 0 {
+		return nil
+	}
+	for _, c := range out {
+		if c.code != 'A' || c.entry == nil {
+			continue
+		}
+		h, ok := r.worktreeBlob(c.path, c.newMode)
+		if ok {
+			chs = append(chs, change{path: c.path, code: 'A', newMode: c.newMode, newHash: h})
+		}
+	}
+	detectRenames(chs)
+	m := map[string]string{}
+	for _, ch := range chs {
+		if ch.code == 'R' {
+			m[ch.path] = ch.oldPath
+		}
+	}
+	return m
+}
+
+// worktreeBlob is the blob id of a working-tree file or link as git would store it.
+func (r *repo) worktreeBlob(p string, mode uint32) (plumbing.Hash, bool) {
+	if mode == modeSymlink {
+		t, err := r.wt.Readlink(p)
+		if err != nil {
+			return plumbing.ZeroHash, false
+		}
+		return blobHash(sha1.New(), []byte(t)), true
+	}
+	data, err := readFileLimited(r.wt, p, maxStageFileBytes)
+	if err != nil {
+		return plumbing.ZeroHash, false
+	}
+	action, _ := r.conversion(p)
+	return blobHash(sha1.New(), toGit(data, action, r.indexHasCRLF(p))), true
 }

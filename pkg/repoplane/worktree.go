@@ -195,7 +195,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 		}
 		if t, ok := names[".gitignore"]; ok && t == 0 {
 			if data := loadIgnoreFile(root, ".gitignore"); data != nil {
-				ir = ir.with(data, splitPath(strings.TrimSuffix(prefix, "/")))
+				ir = ir.with(data, strings.TrimSuffix(prefix, "/"))
 			}
 		}
 	}
@@ -207,12 +207,16 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			for j < len(ents) && ents[j].name == ents[i].name {
 				j++
 			}
-			_, seen := names[rest]
+			typ, seen := names[rest]
 			delete(names, rest)
 			if w.spec.match(ents[i].name) && (seen || !listing) {
 				w.checkEntry(d, prefix, rest, ents[i:j], listing, ir)
 			} else if w.spec.match(ents[i].name) {
 				w.missing(ents[i:j])
+			} else if seen && typ == fs.ModeDir && w.spec.touchesDir(ents[i].name) {
+				// the tracked file became a directory and the pathspec names something
+				// inside it: what is there is new (staging it replaces the file entry)
+				w.untrackedEntry(d, prefix, rest, fs.ModeDir, ir)
 			}
 		} else {
 			name := rest[:slash]
@@ -236,7 +240,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 // missing reports tracked entries whose file is gone.
 func (w *walker) missing(group []*idxEntry) {
 	for _, e := range group {
-		if e.stage() == 0 && !e.skipWorktree() && w.spec.match(e.name) {
+		if e.stage() == 0 && !e.skipWorktree() && !e.assumeUnchanged() && w.spec.match(e.name) {
 			w.add(wtChange{path: e.name, code: 'D', entry: e})
 		}
 	}
@@ -245,8 +249,10 @@ func (w *walker) missing(group []*idxEntry) {
 // checkEntry compares one tracked file (group: its index entries, several when unmerged).
 func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry, listing bool, ir *ignoreRules) {
 	e := group[0]
-	if len(group) > 1 || e.stage() != 0 || e.skipWorktree() {
-		return // unmerged entries are reported as such; skip-worktree entries are not checked
+	if len(group) > 1 || e.stage() != 0 || e.skipWorktree() || e.assumeUnchanged() {
+		// unmerged entries are reported as such; skip-worktree and assume-unchanged
+		// entries are taken as up to date without looking (git's refresh does the same)
+		return
 	}
 	st, err := d.lstat(name)
 	if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
@@ -261,9 +267,12 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 	c := wtChange{path: e.name, entry: e, stat: st.sd}
 	switch {
 	case e.mode == modeGitlink:
-		// a submodule's own repository is never opened; only its presence is checked
+		// a submodule: only the commit it has checked out is compared (submodule.go)
 		if !mode.IsDir() {
 			c.code = 'D'
+			w.add(c)
+		} else if h, ok := w.r.submoduleHead(d.root, name, e.name); ok && h != plumbing.Hash(e.hash) {
+			c.code, c.newMode, c.newHash, c.hashed = 'M', modeGitlink, h, true
 			w.add(c)
 		}
 		return
@@ -302,7 +311,14 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 	if c.newMode == e.mode && w.statClean(e, st.sd) {
 		return
 	}
-	h, err := w.hashPath(d, name, st)
+	if c.newMode == e.mode && e.size != 0 && e.size != st.sd.size {
+		// git's ie_modified: a size other than the recorded one is a change, without
+		// reading the file (even when end-of-line conversion would make it equal)
+		c.code = 'M'
+		w.add(c)
+		return
+	}
+	h, err := w.hashPath(d, e.name, name, st)
 	if err != nil {
 		w.fail(err)
 		return
@@ -359,7 +375,7 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 		return
 	}
 	cignored := ignored
-	if listing && ir.match(splitPath(prefix+name), true) {
+	if listing && ir.match(prefix+name, true) {
 		cignored = true
 	}
 	if w.spawn(sub, prefix+name+"/", group, cignored, ir) {
@@ -371,13 +387,16 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 
 // untrackedEntry handles a listed name with no index entry.
 func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMode, ir *ignoreRules) {
-	if isDotGit(name) || w.failed.Load() {
+	if name == ".git" || w.failed.Load() {
+		// only the repository's own name is hidden, as in git: ".GIT" or "git~1" on a
+		// case-sensitive file system are ordinary untracked names (that git, and
+		// sharedos, refuse to stage)
 		return
 	}
 	p := prefix + name
 	switch typ {
 	case fs.ModeDir:
-		if !w.spec.touchesDir(p) || ir.match(splitPath(p), true) {
+		if !w.spec.touchesDir(p) || ir.match(p, true) {
 			return
 		}
 		sub, err := d.root.OpenRoot(name)
@@ -402,7 +421,7 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 		defer sub.Close()
 		w.walkDir(sub, p+"/", nil, false, ir)
 	case fs.ModeSymlink, 0:
-		if !w.spec.match(p) || ir.match(splitPath(p), false) {
+		if !w.spec.match(p) || ir.match(p, false) {
 			return
 		}
 		c := wtChange{path: p, code: '?', newMode: modeRegular}
@@ -418,9 +437,10 @@ func isNotDir(err error) bool {
 	return errors.As(err, &pe) && (errors.Is(pe.Err, syscall.ENOTDIR) || strings.Contains(pe.Err.Error(), "not a directory"))
 }
 
-// hashPath computes the blob id of a working-tree file or link (name in d, lstat st)
-// without following links and without any content conversion or filter.
-func (w *walker) hashPath(d *dirHandle, name string, st fileStat) (plumbing.Hash, error) {
+// hashPath computes the blob id of a working-tree file or link (name in d, lstat st,
+// path its repository path) without following links, after git's built-in end-of-line
+// conversion when the file's attributes or core.autocrlf ask for it (never a filter).
+func (w *walker) hashPath(d *dirHandle, path, name string, st fileStat) (plumbing.Hash, error) {
 	if st.mode&fs.ModeSymlink != 0 {
 		t, err := d.root.Readlink(name)
 		if err != nil {
@@ -433,6 +453,16 @@ func (w *walker) hashPath(d *dirHandle, name string, st fileStat) (plumbing.Hash
 		return plumbing.ZeroHash, err
 	}
 	defer f.Close()
+	if action, _ := w.r.conversion(path); action != crlfBinary && st.size <= maxStageFileBytes {
+		data, err := io.ReadAll(io.LimitReader(f, maxStageFileBytes+1))
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("read %s: %w", name, err)
+		}
+		if int64(len(data)) != st.size {
+			return plumbing.ZeroHash, nil // changed while read: reported as modified
+		}
+		return blobHash(w.h, toGit(data, action, w.r.indexHasCRLF(path))), nil
+	}
 	w.h.Reset()
 	w.h.Write([]byte("blob " + strconv.FormatInt(st.size, 10) + "\x00"))
 	n, err := io.CopyBuffer(w.h, f, w.buf)
