@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -86,23 +88,61 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
-// writeYAML renders v's JSON form as block YAML, keeping the JSON key order.
+// writeYAML renders v's JSON form as block YAML, keeping the JSON key order. It never
+// fails on content (it runs after a call took effect): text the YAML encoder will not
+// write (C1 controls and the like) makes it write the document as indented JSON instead,
+// which is YAML too.
 func writeYAML(w io.Writer, v any) error {
 	b, err := marshalJSON(v)
 	if err != nil {
 		return internalError(fmt.Errorf("encode output: %w", err))
 	}
+	var out bytes.Buffer
 	var n yaml.Node
-	if err := yaml.Unmarshal(b, &n); err != nil {
-		return internalError(fmt.Errorf("encode output as yaml: %w", err))
+	if err := yaml.Unmarshal(b, &n); err == nil {
+		blockStyle(&n)
+		enc := yaml.NewEncoder(&out)
+		enc.SetIndent(2)
+		if enc.Encode(&n) == nil && enc.Close() == nil && sameDocument(out.Bytes(), b) {
+			_, err := w.Write(out.Bytes())
+			return err
+		}
 	}
-	blockStyle(&n)
-	enc := yaml.NewEncoder(w)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return internalError(fmt.Errorf("encode output as yaml: %w", err))
+	// JSON is YAML once the characters YAML refuses even in quoted strings (DEL and
+	// the C1 controls, which encoding/json writes raw) are escaped.
+	var esc bytes.Buffer
+	if err := json.Indent(&esc, yamlSafeJSON(b), "", "  "); err != nil {
+		return internalError(fmt.Errorf("encode output: %w", err))
 	}
-	return enc.Close()
+	esc.WriteByte('\n')
+	_, err = w.Write(esc.Bytes())
+	return err
+}
+
+// sameDocument reports whether the YAML document y reads back as the JSON document j
+// (the encoder folds some characters, U+0085 for one, when it writes block scalars).
+func sameDocument(y, j []byte) bool {
+	var yv, jv any
+	if yaml.Unmarshal(y, &yv) != nil || json.Unmarshal(j, &jv) != nil {
+		return false
+	}
+	yb, err1 := json.Marshal(yv)
+	jb, err2 := json.Marshal(jv)
+	return err1 == nil && err2 == nil && bytes.Equal(yb, jb)
+}
+
+// yamlSafeJSON escapes DEL and the C1 controls of a JSON document (they only occur in
+// its strings) as \u00XX.
+func yamlSafeJSON(b []byte) []byte {
+	var out bytes.Buffer
+	for _, r := range string(b) {
+		if r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			fmt.Fprintf(&out, `\u%04x`, r)
+			continue
+		}
+		out.WriteRune(r)
+	}
+	return out.Bytes()
 }
 
 // blockStyle clears the flow and quoting styles a JSON document parses with, so the
@@ -164,17 +204,47 @@ type cell struct {
 
 func (p *printer) table(header ...string) *table { return &table{p: p, header: header, flex: -1} }
 
-// row adds a row of plain cells.
+// row adds a row of plain cells. Cell text is escaped (see escapeText): agent-supplied
+// names and reasons cannot clear the screen, paint text, or add rows.
 func (t *table) row(cols ...string) {
 	r := make([]cell, len(cols))
 	for i, c := range cols {
-		r[i] = cell{text: c}
+		r[i] = cell{text: escapeText(c)}
 	}
 	t.rows = append(t.rows, r)
 }
 
-// rowCells adds a row of (possibly styled) cells.
-func (t *table) rowCells(cells ...cell) { t.rows = append(t.rows, cells) }
+// rowCells adds a row of (possibly styled) cells, their text escaped.
+func (t *table) rowCells(cells ...cell) {
+	for i := range cells {
+		cells[i].text = escapeText(cells[i].text)
+	}
+	t.rows = append(t.rows, cells)
+}
+
+// escapeText makes text safe for a terminal and for tab-separated output: every C0
+// control character (tab and line breaks included), DEL, every C1 control character and
+// every byte that is not UTF-8 is written as a Go escape (\t, \n, \x1b, \u0085, \xff),
+// and a backslash that would start one is doubled. Text without them is unchanged.
+func escapeText(s string) string {
+	clean := true
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError || r == '\\' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.Quote(s) // escapes exactly those, and " (which needs none here)
+	q = q[1 : len(q)-1]
+	return strings.ReplaceAll(q, `\"`, `"`)
+}
+
+// styledText is text already rendered with a style's escape sequences: line leaves it as
+// it is, and escapes every other string argument.
+type styledText string
 
 func (t *table) render() error {
 	w := t.p.ios.Out
@@ -185,7 +255,7 @@ func (t *table) render() error {
 				if i > 0 {
 					b.WriteByte('\t')
 				}
-				b.WriteString(t.p.styled(c))
+				b.WriteString(string(t.p.styled(c)))
 			}
 			b.WriteByte('\n')
 		}
@@ -227,7 +297,7 @@ func (t *table) render() error {
 			if header {
 				text = st.header.Render(text)
 			} else {
-				text = t.p.styled(c)
+				text = string(t.p.styled(c))
 			}
 			b.WriteString(text)
 			if i < len(cells)-1 {
@@ -266,15 +336,25 @@ func truncate(s string, width int) string {
 	return string(out) + "…"
 }
 
-func (p *printer) styled(c cell) string {
+func (p *printer) styled(c cell) styledText {
 	if c.style == nil || !p.color {
-		return c.text
+		return styledText(c.text)
 	}
-	return c.style.Render(c.text)
+	return styledText(c.style.Render(c.text))
 }
 
-// line writes one line of human output.
+// line writes one line of human output. String arguments are escaped (escapeText), so
+// agent-supplied text (an escalation reason, a tool name, an error message) cannot
+// forge output; styled text (styledText) is written as rendered.
 func (p *printer) line(format string, args ...any) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = escapeText(v)
+		case styledText:
+			args[i] = string(v)
+		}
+	}
 	fmt.Fprintf(p.ios.Out, format+"\n", args...)
 }
 

@@ -240,9 +240,9 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 	def := &d.Tool
 	status := p.styled(cell{text: "usable", style: &st.ok})
 	if !d.Usable {
-		status = p.styled(cell{text: "not usable", style: &st.bad}) + fmt.Sprintf(" (gate %s, cause %s)", d.Gate, d.Cause)
+		status = p.styled(cell{text: "not usable", style: &st.bad}) + styledText(fmt.Sprintf(" (gate %s, cause %s)", d.Gate, d.Cause))
 	}
-	p.line("%s  %s", st.bold.Render(def.Name), status)
+	p.line("%s  %s", styledText(st.bold.Render(def.Name)), status)
 	p.line("namespace:   %s (source %s)", def.Namespace, def.Source)
 	p.line("class:       %s", def.Class())
 	p.line("requires:    %s on %s:%s", def.RequiredCapability.Action, def.RequiredCapability.Resource.Namespace,
