@@ -194,3 +194,23 @@ func runGitIn(t *testing.T, dir, stdin string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestFlaggedEntryReplacedByDirectory: a directory in place of an assume-unchanged or
+// skip-worktree file still has its files listed as untracked, as git lists them.
+func TestFlaggedEntryReplacedByDirectory(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("au", "a\n")
+	e.write("sw", "s\n")
+	commitAll(t, e.dir, "init")
+	runGit(t, e.dir, "update-index", "--assume-unchanged", "au")
+	runGit(t, e.dir, "update-index", "--skip-worktree", "sw")
+	for _, p := range []string{"au", "sw"} {
+		os.Remove(filepath.Join(e.dir, p))
+		e.write(p+"/inner.txt", "i\n")
+	}
+	sameLines(t, porcelain(e.status()), gitPorcelain(t, e.dir))
+	if len(e.status().Entries) != 2 {
+		t.Fatalf("status: %v", porcelain(e.status()))
+	}
+}

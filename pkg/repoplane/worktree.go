@@ -251,7 +251,13 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 	e := group[0]
 	if len(group) > 1 || e.stage() != 0 || e.skipWorktree() || e.assumeUnchanged() {
 		// unmerged entries are reported as such; skip-worktree and assume-unchanged
-		// entries are taken as up to date without looking (git's refresh does the same)
+		// entries are taken as up to date without looking (git's refresh does the same);
+		// a directory now in the entry's place is still listed for untracked files
+		if listing {
+			if st, err := d.lstat(name); err == nil && st.mode.IsDir() {
+				w.untrackedEntry(d, prefix, name, fs.ModeDir, ir)
+			}
+		}
 		return
 	}
 	st, err := d.lstat(name)
