@@ -33,6 +33,14 @@
 //   - The working tree is walked one directory descriptor at a time, links are never
 //     followed, and nested repositories are never entered. Staging refuses symbolic
 //     links and paths through them.
+//   - Objects are read with bounded memory, never through go-git's object storage
+//     (which inflates loose objects whole and resolves delta chains by recursion): the
+//     header of every object, and of every delta on its chain, is read before anything
+//     is inflated. A commit over 1 MiB, a tree over 16 MiB, a delta chain deeper than
+//     4095 links (git never writes one), a chain through an object over 64 MiB or one
+//     producing over 1 GiB fail with provider_error naming the object; a blob over
+//     8 MiB is shown by repo.diff as binary without being read. Every object read is
+//     checked against its name (SHA-1).
 //   - Writes follow git's lock protocol: index.lock and <ref>.lock are created with
 //     O_EXCL, written and renamed into place, and removed on every failure, so
 //     concurrent sharedos processes and real git never corrupt the index or lose a

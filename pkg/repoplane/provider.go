@@ -447,12 +447,16 @@ type repo struct {
 	git      *os.Root // its .git directory
 	gitName  string
 	st       *filesystem.Storage
-	fileMode bool // core.filemode
-	ctime    bool // core.trustctime
-	reflog   bool // core.logAllRefUpdates
+	objs     *objectStore // the bounded object reader (objread.go)
+	fileMode bool         // core.filemode
+	ctime    bool         // core.trustctime
+	reflog   bool         // core.logAllRefUpdates
 }
 
 func (r *repo) close() {
+	if r.objs != nil {
+		r.objs.close()
+	}
 	if r.st != nil {
 		_ = r.st.Close()
 	}
