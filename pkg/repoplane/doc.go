@@ -47,6 +47,17 @@
 //     commit; the loser gets repo_busy (retryable). A branch is only moved if, under its
 //     lock, it still points at the commit the new one was built on.
 //
+// # Frozen paths
+//
+// The host fills ProviderOptions.Frozen with the host ceiling's frozen files paths, so
+// the promise "nothing under a frozen path can be reached" holds in this plane too:
+// a repository at or beneath a frozen path (or with one in its .git) is refused
+// host_policy_denied for every action; inside a working tree, status and diff omit
+// frozen paths (never listed, read, or compared, in the working tree, the index or
+// HEAD), and stage refuses a pathspec entry at or beneath one (host_policy_denied) but,
+// for a directory holding one, stages the rest and leaves the frozen entries as they
+// are. Commit records the index as it is; log shows commit messages only.
+//
 // # Speed
 //
 // Status and unstaged diff compare the working tree with the index in one walk that

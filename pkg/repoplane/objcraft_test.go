@@ -357,27 +357,40 @@ func TestWriteHostileFixtures(t *testing.T) {
 	}
 	mk := func(name string) string {
 		d := filepath.Join(dir, name)
+		if _, err := os.Lstat(d); err == nil {
+			return "" // written before
+		}
 		initRepo(t, d)
 		return filepath.Join(d, ".git")
 	}
-	g := mk("blob3g")
-	writePack(t, g, []packObj{packObj{typ: packBlob, size: hugeBlobSize, z: zlibRepeated(nil, 0, hugeBlobSize), name: plumbing.NewHash(hugeBlobName)}})
-	tree := loose(t, g, packTree, treeData(treeEnt{"big.bin", filemode.Regular, plumbing.NewHash(hugeBlobName)}))
-	setBranch(t, g, loose(t, g, packCommit, commitData(tree, "huge blob\n")))
-	setIndex(t, g, treeEnt{"big.bin", filemode.Regular, plumbing.NewHash(hugeBlobName)})
-	writeFile(t, filepath.Join(dir, "blob3g", "big.bin"), "small now\n")
-
-	g = mk("commit2g")
-	header := []byte(hugeCommitHeader)
-	writePack(t, g, []packObj{baseEntry(packTree, nil),
-		{typ: packCommit, size: int64(len(header)) + hugeCommitMsg, z: zlibRepeated(header, 'a', hugeCommitMsg), name: plumbing.NewHash(hugeCommitName)}})
-	setBranch(t, g, plumbing.NewHash(hugeCommitName))
-
-	g = mk("chain2m")
-	objs := append([]packObj{baseEntry(packTree, nil)}, deltaChain(packCommit, 2_000_000, chainCommit, false)...)
-	for i := 2; i < len(objs); i++ {
-		objs[i].base++
+	for _, name := range []string{"blob3g", "blob3g-loose"} {
+		g := mk(name)
+		if g == "" {
+			continue
+		}
+		huge := plumbing.NewHash(hugeBlobName)
+		if name == "blob3g" {
+			writePack(t, g, []packObj{hugeBlobEntry()})
+		} else {
+			looseFile(t, g, huge, zlibRepeated([]byte(fmt.Sprintf("blob %d\x00", hugeBlobSize)), 0, hugeBlobSize))
+		}
+		tree := loose(t, g, packTree, treeData(treeEnt{"big.bin", filemode.Regular, huge}))
+		setBranch(t, g, loose(t, g, packCommit, commitData(tree, "huge blob\n")))
+		setIndex(t, g, treeEnt{"big.bin", filemode.Regular, huge})
+		writeFile(t, filepath.Join(dir, name, "big.bin"), "small now\n")
 	}
-	writePack(t, g, objs)
-	setBranch(t, g, objs[len(objs)-1].name)
+	if g := mk("commit2g"); g != "" {
+		header := []byte(hugeCommitHeader)
+		writePack(t, g, []packObj{baseEntry(packTree, nil),
+			{typ: packCommit, size: int64(len(header)) + hugeCommitMsg, z: zlibRepeated(header, 'a', hugeCommitMsg), name: plumbing.NewHash(hugeCommitName)}})
+		setBranch(t, g, plumbing.NewHash(hugeCommitName))
+	}
+	if g := mk("chain2m"); g != "" {
+		objs := append([]packObj{baseEntry(packTree, nil)}, deltaChain(packCommit, 2_000_000, chainCommit, false)...)
+		for i := 2; i < len(objs); i++ {
+			objs[i].base++
+		}
+		writePack(t, g, objs)
+		setBranch(t, g, objs[len(objs)-1].name)
+	}
 }

@@ -73,6 +73,16 @@ type ProviderOptions struct {
 	MaxDiffBytes int
 	// MaxDiffFiles caps the files listed by one diff (default DefaultMaxDiffFiles).
 	MaxDiffFiles int
+	// Frozen lists root-relative paths (segments, as in a resource path) the host
+	// ceiling froze in the files plane, e.g. {"workspace", "private"} for the frozen
+	// path files:workspace/private. A path matches whole segments: itself and what
+	// lies beneath it. Every operation on a repository at or beneath a frozen path, or
+	// with a frozen path in its .git, is denied host_policy_denied. Inside a working
+	// tree, status and diff omit frozen paths (they are never read, and neither is
+	// their content in the index or HEAD); stage refuses a pathspec entry at or beneath
+	// one (host_policy_denied) and, staging a directory that holds one, leaves the
+	// frozen subtree's index entries untouched.
+	Frozen [][]string
 }
 
 // Provider is the "repo" kernel.ResourceProvider: it serves the five repo actions on the
@@ -105,6 +115,10 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	if opts.MaxDiffFiles <= 0 {
 		opts.MaxDiffFiles = DefaultMaxDiffFiles
 	}
+	if err := checkFrozen(opts.Frozen); err != nil {
+		return nil, err
+	}
+	opts.Frozen = cloneFrozen(opts.Frozen)
 	return &Provider{root: abs, opts: opts}, nil
 }
 
@@ -256,11 +270,16 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 	default:
 		return nil, failed(CodeUnsupportedAction, "the repo provider has no action %q", op.Action)
 	}
+	frozen, oe := p.frozenFor(path)
+	if oe != nil {
+		return nil, oe
+	}
 	r, oe := p.open(path)
 	if oe != nil {
 		return nil, oe
 	}
 	defer r.close()
+	r.frozen = frozen
 	return run(r)
 }
 
@@ -448,6 +467,7 @@ type repo struct {
 	gitName  string
 	st       *filesystem.Storage
 	objs     *objectStore // the bounded object reader (objread.go)
+	frozen   frozenSet    // paths the host froze, relative to the working tree
 	fileMode bool         // core.filemode
 	ctime    bool         // core.trustctime
 	reflog   bool         // core.logAllRefUpdates

@@ -84,7 +84,7 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 			if te != nil {
 				te.used = true
 			}
-			if !c.spec.match(e.name) {
+			if !c.spec.match(e.name) || c.r.frozen.covers(e.name) {
 				continue
 			}
 			switch {
@@ -112,7 +112,7 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 		if te != nil {
 			te.used = true
 		}
-		if !c.spec.touchesDir(prefix + name) {
+		if !c.spec.touchesDir(prefix+name) || c.r.frozen.covers(prefix+name) {
 			continue
 		}
 		switch {
@@ -133,10 +133,10 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 	}
 	for _, name := range order {
 		te := tm[name]
-		if te.used {
+		p := prefix + name
+		if te.used || c.r.frozen.covers(p) {
 			continue
 		}
-		p := prefix + name
 		if isTreeMode(te.mode) {
 			if c.spec.touchesDir(p) {
 				if err := c.deletedTree(te.hash, p+"/"); err != nil {
@@ -173,6 +173,9 @@ func (c *stagedCompare) deletedTree(tree plumbing.Hash, prefix string) error {
 	}
 	for _, te := range tes {
 		p := prefix + te.Name
+		if c.r.frozen.covers(p) {
+			continue
+		}
 		if isTreeMode(te.Mode) {
 			if c.spec.touchesDir(p) {
 				if err := c.deletedTree(te.Hash, p+"/"); err != nil {

@@ -107,7 +107,7 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		get(c.path).y = c.code
 	}
 	for _, e := range idx.entries {
-		if e.stage() != 0 {
+		if e.stage() != 0 && !r.frozen.covers(e.name) {
 			rw := get(e.name)
 			rw.x, rw.y = 'U', 'U'
 		}

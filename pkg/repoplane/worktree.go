@@ -209,7 +209,9 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			}
 			_, seen := names[rest]
 			delete(names, rest)
-			if w.spec.match(ents[i].name) && (seen || !listing) {
+			if w.r.frozen.covers(ents[i].name) {
+				// frozen by the host: never inspected, never reported
+			} else if w.spec.match(ents[i].name) && (seen || !listing) {
 				w.checkEntry(d, prefix, rest, ents[i:j], listing, ir)
 			} else if w.spec.match(ents[i].name) {
 				w.missing(ents[i:j])
@@ -222,7 +224,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			}
 			typ, seen := names[name]
 			delete(names, name)
-			if w.spec.touchesDir(prefix + name) {
+			if w.spec.touchesDir(prefix+name) && !w.r.frozen.covers(prefix+name) {
 				w.checkDir(d, prefix, name, ents[i:j], ignored, listing, ir, typ, seen)
 			}
 		}
@@ -371,10 +373,10 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 
 // untrackedEntry handles a listed name with no index entry.
 func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMode, ir *ignoreRules) {
-	if isDotGit(name) || w.failed.Load() {
+	p := prefix + name
+	if isDotGit(name) || w.failed.Load() || w.r.frozen.covers(p) {
 		return
 	}
-	p := prefix + name
 	switch typ {
 	case fs.ModeDir:
 		if !w.spec.touchesDir(p) || ir.match(splitPath(p), true) {
