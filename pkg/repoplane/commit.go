@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -200,6 +199,8 @@ func (tw *treeWriter) build(name, prefix string, ents []*idxEntry, node *cacheTr
 
 // appendReflog records the update in logs/HEAD and the branch's log, as git does when
 // core.logAllRefUpdates is on (the default). Failures are ignored: the commit stands.
+// A log that is not a regular file with a single name (a hard link may share its
+// inode with a file outside the root; a FIFO would block) is left unwritten.
 func (r *repo) appendReflog(ref string, old, new plumbing.Hash, sig object.Signature, msg string) {
 	if !r.reflog {
 		return
@@ -214,11 +215,13 @@ func (r *repo) appendReflog(ref string, old, new plumbing.Hash, sig object.Signa
 		if err := r.git.MkdirAll(path.Dir(name), 0o777); err != nil {
 			continue
 		}
-		f, err := r.git.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscallNoFollow, 0o666)
+		f, err := r.git.OpenFile(name, openAppendNoFollow, 0o666)
 		if err != nil {
 			continue
 		}
-		_, _ = f.WriteString(line)
+		if soleRegularFile(f) {
+			_, _ = f.WriteString(line)
+		}
 		_ = f.Close()
 	}
 }
