@@ -109,6 +109,9 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 	if target == "" {
 		target = "HEAD"
 	}
+	if beforeRefLock != nil {
+		beforeRefLock(r)
+	}
 	refLock, oe := acquireLock(r.git, target)
 	if oe != nil {
 		return nil, oe
@@ -151,6 +154,11 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 	}
 	return out, nil
 }
+
+// beforeRefLock, when set (by tests only), runs in commit after HEAD was read and the
+// commit object written, just before the ref lock is taken: the window in which
+// another writer may move the branch.
+var beforeRefLock func(r *repo)
 
 // treeWriter turns index entries into tree objects, reusing every subtree whose
 // cache-tree node is still valid.
