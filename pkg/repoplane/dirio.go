@@ -44,3 +44,22 @@ func (d *dirHandle) close() { _ = d.f.Close() }
 func statFromInfo(fi fs.FileInfo) fileStat {
 	return fileStat{mode: fi.Mode(), size: fi.Size(), sd: statOf(fi), fi: fi}
 }
+
+// list reads the directory's names with their types. os.File.ReadDir takes the types
+// from getdents(2) (d_type) where the file system reports them, so listing costs no
+// lstat per entry; anything but a directory, a link or a regular file is irregular.
+func (d *dirHandle) list() ([]dirEnt, error) {
+	des, err := d.f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEnt, len(des))
+	for i, de := range des {
+		t := de.Type()
+		if t != fs.ModeDir && t != fs.ModeSymlink && t != 0 {
+			t = fs.ModeIrregular
+		}
+		out[i] = dirEnt{name: de.Name(), typ: t}
+	}
+	return out, nil
+}

@@ -30,12 +30,12 @@ import (
 //	(printf '%s' "$hugeCommitHeader"; head -c 2147483648 /dev/zero | tr '\0' a) |
 //	    git hash-object -t commit --literally --stdin
 const (
-	hugeBlobSize     = 3 << 30
-	hugeBlobName     = "1077662767e8de998abc7dbe3649b8df9a2baf72"
-	hugeCommitHeader = "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor A <a@example.invalid> 1700000000 +0000\ncommitter A <a@example.invalid> 1700000000 +0000\n\n"
-	hugeCommitMsg    = 2 << 30
-	hugeCommitName   = "7877b4ea7542b32601c035514159c92607264684"
-	emptyTreeName    = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+	hugeBlobSize     int64 = 3 << 30
+	hugeBlobName           = "1077662767e8de998abc7dbe3649b8df9a2baf72"
+	hugeCommitHeader       = "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor A <a@example.invalid> 1700000000 +0000\ncommitter A <a@example.invalid> 1700000000 +0000\n\n"
+	hugeCommitMsg    int64 = 2 << 30
+	hugeCommitName         = "7877b4ea7542b32601c035514159c92607264684"
+	emptyTreeName          = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 )
 
 // zlibOf compresses data as one zlib stream.

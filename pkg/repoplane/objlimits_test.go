@@ -102,7 +102,7 @@ func TestHugeCommitRefused(t *testing.T) {
 					{typ: packCommit, size: int64(len(header)) + hugeCommitMsg, z: zlibRepeated(header, 'a', hugeCommitMsg), name: huge}})
 			} else {
 				loose(t, g, packTree, nil)
-				looseFile(t, g, huge, zlibRepeated(fmt.Appendf(nil, "commit %d\x00%s", len(header)+hugeCommitMsg, header), 'a', hugeCommitMsg))
+				looseFile(t, g, huge, zlibRepeated(fmt.Appendf(nil, "commit %d\x00%s", int64(len(header))+hugeCommitMsg, header), 'a', hugeCommitMsg))
 			}
 			setBranch(t, g, huge)
 			before := snapshot(t, e.root)
@@ -112,7 +112,7 @@ func TestHugeCommitRefused(t *testing.T) {
 					input  any
 				}{{ActionStatus, nil}, {ActionLog, nil}, {ActionDiff, DiffInput{Staged: true}}} {
 					pe := e.fail(c.action, c.input, kernel.StatusFailed, CodeProviderError)
-					if !strings.Contains(pe.Message, "commit "+hugeCommitName) || !strings.Contains(pe.Message, fmt.Sprint(len(header)+hugeCommitMsg)) {
+					if !strings.Contains(pe.Message, "commit "+hugeCommitName) || !strings.Contains(pe.Message, fmt.Sprint(int64(len(header))+hugeCommitMsg)) {
 						t.Errorf("%s: %s", c.action, pe.Message)
 					}
 				}

@@ -184,7 +184,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 	listing := w.untracked && !ignored
 	var names map[string]fs.FileMode // listed names not yet matched with the index
 	if listing {
-		list, err := d.list(w.buf)
+		list, err := d.list()
 		if err != nil {
 			w.fail(fmt.Errorf("read directory %q: %w", prefix, err))
 			return
