@@ -39,8 +39,9 @@
 //     is inflated. A commit over 1 MiB, a tree over 16 MiB, a delta chain deeper than
 //     4095 links (git never writes one), a chain through an object over 64 MiB or one
 //     producing over 1 GiB fail with provider_error naming the object; a blob over
-//     8 MiB is shown by repo.diff as binary without being read. Every object read is
-//     checked against its name (SHA-1).
+//     8 MiB is shown by repo.diff as binary without being read. One operation reads
+//     at most 64 MiB of commits and walks trees at most 4096 levels deep. Every object
+//     read is checked against its name (SHA-1).
 //   - Writes follow git's lock protocol: index.lock and <ref>.lock are created with
 //     O_EXCL, written and renamed into place, and removed on every failure, so
 //     concurrent sharedos processes and real git never corrupt the index or lose a

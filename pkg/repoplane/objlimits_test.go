@@ -327,3 +327,55 @@ func TestBrokenPackIndexRefused(t *testing.T) {
 		t.Fatal(pe.Message)
 	}
 }
+
+// TestLogCommitBudget: an octopus merge of 70 commits of almost 1 MiB each makes log
+// fail cleanly once 64 MiB of commits were read, instead of holding them all; log of
+// the merge alone works.
+func TestLogCommitBudget(t *testing.T) {
+	e := newEnv(t)
+	g := filepath.Join(e.dir, ".git")
+	empty := loose(t, g, packTree, nil)
+	var parents strings.Builder
+	for i := range 70 {
+		msg := fmt.Sprintf("%03d %s", i, strings.Repeat("m", maxCommitBytes-1000))
+		fmt.Fprintf(&parents, "parent %s\n", loose(t, g, packCommit, commitData(empty, msg)))
+	}
+	merge := fmt.Appendf(nil, "tree %s\n%sauthor A <a@example.invalid> 1700000000 +0000\ncommitter A <a@example.invalid> 1700000000 +0000\n\noctopus\n", empty, parents.String())
+	setBranch(t, g, loose(t, g, packCommit, merge))
+	if lg := e.ok(ActionLog, LogInput{MaxCount: 1}).(LogOutput); len(lg.Commits) != 1 || len(lg.Commits[0].Parents) != 70 {
+		t.Fatalf("log 1: %+v", lg.Commits)
+	}
+	pe := e.fail(ActionLog, LogInput{MaxCount: 20}, kernel.StatusFailed, CodeProviderError)
+	if !strings.Contains(pe.Message, "bytes of commits") {
+		t.Fatal(pe.Message)
+	}
+}
+
+// TestTreeDepthBound: a HEAD tree nested deeper than maxTreeDepth makes the staged diff
+// and status fail cleanly (no unbounded recursion); a deep but bounded one works.
+func TestTreeDepthBound(t *testing.T) {
+	for _, depth := range []int{200, maxTreeDepth + 1} {
+		t.Run(fmt.Sprint(depth), func(t *testing.T) {
+			e := newEnv(t)
+			g := filepath.Join(e.dir, ".git")
+			h := loose(t, g, packBlob, []byte("leaf\n"))
+			tree := loose(t, g, packTree, treeData(treeEnt{"f", filemode.Regular, h}))
+			for range depth - 1 {
+				tree = loose(t, g, packTree, treeData(treeEnt{"d", filemode.Dir, tree}))
+			}
+			setBranch(t, g, loose(t, g, packCommit, commitData(tree, "deep\n")))
+			setIndex(t, g)
+			if depth <= maxTreeDepth {
+				if st := e.status(); len(st.Entries) != 1 || st.Entries[0].Staging != "D" {
+					t.Fatalf("status: %v", porcelain(st))
+				}
+				return
+			}
+			pe := e.fail(ActionStatus, nil, kernel.StatusFailed, CodeProviderError)
+			if !strings.Contains(pe.Message, "nested deeper than 4096") {
+				t.Fatal(pe.Message)
+			}
+			e.fail(ActionDiff, DiffInput{Staged: true}, kernel.StatusFailed, CodeProviderError)
+		})
+	}
+}

@@ -44,6 +44,11 @@ const (
 	maxChainObjectBytes = 64 << 20
 	// maxChainWork caps the bytes produced and inflated while resolving one chain.
 	maxChainWork = 1 << 30
+	// maxCommitReadBytes caps the commits one operation reads (log keeps the commits
+	// it queued: an octopus merge of many large commits must not add up unbounded).
+	maxCommitReadBytes = 64 << 20
+	// maxTreeDepth caps the nesting of trees that are walked (git's core.maxTreeDepth).
+	maxTreeDepth = 4096
 )
 
 // objectTooLargeError: the object asked for is larger than its kind's cap. Nothing of
@@ -71,10 +76,11 @@ func (e *badObjectError) Error() string { return fmt.Sprintf("object %s: %s", e.
 // objectStore reads objects from .git/objects: loose objects and packs (version 2
 // index files). Pack and index files are opened on first use and held until close.
 type objectStore struct {
-	git    *os.Root
-	packs  []*packFile
-	loaded bool
-	zr     io.ReadCloser // a reused zlib reader
+	git         *os.Root
+	packs       []*packFile
+	loaded      bool
+	zr          io.ReadCloser // a reused zlib reader
+	commitBytes int64         // of the commits read so far
 }
 
 // readerAtCloser is a pack or index file (an *os.File; memory in tests and fuzzing).
@@ -174,6 +180,10 @@ func (r *repo) getCommit(h plumbing.Hash) (*object.Commit, error) {
 	data, err := r.readObject(h, plumbing.CommitObject, maxCommitBytes)
 	if err != nil {
 		return nil, err
+	}
+	s := r.objects()
+	if s.commitBytes += int64(len(data)); s.commitBytes > maxCommitReadBytes {
+		return nil, fmt.Errorf("commit %s: the operation would read more than %d bytes of commits; sharedos stops here", h, maxCommitReadBytes)
 	}
 	obj := &plumbing.MemoryObject{}
 	obj.SetType(plumbing.CommitObject)
@@ -301,15 +311,24 @@ func decodeLoose(zr io.Reader, h plumbing.Hash, want plumbing.ObjectType, limit 
 // readExactly reads size bytes and checks the stream (with its checksum) ends there.
 // Memory grows with the bytes actually read, not with the size a header claims.
 func readExactly(r io.Reader, size int64) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(int(min(size, 64<<10)))
-	if n, err := io.CopyN(&buf, r, size); err != nil {
-		return nil, fmt.Errorf("is shorter than its header says (%d of %d bytes): %v", n, size, err)
+	var data []byte
+	if size <= 1<<20 {
+		data = make([]byte, size)
+		if n, err := io.ReadFull(r, data); err != nil {
+			return nil, fmt.Errorf("is shorter than its header says (%d of %d bytes): %v", n, size, err)
+		}
+	} else {
+		var buf bytes.Buffer
+		buf.Grow(1 << 20)
+		if n, err := io.CopyN(&buf, r, size); err != nil {
+			return nil, fmt.Errorf("is shorter than its header says (%d of %d bytes): %v", n, size, err)
+		}
+		data = buf.Bytes()
 	}
 	if err := expectEnd(r); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 // expectEnd checks that an inflated stream ends here, with a valid checksum.
@@ -844,4 +863,13 @@ func (r *repo) readBlob(h plumbing.Hash) ([]byte, error) {
 		return nil, fmt.Errorf("blob %s: %w", h, err)
 	}
 	return data, nil
+}
+
+// checkTreeDepth refuses to read a tree nested deeper than maxTreeDepth (prefix is its
+// path, ending in "/").
+func checkTreeDepth(prefix string) error {
+	if strings.Count(prefix, "/") >= maxTreeDepth {
+		return fmt.Errorf("%s…: trees are nested deeper than %d levels; sharedos does not walk them", prefix[:min(len(prefix), 200)], maxTreeDepth)
+	}
+	return nil
 }

@@ -65,6 +65,9 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 	tm := map[string]*seenEntry{}
 	var order []string
 	if !tree.IsZero() {
+		if err := checkTreeDepth(prefix); err != nil {
+			return err
+		}
 		tes, err := c.r.readTree(tree)
 		if err != nil {
 			return err
@@ -167,6 +170,9 @@ func (c *stagedCompare) compare(e *idxEntry, mode uint32, h plumbing.Hash) {
 
 // deletedTree records every file of a tree that the index no longer has.
 func (c *stagedCompare) deletedTree(tree plumbing.Hash, prefix string) error {
+	if err := checkTreeDepth(prefix); err != nil {
+		return err
+	}
 	tes, err := c.r.readTree(tree)
 	if err != nil {
 		return err
