@@ -436,8 +436,8 @@ func (s *objectStore) openPack(base string) (p *packFile, err error) {
 		p.fanout[i], prev = v, v
 	}
 	p.n = p.fanout[255]
-	min := int64(idxHeaderLen) + int64(p.n)*28 + 40
-	if isize < min || (isize-min)%8 != 0 {
+	least := int64(idxHeaderLen) + int64(p.n)*28 + 40
+	if isize < least || (isize-least)%8 != 0 {
 		return nil, errors.New("the index has the wrong size for its object count")
 	}
 	var ph [12]byte
