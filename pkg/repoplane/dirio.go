@@ -6,10 +6,23 @@ import (
 )
 
 // dirEnt is one name of a directory listing with its file type (fs.ModeDir,
-// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else).
+// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else, or
+// typeUnknown when the listing does not say).
 type dirEnt struct {
 	name string
 	typ  fs.FileMode
+}
+
+// typeUnknown is the type of a listed name whose type the listing does not give.
+const typeUnknown = ^fs.FileMode(0)
+
+// typeOf is the listing type of an lstat mode.
+func typeOf(m fs.FileMode) fs.FileMode {
+	switch t := m.Type(); t {
+	case fs.ModeDir, fs.ModeSymlink, 0:
+		return t
+	}
+	return fs.ModeIrregular
 }
 
 // fileStat is what the walker needs of an lstat: the type and permission bits, the
@@ -45,11 +58,10 @@ func statFromInfo(fi fs.FileInfo) fileStat {
 	return fileStat{mode: fi.Mode(), size: fi.Size(), sd: statOf(fi), fi: fi}
 }
 
-// list reads the directory's names with their types. os.File.ReadDir takes the types
-// from getdents(2) (d_type) where the file system reports them, so listing costs no
-// lstat per entry; anything but a directory, a link or a regular file is irregular.
-func (d *dirHandle) list() ([]dirEnt, error) {
-	des, err := d.f.ReadDir(-1)
+// listTypes reads a directory's names with their types; anything but a directory, a
+// link or a regular file is irregular.
+func listTypes(f *os.File) ([]dirEnt, error) {
+	des, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, err
 	}

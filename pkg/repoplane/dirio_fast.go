@@ -11,9 +11,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// On Linux the walker lstats tracked files with fstatat(2) relative to the directory
-// descriptor (golang.org/x/sys/unix): one system call per file, no path resolution
-// that a concurrent rename could redirect, and no allocation.
+// On Linux the walker lists directories with getdents(2) and lstats with fstatat(2)
+// relative to the directory descriptor, both through golang.org/x/sys/unix: one system
+// call per file, and no path resolution that a concurrent rename could redirect.
+
+// list reads the directory's names with unix.ReadDirent and unix.ParseDirent. Their
+// types are left unknown (typeUnknown): the walker asks lstat (fstatat on this
+// descriptor) for the few it needs, the directories and the untracked names.
+func (d *dirHandle) list(buf []byte) ([]dirEnt, error) {
+	fd := int(d.f.Fd())
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "getdents", Path: d.f.Name(), Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+	runtime.KeepAlive(d.f)
+	out := make([]dirEnt, len(names))
+	for i, n := range names {
+		out[i] = dirEnt{name: n, typ: typeUnknown}
+	}
+	return out, nil
+}
 
 func (d *dirHandle) lstat(name string) (fileStat, error) {
 	var st unix.Stat_t

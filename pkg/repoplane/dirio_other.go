@@ -7,6 +7,8 @@ import (
 	"os"
 )
 
+func (d *dirHandle) list([]byte) ([]dirEnt, error) { return listTypes(d.f) }
+
 func (d *dirHandle) lstat(name string) (fileStat, error) {
 	fi, err := d.root.Lstat(name)
 	if err != nil {

@@ -184,7 +184,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 	listing := w.untracked && !ignored
 	var names map[string]fs.FileMode // listed names not yet matched with the index
 	if listing {
-		list, err := d.list()
+		list, err := d.list(w.buf)
 		if err != nil {
 			w.fail(fmt.Errorf("read directory %q: %w", prefix, err))
 			return
@@ -193,7 +193,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 		for _, de := range list {
 			names[de.name] = de.typ
 		}
-		if t, ok := names[".gitignore"]; ok && t == 0 {
+		if t, ok := names[".gitignore"]; ok && (t == 0 || t == typeUnknown) { // read only if regular
 			if data := loadIgnoreFile(root, ".gitignore"); data != nil {
 				ir = ir.with(data, splitPath(strings.TrimSuffix(prefix, "/")))
 			}
@@ -335,13 +335,16 @@ func (w *walker) statClean(e *idxEntry, sd statData) bool {
 // checkDir handles a directory holding tracked entries (typ/seen: from the listing).
 func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, ignored, listing bool, ir *ignoreRules, typ fs.FileMode, seen bool) {
 	isDir := seen && typ == fs.ModeDir
-	if !listing {
+	if !listing || seen && typ == typeUnknown {
 		st, err := d.lstat(name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
 			w.fail(fmt.Errorf("inspect %q: %w", prefix+name, err))
 			return
 		}
 		isDir = err == nil && st.mode.IsDir()
+		if err == nil {
+			typ = typeOf(st.mode)
+		}
 	}
 	var sub *os.Root
 	if isDir {
@@ -376,6 +379,13 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 	p := prefix + name
 	if isDotGit(name) || w.failed.Load() || w.r.frozen.covers(p) {
 		return
+	}
+	if typ == typeUnknown {
+		st, err := d.lstat(name)
+		if err != nil {
+			return // gone since it was listed
+		}
+		typ = typeOf(st.mode)
 	}
 	switch typ {
 	case fs.ModeDir:
