@@ -46,7 +46,10 @@
 //     O_EXCL, written and renamed into place, and removed on every failure, so
 //     concurrent sharedos processes and real git never corrupt the index or lose a
 //     commit; the loser gets repo_busy (retryable). A branch is only moved if, under its
-//     lock, it still points at the commit the new one was built on.
+//     lock, it still points at the commit the new one was built on. The reflog is only
+//     appended to a regular file with a single link (a hard link could share its inode
+//     with a file outside the root) and never waits on a FIFO; otherwise it is skipped
+//     and the commit stands.
 //
 // # Frozen paths
 //
