@@ -129,14 +129,15 @@ type Prepared struct {
 
 	needs Needs
 
-	clock    func() time.Time
-	source   kernel.GrantSource
-	resolver kernel.DelegationChainResolver
-	ceiling  kernel.HostCeiling
-	frozen   [][]string // the ceiling's frozen files: paths, for the planes
-	tools    []kernel.ToolHandler
-	index    *snapshotIndexRef
-	closers  []io.Closer
+	clock      func() time.Time
+	source     kernel.GrantSource
+	resolver   kernel.DelegationChainResolver
+	ceiling    kernel.HostCeiling
+	frozen     [][]string // the ceiling's frozen files: paths, for the planes
+	frozenRepo [][]string // and its frozen repo: paths, for the repo plane besides
+	tools      []kernel.ToolHandler
+	index      *snapshotIndexRef
+	closers    []io.Closer
 }
 
 // Host is an opened host: the kernel of the run and the turn of its context.
@@ -204,6 +205,7 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 		}
 		p.ceiling = c
 		p.frozen = c.FrozenPaths(fsplane.Namespace)
+		p.frozenRepo = c.FrozenPaths(repoplane.Namespace)
 	}
 	if s.Now != "" {
 		ms, err := kernel.ParseTimestamp(s.Now)
@@ -300,7 +302,10 @@ func (p *Prepared) buildTools() error {
 	}
 	p.closers = append(p.closers, files)
 	repo, err := repoplane.NewProvider(s.Root, repoplane.ProviderOptions{
-		AuthorName: s.RepoAuthorName, AuthorEmail: s.RepoAuthorEmail, Now: clock})
+		AuthorName: s.RepoAuthorName, AuthorEmail: s.RepoAuthorEmail, Now: clock,
+		// the files plane's frozen paths hold across planes: a repository that contains
+		// one never shows or stages it
+		Frozen: slices.Concat(p.frozen, p.frozenRepo)})
 	if err != nil {
 		return &Error{Kind: KindInternal, Message: fmt.Sprintf("repo plane: %v", err), Err: err}
 	}

@@ -3,7 +3,6 @@ package repoplane
 import (
 	"bytes"
 	"errors"
-	"io"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -178,7 +177,7 @@ func (c *attrCache) read(name string) ([]byte, bool) {
 	if e == nil || e.mode != modeRegular && e.mode != modeExecutable || c.gone[name] {
 		return nil, false
 	}
-	data, err = c.r.readBlob(plumbing.Hash(e.hash), maxAttrFileBytes)
+	data, err = c.r.readBlobLimited(plumbing.Hash(e.hash), maxAttrFileBytes)
 	return data, err == nil
 }
 
@@ -310,21 +309,11 @@ func (r *repo) indexEntry(name string) *idxEntry {
 	return nil
 }
 
-// readBlob returns the content of a blob of at most limit bytes.
-func (r *repo) readBlob(h plumbing.Hash, limit int64) ([]byte, error) {
+// readBlobLimited returns the content of a blob of at most limit bytes (an error when it
+// is larger), through the bounded object reader (objread.go). Calls from the walk's
+// goroutines are serialised.
+func (r *repo) readBlobLimited(h plumbing.Hash, limit int64) ([]byte, error) {
 	r.objMu.Lock()
 	defer r.objMu.Unlock()
-	obj, err := r.st.EncodedObject(plumbing.BlobObject, h)
-	if err != nil {
-		return nil, err
-	}
-	if obj.Size() > limit {
-		return nil, errors.New("blob too large")
-	}
-	rd, err := obj.Reader()
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
-	return io.ReadAll(io.LimitReader(rd, limit+1))
+	return r.readObject(h, plumbing.BlobObject, limit)
 }

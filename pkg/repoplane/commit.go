@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -110,6 +109,9 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 	if target == "" {
 		target = "HEAD"
 	}
+	if beforeRefLock != nil {
+		beforeRefLock(r)
+	}
 	refLock, oe := acquireLock(r.git, target)
 	if oe != nil {
 		return nil, oe
@@ -152,6 +154,11 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 	}
 	return out, nil
 }
+
+// beforeRefLock, when set (by tests only), runs in commit after HEAD was read and the
+// commit object written, just before the ref lock is taken: the window in which
+// another writer may move the branch.
+var beforeRefLock func(r *repo)
 
 // treeWriter turns index entries into tree objects, reusing every subtree whose
 // cache-tree node is still valid.
@@ -235,6 +242,8 @@ func anyIntentToAdd(ents []*idxEntry) bool {
 
 // appendReflog records the update in logs/HEAD and the branch's log, as git does when
 // core.logAllRefUpdates is on (the default). Failures are ignored: the commit stands.
+// A log that is not a regular file with a single name (a hard link may share its
+// inode with a file outside the root; a FIFO would block) is left unwritten.
 func (r *repo) appendReflog(ref string, old, new plumbing.Hash, sig object.Signature, msg string) {
 	if !r.reflog {
 		return
@@ -249,11 +258,13 @@ func (r *repo) appendReflog(ref string, old, new plumbing.Hash, sig object.Signa
 		if err := r.git.MkdirAll(path.Dir(name), 0o777); err != nil {
 			continue
 		}
-		f, err := r.git.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscallNoFollow, 0o666)
+		f, err := r.git.OpenFile(name, openAppendNoFollow, 0o666)
 		if err != nil {
 			continue
 		}
-		_, _ = f.WriteString(line)
+		if soleRegularFile(f) {
+			_, _ = f.WriteString(line)
+		}
 		_ = f.Close()
 	}
 }

@@ -463,21 +463,9 @@ func (r *repo) content(s *side) ([]byte, bool, error) {
 	}
 	var data []byte
 	if s.fromBlob {
-		obj, err := r.st.EncodedObject(plumbing.BlobObject, s.hash)
-		if err != nil {
-			return nil, false, fmt.Errorf("blob %s: %w", s.hash, err)
-		}
-		if obj.Size() > maxTextBytes {
-			return nil, true, nil
-		}
-		rd, err := obj.Reader()
-		if err != nil {
-			return nil, false, err
-		}
-		data, err = io.ReadAll(io.LimitReader(rd, maxTextBytes+1))
-		rd.Close()
-		if err != nil {
-			return nil, false, err
+		var err error
+		if data, err = r.readBlob(s.hash); err != nil || data == nil {
+			return nil, err == nil, err // a blob too large to read is shown as binary
 		}
 	} else {
 		fi, err := r.wt.Lstat(s.path)

@@ -6,10 +6,23 @@ import (
 )
 
 // dirEnt is one name of a directory listing with its file type (fs.ModeDir,
-// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else).
+// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else, or
+// typeUnknown when the listing does not say).
 type dirEnt struct {
 	name string
 	typ  fs.FileMode
+}
+
+// typeUnknown is the type of a listed name whose type the listing does not give.
+const typeUnknown = ^fs.FileMode(0)
+
+// typeOf is the listing type of an lstat mode.
+func typeOf(m fs.FileMode) fs.FileMode {
+	switch t := m.Type(); t {
+	case fs.ModeDir, fs.ModeSymlink, 0:
+		return t
+	}
+	return fs.ModeIrregular
 }
 
 // fileStat is what the walker needs of an lstat: the type and permission bits, the
@@ -43,4 +56,22 @@ func (d *dirHandle) close() { _ = d.f.Close() }
 // statFromInfo converts an os.FileInfo (the portable path).
 func statFromInfo(fi fs.FileInfo) fileStat {
 	return fileStat{mode: fi.Mode(), size: fi.Size(), sd: statOf(fi), fi: fi}
+}
+
+// listTypes reads a directory's names with their types; anything but a directory, a
+// link or a regular file is irregular.
+func listTypes(f *os.File) ([]dirEnt, error) {
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEnt, len(des))
+	for i, de := range des {
+		t := de.Type()
+		if t != fs.ModeDir && t != fs.ModeSymlink && t != 0 {
+			t = fs.ModeIrregular
+		}
+		out[i] = dirEnt{name: de.Name(), typ: t}
+	}
+	return out, nil
 }

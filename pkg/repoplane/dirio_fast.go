@@ -1,32 +1,29 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux
 
 package repoplane
 
 import (
-	"encoding/binary"
 	"io/fs"
 	"os"
 	"runtime"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// On Linux the walker lists directories with getdents64 (whose d_type spares an lstat
-// of every untracked entry) and lstats tracked files with fstatat relative to the
-// directory descriptor: one system call per file, no allocation, and no path
-// resolution that a concurrent rename could redirect.
+// On Linux the walker lists directories with getdents(2) and lstats with fstatat(2)
+// relative to the directory descriptor, both through golang.org/x/sys/unix: one system
+// call per file, and no path resolution that a concurrent rename could redirect.
 
+// list reads the directory's names with unix.ReadDirent and unix.ParseDirent. Their
+// types are left unknown (typeUnknown): the walker asks lstat (fstatat on this
+// descriptor) for the few it needs, the directories and the untracked names.
 func (d *dirHandle) list(buf []byte) ([]dirEnt, error) {
 	fd := int(d.f.Fd())
-	var names []byte
-	type span struct {
-		a, b int
-		typ  fs.FileMode
-	}
-	var spans []span
+	var names []string
 	for {
-		n, err := syscall.ReadDirent(fd, buf)
-		if err == syscall.EINTR {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
@@ -35,88 +32,57 @@ func (d *dirHandle) list(buf []byte) ([]dirEnt, error) {
 		if n <= 0 {
 			break
 		}
-		for off := 0; off+19 <= n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen < 19 || off+reclen > n {
-				break
-			}
-			ino := binary.NativeEndian.Uint64(buf[off:])
-			typ := buf[off+18]
-			name := buf[off+19 : off+reclen]
-			for i, c := range name {
-				if c == 0 {
-					name = name[:i]
-					break
-				}
-			}
-			off += reclen
-			if ino == 0 || string(name) == "." || string(name) == ".." {
-				continue
-			}
-			var t fs.FileMode
-			switch typ {
-			case syscall.DT_DIR:
-				t = fs.ModeDir
-			case syscall.DT_LNK:
-				t = fs.ModeSymlink
-			case syscall.DT_REG:
-				t = 0
-			case syscall.DT_UNKNOWN:
-				t = ^fs.FileMode(0)
-			default:
-				t = fs.ModeIrregular
-			}
-			spans = append(spans, span{len(names), len(names) + len(name), t})
-			names = append(names, name...)
-		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
 	runtime.KeepAlive(d.f)
-	all := string(names)
-	out := make([]dirEnt, len(spans))
-	for i, s := range spans {
-		out[i] = dirEnt{name: all[s.a:s.b], typ: s.typ}
-		if s.typ == ^fs.FileMode(0) { // the file system did not say: ask
-			st, err := d.lstat(out[i].name)
-			if err != nil {
-				out[i].typ = fs.ModeIrregular
-			} else {
-				out[i].typ = st.mode.Type()
-			}
-		}
+	out := make([]dirEnt, len(names))
+	for i, n := range names {
+		out[i] = dirEnt{name: n, typ: typeUnknown}
 	}
 	return out, nil
 }
 
 func (d *dirHandle) lstat(name string) (fileStat, error) {
-	var st syscall.Stat_t
+	var st unix.Stat_t
 	for {
-		err := fstatat(int(d.f.Fd()), name, &st)
-		if err == syscall.EINTR {
+		err := unix.Fstatat(int(d.f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
 			continue
 		}
 		runtime.KeepAlive(d.f)
 		if err != nil {
 			return fileStat{}, &fs.PathError{Op: "lstat", Path: name, Err: err}
 		}
-		return statFromSys(&st), nil
+		return statFromSys(uint32(st.Mode), st.Size, uint64(st.Dev), uint64(st.Ino), uint32(st.Uid), uint32(st.Gid),
+			int64(st.Ctim.Sec), int64(st.Ctim.Nsec), int64(st.Mtim.Sec), int64(st.Mtim.Nsec)), nil
 	}
 }
 
-func statFromSys(st *syscall.Stat_t) fileStat {
-	mode := fs.FileMode(st.Mode & 0o777)
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFDIR:
+// statFromSys builds a fileStat from the fields of a stat(2) result.
+func statFromSys(m uint32, size int64, dev, ino uint64, uid, gid uint32, ctS, ctN, mtS, mtN int64) fileStat {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
 		mode |= fs.ModeDir
-	case syscall.S_IFLNK:
+	case unix.S_IFLNK:
 		mode |= fs.ModeSymlink
-	case syscall.S_IFREG:
+	case unix.S_IFREG:
 	default:
 		mode |= fs.ModeIrregular
 	}
-	return fileStat{mode: mode, size: st.Size, dev: uint64(st.Dev), ino: uint64(st.Ino), sd: statData{
-		ctimeS: uint32(st.Ctim.Sec), ctimeN: uint32(st.Ctim.Nsec),
-		mtimeS: uint32(st.Mtim.Sec), mtimeN: uint32(st.Mtim.Nsec),
-		dev: uint32(st.Dev), ino: uint32(st.Ino), uid: st.Uid, gid: st.Gid, size: uint32(st.Size)}}
+	return fileStat{mode: mode, size: size, dev: dev, ino: ino, sd: statData{
+		ctimeS: uint32(ctS), ctimeN: uint32(ctN), mtimeS: uint32(mtS), mtimeN: uint32(mtN),
+		dev: uint32(dev), ino: uint32(ino), uid: uid, gid: gid, size: uint32(size)}}
+}
+
+// sysStat is the stat(2) result behind an os.FileInfo.
+func sysStat(fi fs.FileInfo) (fileStat, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileStat{}, false
+	}
+	return statFromSys(uint32(st.Mode), st.Size, uint64(st.Dev), uint64(st.Ino), uint32(st.Uid), uint32(st.Gid),
+		int64(st.Ctim.Sec), int64(st.Ctim.Nsec), int64(st.Mtim.Sec), int64(st.Mtim.Nsec)), true
 }
 
 // sameFile reports whether the open file f is the file st described.
@@ -125,33 +91,15 @@ func sameFile(st fileStat, f *os.File) bool {
 	if err != nil {
 		return false
 	}
-	sys, ok := si.Sys().(*syscall.Stat_t)
-	return ok && uint64(sys.Ino) == st.ino && uint64(sys.Dev) == st.dev && si.Mode().IsRegular()
+	ss, ok := sysStat(si)
+	return ok && ss.ino == st.ino && ss.dev == st.dev && si.Mode().IsRegular()
 }
 
 // statOf extracts git's index stat data from an os.FileInfo.
 func statOf(fi fs.FileInfo) statData {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return statFromSys(st).sd
+	if ss, ok := sysStat(fi); ok {
+		return ss.sd
 	}
 	t := fi.ModTime()
 	return statData{size: uint32(fi.Size()), mtimeS: uint32(t.Unix()), mtimeN: uint32(t.Nanosecond())}
-}
-
-const atSymlinkNofollow = 0x100
-
-// fstatat is fstatat(2) with AT_SYMLINK_NOFOLLOW (package syscall exports it only on
-// some architectures).
-func fstatat(fd int, name string, st *syscall.Stat_t) error {
-	p, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	_, _, e := syscall.Syscall6(fstatatTrap, uintptr(fd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(st)),
-		atSymlinkNofollow, 0, 0)
-	runtime.KeepAlive(p)
-	if e != 0 {
-		return e
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-//go:build !(linux && (amd64 || arm64))
+//go:build !linux
 
 package repoplane
 
@@ -7,21 +7,7 @@ import (
 	"os"
 )
 
-func (d *dirHandle) list(buf []byte) ([]dirEnt, error) {
-	des, err := d.f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dirEnt, len(des))
-	for i, de := range des {
-		t := de.Type()
-		if t != fs.ModeDir && t != fs.ModeSymlink && t != 0 {
-			t = fs.ModeIrregular
-		}
-		out[i] = dirEnt{name: de.Name(), typ: t}
-	}
-	return out, nil
-}
+func (d *dirHandle) list([]byte) ([]dirEnt, error) { return listTypes(d.f) }
 
 func (d *dirHandle) lstat(name string) (fileStat, error) {
 	fi, err := d.root.Lstat(name)

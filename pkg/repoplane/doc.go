@@ -45,11 +45,34 @@
 //   - Names in patch headers are C-quoted as git quotes them, so a file name holding a
 //     newline or other control bytes cannot forge patch lines; content that is not
 //     UTF-8 is reported as binary rather than altered on its way into JSON.
+//   - Objects are read with bounded memory, never through go-git's object storage
+//     (which inflates loose objects whole and resolves delta chains by recursion): the
+//     header of every object, and of every delta on its chain, is read before anything
+//     is inflated. A commit over 1 MiB, a tree over 16 MiB, a delta chain deeper than
+//     4095 links (git never writes one), a chain through an object over 64 MiB or one
+//     producing over 1 GiB fail with provider_error naming the object; a blob over
+//     8 MiB is shown by repo.diff as binary without being read. One operation reads
+//     at most 64 MiB of commits and walks trees at most 4096 levels deep. Every object
+//     read is checked against its name (SHA-1).
 //   - Writes follow git's lock protocol: index.lock and <ref>.lock are created with
 //     O_EXCL, written and renamed into place, and removed on every failure, so
 //     concurrent sharedos processes and real git never corrupt the index or lose a
 //     commit; the loser gets repo_busy (retryable). A branch is only moved if, under its
-//     lock, it still points at the commit the new one was built on.
+//     lock, it still points at the commit the new one was built on. The reflog is only
+//     appended to a regular file with a single link (a hard link could share its inode
+//     with a file outside the root) and never waits on a FIFO; otherwise it is skipped
+//     and the commit stands.
+//
+// # Frozen paths
+//
+// The host fills ProviderOptions.Frozen with the host ceiling's frozen files paths, so
+// the promise "nothing under a frozen path can be reached" holds in this plane too:
+// a repository at or beneath a frozen path (or with one in its .git) is refused
+// host_policy_denied for every action; inside a working tree, status and diff omit
+// frozen paths (never listed, read, or compared, in the working tree, the index or
+// HEAD), and stage refuses a pathspec entry at or beneath one (host_policy_denied) but,
+// for a directory holding one, stages the rest and leaves the frozen entries as they
+// are. Commit records the index as it is; log shows commit messages only.
 //
 // # Speed
 //

@@ -193,7 +193,7 @@ func (r *repo) indexHasCRLF(path string) func() bool {
 		if e == nil || e.mode == modeSymlink || e.mode == modeGitlink {
 			return false
 		}
-		data, err := r.readBlob(plumbing.Hash(e.hash), maxTextBytes)
+		data, err := r.readBlobLimited(plumbing.Hash(e.hash), maxTextBytes)
 		return err == nil && hasCRLFText(data)
 	}
 }

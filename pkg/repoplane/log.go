@@ -84,7 +84,7 @@ func (r *repo) log(ctx context.Context, n int) (any, *opError) {
 			return nil
 		}
 		seen[h] = true
-		c, err := object.GetCommit(r.st, h)
+		c, err := r.getCommit(h)
 		if err != nil {
 			return failed(CodeProviderError, "read commit %s: %v", h, err)
 		}

@@ -4,9 +4,6 @@ package repoplane
 
 import "syscall"
 
-// syscallNoFollow refuses a symbolic link as the last path component.
-const syscallNoFollow = syscall.O_NOFOLLOW
-
 // openReadNoFollow opens for reading without following a final link and without
 // blocking: a FIFO planted where a file is expected cannot hang an operation (the
 // opened file is then checked to be a regular file).

@@ -75,6 +75,16 @@ type ProviderOptions struct {
 	MaxDiffBytes int
 	// MaxDiffFiles caps the files listed by one diff (default DefaultMaxDiffFiles).
 	MaxDiffFiles int
+	// Frozen lists root-relative paths (segments, as in a resource path) the host
+	// ceiling froze in the files plane, e.g. {"workspace", "private"} for the frozen
+	// path files:workspace/private. A path matches whole segments: itself and what
+	// lies beneath it. Every operation on a repository at or beneath a frozen path, or
+	// with a frozen path in its .git, is denied host_policy_denied. Inside a working
+	// tree, status and diff omit frozen paths (they are never read, and neither is
+	// their content in the index or HEAD); stage refuses a pathspec entry at or beneath
+	// one (host_policy_denied) and, staging a directory that holds one, leaves the
+	// frozen subtree's index entries untouched.
+	Frozen [][]string
 }
 
 // Provider is the "repo" kernel.ResourceProvider: it serves the five repo actions on the
@@ -107,6 +117,10 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 	if opts.MaxDiffFiles <= 0 {
 		opts.MaxDiffFiles = DefaultMaxDiffFiles
 	}
+	if err := checkFrozen(opts.Frozen); err != nil {
+		return nil, err
+	}
+	opts.Frozen = cloneFrozen(opts.Frozen)
 	return &Provider{root: abs, opts: opts}, nil
 }
 
@@ -258,11 +272,16 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 	default:
 		return nil, failed(CodeUnsupportedAction, "the repo provider has no action %q", op.Action)
 	}
+	frozen, oe := p.frozenFor(path)
+	if oe != nil {
+		return nil, oe
+	}
 	r, oe := p.open(path)
 	if oe != nil {
 		return nil, oe
 	}
 	defer r.close()
+	r.frozen = frozen
 	return run(r)
 }
 
@@ -449,14 +468,16 @@ type repo struct {
 	git          *os.Root // its .git directory
 	gitName      string
 	st           *filesystem.Storage
-	fileMode     bool       // core.filemode
-	ctime        bool       // core.trustctime
-	reflog       bool       // core.logAllRefUpdates
-	autocrlf     int        // core.autocrlf
-	quotePath    bool       // core.quotePath (patch headers)
-	idx          *gitIndex  // the index this operation loaded (for attributes files and autocrlf)
-	objMu        sync.Mutex // serialises readBlob from the walk's goroutines
-	abbrevConfig int        // core.abbrev (0: auto)
+	objs         *objectStore // the bounded object reader (objread.go)
+	frozen       frozenSet    // paths the host froze, relative to the working tree
+	fileMode     bool         // core.filemode
+	ctime        bool         // core.trustctime
+	reflog       bool         // core.logAllRefUpdates
+	autocrlf     int          // core.autocrlf
+	quotePath    bool         // core.quotePath (patch headers)
+	idx          *gitIndex    // the index this operation loaded (for attributes files and autocrlf)
+	objMu        sync.Mutex   // serialises readBlob from the walk's goroutines
+	abbrevConfig int          // core.abbrev (0: auto)
 	abbrevs      abbrevState
 	attrOnce     sync.Once
 	attrs        *attrCache
@@ -464,6 +485,9 @@ type repo struct {
 
 func (r *repo) close() {
 	r.closeAbbrev()
+	if r.objs != nil {
+		r.objs.close()
+	}
 	if r.st != nil {
 		_ = r.st.Close()
 	}

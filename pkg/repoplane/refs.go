@@ -97,7 +97,7 @@ func (r *repo) commitTree(h plumbing.Hash) (plumbing.Hash, *opError) {
 	if h.IsZero() {
 		return plumbing.ZeroHash, nil
 	}
-	c, err := object.GetCommit(r.st, h)
+	c, err := r.getCommit(h)
 	if err != nil {
 		return plumbing.ZeroHash, failed(CodeProviderError, "read commit %s: %v", h, err)
 	}
@@ -107,7 +107,7 @@ func (r *repo) commitTree(h plumbing.Hash) (plumbing.Hash, *opError) {
 // readTree reads a tree object and validates every entry name (a tree naming "..",
 // ".git" or a path with "/" is refused like a bad index path).
 func (r *repo) readTree(h plumbing.Hash) ([]object.TreeEntry, error) {
-	t, err := object.GetTree(r.st, h)
+	t, err := r.getTree(h)
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s: %w", h, err)
 	}

@@ -41,6 +41,9 @@ const maxStageFileBytes = 256 << 20
 // subtrees are visited. Symbolic links, paths through them and nested repositories are
 // never staged; ignored untracked files are skipped (or refused when named directly).
 func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
+	if oe := r.refuseFrozenPathspec(ps); oe != nil {
+		return nil, oe
+	}
 	spec := newPathspec(ps)
 	exists := make([]bool, len(spec))
 	for i, p := range ps {
@@ -66,7 +69,7 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 	// unmerged paths under the pathspec are resolved by staging what the tree holds now
 	for i := 0; i < len(idx.entries); i++ {
 		e := idx.entries[i]
-		if e.stage() == 0 || !spec.match(e.name) {
+		if e.stage() == 0 || !spec.match(e.name) || r.frozen.covers(e.name) {
 			continue
 		}
 		for i+1 < len(idx.entries) && idx.entries[i+1].name == e.name {

@@ -66,6 +66,9 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 	tm := map[string]*seenEntry{}
 	var order []string
 	if !tree.IsZero() {
+		if err := checkTreeDepth(prefix); err != nil {
+			return err
+		}
 		tes, err := c.r.readTree(tree)
 		if err != nil {
 			return err
@@ -85,7 +88,7 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 			if te != nil {
 				te.used = true
 			}
-			if !c.spec.match(e.name) {
+			if !c.spec.match(e.name) || c.r.frozen.covers(e.name) {
 				if te != nil && isTreeMode(te.mode) && c.spec.touchesDir(e.name) {
 					// the directory became a file and the pathspec names something
 					// that was inside it: those files are deleted
@@ -120,7 +123,7 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 		if te != nil {
 			te.used = true
 		}
-		if !c.spec.touchesDir(prefix + name) {
+		if !c.spec.touchesDir(prefix+name) || c.r.frozen.covers(prefix+name) {
 			continue
 		}
 		switch {
@@ -141,10 +144,10 @@ func (c *stagedCompare) dir(tree plumbing.Hash, prefix string, ents []*idxEntry,
 	}
 	for _, name := range order {
 		te := tm[name]
-		if te.used {
+		p := prefix + name
+		if te.used || c.r.frozen.covers(p) {
 			continue
 		}
-		p := prefix + name
 		if isTreeMode(te.mode) {
 			if c.spec.touchesDir(p) {
 				if err := c.deletedTree(te.hash, p+"/"); err != nil {
@@ -175,12 +178,18 @@ func (c *stagedCompare) compare(e *idxEntry, mode uint32, h plumbing.Hash) {
 
 // deletedTree records every file of a tree that the index no longer has.
 func (c *stagedCompare) deletedTree(tree plumbing.Hash, prefix string) error {
+	if err := checkTreeDepth(prefix); err != nil {
+		return err
+	}
 	tes, err := c.r.readTree(tree)
 	if err != nil {
 		return err
 	}
 	for _, te := range tes {
 		p := prefix + te.Name
+		if c.r.frozen.covers(p) {
+			continue
+		}
 		if isTreeMode(te.Mode) {
 			if c.spec.touchesDir(p) {
 				if err := c.deletedTree(te.Hash, p+"/"); err != nil {

@@ -120,7 +120,7 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 	for i := 0; i < len(idx.entries); {
 		e := idx.entries[i]
 		j := i + 1
-		if e.stage() == 0 {
+		if e.stage() == 0 || r.frozen.covers(e.name) {
 			i = j
 			continue
 		}

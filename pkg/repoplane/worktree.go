@@ -193,7 +193,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 		for _, de := range list {
 			names[de.name] = de.typ
 		}
-		if t, ok := names[".gitignore"]; ok && t == 0 {
+		if t, ok := names[".gitignore"]; ok && (t == 0 || t == typeUnknown) { // read only if regular
 			if data := loadIgnoreFile(root, ".gitignore"); data != nil {
 				ir = ir.with(data, strings.TrimSuffix(prefix, "/"))
 			}
@@ -209,14 +209,24 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			}
 			typ, seen := names[rest]
 			delete(names, rest)
-			if w.spec.match(ents[i].name) && (seen || !listing) {
+			if w.r.frozen.covers(ents[i].name) {
+				// frozen by the host: never inspected, never reported
+			} else if w.spec.match(ents[i].name) && (seen || !listing) {
 				w.checkEntry(d, prefix, rest, ents[i:j], listing, ir)
 			} else if w.spec.match(ents[i].name) {
 				w.missing(ents[i:j])
-			} else if seen && typ == fs.ModeDir && w.spec.touchesDir(ents[i].name) {
-				// the tracked file became a directory and the pathspec names something
-				// inside it: what is there is new (staging it replaces the file entry)
-				w.untrackedEntry(d, prefix, rest, fs.ModeDir, ir)
+			} else if seen && w.spec.touchesDir(ents[i].name) {
+				if typ == typeUnknown { // the fast listing gives names only
+					if st, err := d.lstat(rest); err == nil {
+						typ = typeOf(st.mode)
+					}
+				}
+				if typ == fs.ModeDir {
+					// the tracked file became a directory and the pathspec names
+					// something inside it: what is there is new (staging it replaces
+					// the file entry)
+					w.untrackedEntry(d, prefix, rest, fs.ModeDir, ir)
+				}
 			}
 		} else {
 			name := rest[:slash]
@@ -226,7 +236,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			}
 			typ, seen := names[name]
 			delete(names, name)
-			if w.spec.touchesDir(prefix + name) {
+			if w.spec.touchesDir(prefix+name) && !w.r.frozen.covers(prefix+name) {
 				w.checkDir(d, prefix, name, ents[i:j], ignored, listing, ir, typ, seen)
 			}
 		}
@@ -355,13 +365,16 @@ func (w *walker) statClean(e *idxEntry, sd statData) bool {
 // checkDir handles a directory holding tracked entries (typ/seen: from the listing).
 func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, ignored, listing bool, ir *ignoreRules, typ fs.FileMode, seen bool) {
 	isDir := seen && typ == fs.ModeDir
-	if !listing {
+	if !listing || seen && typ == typeUnknown {
 		st, err := d.lstat(name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
 			w.fail(fmt.Errorf("inspect %q: %w", prefix+name, err))
 			return
 		}
 		isDir = err == nil && st.mode.IsDir()
+		if err == nil {
+			typ = typeOf(st.mode)
+		}
 	}
 	var sub *os.Root
 	if isDir {
@@ -393,13 +406,20 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 
 // untrackedEntry handles a listed name with no index entry.
 func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMode, ir *ignoreRules) {
-	if name == ".git" || w.failed.Load() {
+	p := prefix + name
+	if name == ".git" || w.failed.Load() || w.r.frozen.covers(p) {
 		// only the repository's own name is hidden, as in git: ".GIT" or "git~1" on a
 		// case-sensitive file system are ordinary untracked names (that git, and
-		// sharedos, refuse to stage)
+		// sharedos, refuse to stage); a frozen path is never inspected
 		return
 	}
-	p := prefix + name
+	if typ == typeUnknown {
+		st, err := d.lstat(name)
+		if err != nil {
+			return // gone since it was listed
+		}
+		typ = typeOf(st.mode)
+	}
 	switch typ {
 	case fs.ModeDir:
 		if !w.spec.touchesDir(p) || ir.match(p, true) {

@@ -1,5 +1,0 @@
-package repoplane
-
-import "syscall"
-
-const fstatatTrap = syscall.SYS_NEWFSTATAT
