@@ -2,13 +2,15 @@ package cmd
 
 import (
 	"errors"
-	"github.com/sharedos/sharedos/pkg/host"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sharedos/sharedos/pkg/host"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -160,9 +162,16 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 			"config file %s:%d: %s must be a mapping", file, n.Line, what)
 	}
 	out := make(map[string]any, len(n.Content)/2)
+	lines := make(map[string]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		name := prefix + k.Value
+		if first, dup := lines[k.Value]; dup {
+			// a second ceiling: would silently drop the first one's frozen paths
+			return nil, configError("keep one of them (merge their values)",
+				"config file %s:%d: key %q is given twice (first at line %d)", file, k.Line, name, first)
+		}
+		lines[k.Value] = k.Line
 		spec, ok := schema[k.Value]
 		if !ok {
 			return nil, configError("remove it, or check its spelling against the README's list of keys",
@@ -210,8 +219,8 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 			out[k.Value] = list
 		case kInt:
 			n, err := strconv.Atoi(v.Value)
-			if v.Kind != yaml.ScalarNode || err != nil {
-				return nil, bad("an integer")
+			if v.Kind != yaml.ScalarNode || err != nil || !plainDecimal(v.Value) {
+				return nil, bad("a plain decimal integer")
 			}
 			out[k.Value] = n
 		case kMap:
@@ -223,6 +232,23 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 		}
 	}
 	return out, nil
+}
+
+// plainDecimal reports whether s is a plain decimal integer: YAML 1.1 forms (010, 0x10,
+// 1_000, +5) are refused rather than read as something else.
+func plainDecimal(s string) bool {
+	if s == "0" {
+		return true
+	}
+	if s == "" || s[0] == '0' {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // envName is the environment variable of a flag: SHAREDOS_ + upper case, dashes to underscores.
@@ -387,4 +413,68 @@ func parseAddressFlag(flag, value string) (kernel.Address, error) {
 			"invalid address for --%s: %q: %v", flag, value, err)
 	}
 	return a, nil
+}
+
+// ceilingWarnings names the ceiling entries of the configuration that can never match a
+// registered tool (a namespace or action no tool uses — a wrong case, a typo), with the
+// closest registered name. They still apply as written; a warning is all they get.
+func ceilingWarnings(s *Settings, defs []kernel.ToolDefinition) []string {
+	resNS, toolNS, actions := map[string]bool{}, map[string]bool{}, map[string]map[string]bool{}
+	for _, d := range defs {
+		rc := d.RequiredCapability
+		resNS[rc.Resource.Namespace] = true
+		toolNS[d.Namespace] = true
+		if actions[rc.Resource.Namespace] == nil {
+			actions[rc.Resource.Namespace] = map[string]bool{}
+		}
+		actions[rc.Resource.Namespace][rc.Action] = true
+		actions[""] = mergeSet(actions[""], rc.Action)
+	}
+	keys := func(m map[string]bool) []string {
+		out := make([]string, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	hint := func(s string, cands map[string]bool) string {
+		if c := closest(s, keys(cands)); c != "" {
+			return "; did you mean " + c + "?"
+		}
+		return ""
+	}
+	var out []string
+	for _, fp := range s.FrozenPaths {
+		ns, _, _ := strings.Cut(fp, ":")
+		if !resNS[ns] {
+			out = append(out, fmt.Sprintf("ceiling.frozenPaths entry %q can never match: no registered tool uses the resource namespace %q%s", fp, ns, hint(ns, resNS)))
+		}
+	}
+	for _, fa := range s.FrozenActions {
+		ns, act := "", fa
+		if n, a, ok := strings.Cut(fa, ":"); ok && !strings.HasPrefix(fa, "snapshot:") {
+			ns, act = n, a
+		}
+		switch {
+		case ns != "" && !resNS[ns]:
+			out = append(out, fmt.Sprintf("ceiling.frozenActions entry %q can never match: no registered tool uses the resource namespace %q%s", fa, ns, hint(ns, resNS)))
+		case !actions[ns][act]:
+			out = append(out, fmt.Sprintf("ceiling.frozenActions entry %q can never match: no registered tool requires the action %q%s", fa, act, hint(act, actions[ns])))
+		}
+	}
+	for _, n := range s.ForbiddenNamespaces {
+		if !toolNS[n] {
+			out = append(out, fmt.Sprintf("ceiling.namespaces entry %q can never match: no registered tool is in the tool namespace %q%s", n, n, hint(n, toolNS)))
+		}
+	}
+	return out
+}
+
+func mergeSet(m map[string]bool, k string) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[k] = true
+	return m
 }

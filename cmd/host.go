@@ -34,6 +34,9 @@ func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 		f.prepErr = hostError(err)
 		return nil, f.prepErr
 	}
+	for _, w := range ceilingWarnings(s, staticDefinitions()) {
+		warn(f.IOStreams, "%s", w)
+	}
 	if f.prep.Pinned {
 		// --now only ever removes authority: a call the wall clock would refuse is refused.
 		warn(f.IOStreams, "--now %s is in effect: decisions are taken at that instant and at the wall clock's (a pinned instant only removes authority); audit records keep both", s.Now)
