@@ -3,6 +3,8 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -55,4 +57,39 @@ func TestEscapeText(t *testing.T) {
 			t.Errorf("escapeText(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzConfigFile: the config loader never panics, and on success every key it returns is
+// one of the schema's, each value of the type the schema gives (no partial result beside
+// an error).
+func FuzzConfigFile(f *testing.F) {
+	for _, seed := range []string{
+		"root: a\nceiling:\n  frozenPaths: [\"files:private\"]\n",
+		"ceiling: {}\nceiling: {}\n",
+		"limits:\n  maxGrants: 010\n",
+		"grants: [a, b]\noutput: json\n",
+		"- not a map\n",
+		"a: &x 1\nb: *x\n",
+	} {
+		f.Add(seed)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, doc string) {
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := loadConfigFile(path)
+		if err != nil {
+			if m != nil {
+				t.Fatalf("a result beside the error %v", err)
+			}
+			return
+		}
+		for k := range m {
+			if _, ok := configSchema[k]; !ok {
+				t.Fatalf("unknown key %q accepted", k)
+			}
+		}
+	})
 }
