@@ -300,10 +300,10 @@ func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessCon
 		var ok bool
 		var err error
 		if consume {
-			ok, err = z.Usage.TryConsume(ctx, g.NamespaceID, g.ID, *g.Constraints.MaxUses)
+			ok, err = z.Usage.TryConsume(ctx, UsageKeyOf(g), *g.Constraints.MaxUses)
 		} else {
 			var used int64
-			used, err = z.Usage.GetUsage(ctx, g.NamespaceID, g.ID)
+			used, err = z.Usage.GetUsage(ctx, UsageKeyOf(g))
 			ok = used < *g.Constraints.MaxUses
 		}
 		if err != nil {

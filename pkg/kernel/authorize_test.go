@@ -374,7 +374,7 @@ func TestPrecedence(t *testing.T) {
 		g.Constraints.MaxUses = i64(1)
 		return g, func(z *kernel.Authorizer) {
 			u := z.Usage.(*memUsage)
-			u.used["world-a\x00"+id] = 1
+			u.used[usageKey(kernel.UsageKeyOf(&g))] = 1
 		}
 	}}
 	nomatch := failure{kernel.ReasonNoMatchingGrant, func(id string) (kernel.CapabilityGrant, func(*kernel.Authorizer)) {

@@ -452,3 +452,28 @@ func TestForbiddenNamespaces(t *testing.T) {
 		t.Fatalf("enabling only the forbidden namespace: %v %v", sel, err)
 	}
 }
+
+// TestUsageKeyedByGrantIdentity: two subjects' grants that share an id in one world have
+// their own maxUses; the kernel names the grant by world, issuer, subject and id.
+func TestUsageKeyedByGrantIdentity(t *testing.T) {
+	t.Parallel()
+	forBob := grant("g", []string{"read"}, kernel.ScopeDescendants)
+	forBob.Constraints.MaxUses = i64(1)
+	forCarol := forBob
+	forCarol.Subject = carol
+	k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{forBob, forCarol}}, Usage: newMemUsage()})
+	if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+		t.Fatal(err)
+	}
+	asCarol := testContext()
+	asCarol.Actor = carol
+	if res := k.InvokeTool(context.Background(), asCarol, call("t.read", `{"path":["a"]}`)); res.Status != kernel.StatusSucceeded {
+		t.Fatalf("carol's use: %+v", res.Error)
+	}
+	if res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["a"]}`)); res.Status != kernel.StatusSucceeded {
+		t.Fatalf("bob's grant was spent by carol's call: %s %s", res.Status, res.Cause)
+	}
+	if res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["a"]}`)); res.Status == kernel.StatusSucceeded {
+		t.Fatal("bob's maxUses:1 grant used twice")
+	}
+}

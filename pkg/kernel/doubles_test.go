@@ -57,13 +57,13 @@ type memUsage struct {
 
 func newMemUsage() *memUsage { return &memUsage{used: map[string]int64{}} }
 
-func (u *memUsage) TryConsume(_ context.Context, ns, id string, max int64) (bool, error) {
+func (u *memUsage) TryConsume(_ context.Context, key kernel.UsageKey, max int64) (bool, error) {
 	if u.broken {
 		return false, errors.New("usage store down")
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	k := ns + "\x00" + id
+	k := usageKey(key)
 	if u.used[k] >= max {
 		return false, nil
 	}
@@ -71,13 +71,17 @@ func (u *memUsage) TryConsume(_ context.Context, ns, id string, max int64) (bool
 	return true, nil
 }
 
-func (u *memUsage) GetUsage(_ context.Context, ns, id string) (int64, error) {
+func usageKey(k kernel.UsageKey) string {
+	return k.World + "\x00" + k.Issuer.String() + "\x00" + k.Subject.String() + "\x00" + k.GrantID
+}
+
+func (u *memUsage) GetUsage(_ context.Context, key kernel.UsageKey) (int64, error) {
 	if u.broken {
 		return 0, errors.New("usage store down")
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.used[ns+"\x00"+id], nil
+	return u.used[usageKey(key)], nil
 }
 
 // memSettings is the host's namespace settings store, with an optional ceiling.

@@ -39,12 +39,28 @@ type DelegationChainResolver interface {
 	ResolveGrant(ctx context.Context, namespaceID, grantID string) (*CapabilityGrant, error)
 }
 
-// UsageStore counts the uses of bounded grants (maxUses). TryConsume atomically spends one
-// use when fewer than max were spent and reports whether it did; GetUsage reads the count.
-// An error is an outage and refuses the call with usage_store_unavailable.
+// UsageKey names the use counter of one bounded grant: its world, issuer, subject and
+// id. Two grants that share an id but not a world, an issuer or a subject never share
+// uses (a grant id is unique only within what one issuer gives one subject).
+type UsageKey struct {
+	World   string
+	Issuer  Address
+	Subject Address
+	GrantID string
+}
+
+// UsageKeyOf is the usage key of g.
+func UsageKeyOf(g *CapabilityGrant) UsageKey {
+	return UsageKey{World: g.NamespaceID, Issuer: g.Issuer, Subject: g.Subject, GrantID: g.ID}
+}
+
+// UsageStore counts the uses of bounded grants (maxUses) per UsageKey. TryConsume
+// atomically spends one use when fewer than max were spent and reports whether it did;
+// GetUsage reads the count. An error is an outage and refuses the call with
+// usage_store_unavailable.
 type UsageStore interface {
-	TryConsume(ctx context.Context, namespaceID, grantID string, max int64) (bool, error)
-	GetUsage(ctx context.Context, namespaceID, grantID string) (int64, error)
+	TryConsume(ctx context.Context, key UsageKey, max int64) (bool, error)
+	GetUsage(ctx context.Context, key UsageKey) (int64, error)
 }
 
 // HostCeiling lets a host narrow (never widen) an allow. Narrow sees the allow decision

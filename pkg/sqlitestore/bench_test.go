@@ -14,7 +14,7 @@ func BenchmarkTryConsume(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ok, err := s.TryConsume(ctx, "w", "g", math.MaxInt64)
+		ok, err := s.TryConsume(ctx, uk("w", "g"), math.MaxInt64)
 		if err != nil || !ok {
 			b.Fatalf("TryConsume = %v, %v", ok, err)
 		}

@@ -145,7 +145,7 @@ func TestMultiProcessTryConsume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if n, err := s.GetUsage(context.Background(), childWorld, childGrantID); n != max || err != nil {
+	if n, err := s.GetUsage(context.Background(), uk(childWorld, childGrantID)); n != max || err != nil {
 		t.Errorf("GetUsage = %d, %v; want %d", n, err, max)
 	}
 }

@@ -292,6 +292,22 @@ BEGIN SELECT RAISE(ABORT, 'escalation resolutions are append-only'); END;
 CREATE TRIGGER escalation_resolutions_no_delete BEFORE DELETE ON escalation_resolutions
 BEGIN SELECT RAISE(ABORT, 'escalation resolutions are append-only'); END;
 `,
+	// 4: use counters belong to a grant's identity (world, issuer, subject, id), not to
+	// (world, id): another subject's grant with the same id no longer spends this one's
+	// uses. Counts recorded before were shared by every grant of that (world, id); they
+	// are kept, frozen, and still count against each such grant (a use spent is never
+	// given back), so the upgrade frees no use.
+	`
+ALTER TABLE grant_usage RENAME TO grant_usage_legacy;
+CREATE TABLE grant_usage (
+	world    TEXT NOT NULL,
+	issuer   TEXT NOT NULL,
+	subject  TEXT NOT NULL,
+	grant_id TEXT NOT NULL,
+	uses     INTEGER NOT NULL CHECK (uses >= 0),
+	PRIMARY KEY (world, issuer, subject, grant_id)
+) WITHOUT ROWID;
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it

@@ -102,7 +102,7 @@ func TestOpenImmediateTransactions(t *testing.T) {
 	if _, err := other.db.Exec("PRAGMA busy_timeout = 0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.TryConsume(ctx, "w", "g", 1); err == nil {
+	if _, err := other.TryConsume(ctx, uk("w", "g"), 1); err == nil {
 		t.Fatal("TryConsume succeeded while another connection held an immediate transaction")
 	}
 }
@@ -115,7 +115,7 @@ func TestOpenReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.TryConsume(ctx, "w", "g", 5); !ok || err != nil {
+	if ok, err := s.TryConsume(ctx, uk("w", "g"), 5); !ok || err != nil {
 		t.Fatalf("TryConsume = %v, %v", ok, err)
 	}
 	if err := s.Close(); err != nil {
@@ -126,7 +126,7 @@ func TestOpenReopen(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer s.Close()
-	if n, err := s.GetUsage(ctx, "w", "g"); n != 1 || err != nil {
+	if n, err := s.GetUsage(ctx, uk("w", "g")); n != 1 || err != nil {
 		t.Fatalf("GetUsage after reopen = %d, %v; want 1", n, err)
 	}
 }
@@ -286,7 +286,7 @@ func TestDSNEscapesPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if ok, err := s.TryConsume(ctx, "w", "g", 1); !ok || err != nil {
+	if ok, err := s.TryConsume(ctx, uk("w", "g"), 1); !ok || err != nil {
 		t.Fatalf("TryConsume = %v, %v", ok, err)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -303,7 +303,7 @@ func TestClosedStoreFails(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetUsage(context.Background(), "w", "g"); err == nil {
+	if _, err := s.GetUsage(context.Background(), uk("w", "g")); err == nil {
 		t.Error("GetUsage succeeded after Close")
 	}
 }

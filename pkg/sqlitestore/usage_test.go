@@ -32,7 +32,7 @@ func TestTryConsume(t *testing.T) {
 			ctx := context.Background()
 			ok := 0
 			for i := 0; i < tt.attempts; i++ {
-				got, err := s.TryConsume(ctx, "w", "g", tt.max)
+				got, err := s.TryConsume(ctx, uk("w", "g"), tt.max)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -43,7 +43,7 @@ func TestTryConsume(t *testing.T) {
 			if ok != tt.wantOK {
 				t.Errorf("%d uses spent, want %d", ok, tt.wantOK)
 			}
-			if n, err := s.GetUsage(ctx, "w", "g"); err != nil || n != int64(tt.wantOK) {
+			if n, err := s.GetUsage(ctx, uk("w", "g")); err != nil || n != int64(tt.wantOK) {
 				t.Errorf("GetUsage = %d, %v; want %d", n, err, tt.wantOK)
 			}
 		})
@@ -55,7 +55,7 @@ func TestUsageKeyedByWorldAndGrant(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	for _, k := range [][2]string{{"w1", "g1"}, {"w1", "g1"}, {"w1", "g2"}, {"w2", "g1"}} {
-		if ok, err := s.TryConsume(ctx, k[0], k[1], 10); !ok || err != nil {
+		if ok, err := s.TryConsume(ctx, uk(k[0], k[1]), 10); !ok || err != nil {
 			t.Fatalf("TryConsume(%s, %s) = %v, %v", k[0], k[1], ok, err)
 		}
 	}
@@ -66,12 +66,12 @@ func TestUsageKeyedByWorldAndGrant(t *testing.T) {
 		{"w1", "g1", 2}, {"w1", "g2", 1}, {"w2", "g1", 1}, {"w2", "g2", 0}, {"w3", "g1", 0},
 	}
 	for _, tt := range tests {
-		if n, err := s.GetUsage(ctx, tt.world, tt.grant); err != nil || n != tt.want {
+		if n, err := s.GetUsage(ctx, uk(tt.world, tt.grant)); err != nil || n != tt.want {
 			t.Errorf("GetUsage(%s, %s) = %d, %v; want %d", tt.world, tt.grant, n, err, tt.want)
 		}
 	}
 	// A lower max later does not undo spent uses; it only refuses more.
-	if ok, err := s.TryConsume(ctx, "w1", "g1", 1); ok || err != nil {
+	if ok, err := s.TryConsume(ctx, uk("w1", "g1"), 1); ok || err != nil {
 		t.Errorf("TryConsume with a lower max = %v, %v; want false", ok, err)
 	}
 }
@@ -81,10 +81,10 @@ func TestUsageRejectsEmptyKeys(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	for _, k := range [][2]string{{"", "g"}, {"w", ""}} {
-		if _, err := s.TryConsume(ctx, k[0], k[1], 1); err == nil {
+		if _, err := s.TryConsume(ctx, uk(k[0], k[1]), 1); err == nil {
 			t.Errorf("TryConsume(%q, %q) succeeded", k[0], k[1])
 		}
-		if _, err := s.GetUsage(ctx, k[0], k[1]); err == nil {
+		if _, err := s.GetUsage(ctx, uk(k[0], k[1])); err == nil {
 			t.Errorf("GetUsage(%q, %q) succeeded", k[0], k[1])
 		}
 	}
@@ -104,7 +104,7 @@ func TestTryConsumeGoroutines(t *testing.T) {
 	start := make(chan struct{})
 	consume := func(s *Store) {
 		for i := 0; i < attempts; i++ {
-			ok, err := s.TryConsume(ctx, "w", "g", max)
+			ok, err := s.TryConsume(ctx, uk("w", "g"), max)
 			if err != nil {
 				errs <- err
 				return
@@ -150,7 +150,7 @@ func TestTryConsumeGoroutines(t *testing.T) {
 	if got := spent.Load(); got != max {
 		t.Errorf("%d uses spent in total, want exactly %d", got, max)
 	}
-	if n, err := shared.GetUsage(ctx, "w", "g"); err != nil || n != max {
+	if n, err := shared.GetUsage(ctx, uk("w", "g")); err != nil || n != max {
 		t.Errorf("GetUsage = %d, %v; want %d", n, err, max)
 	}
 }
@@ -189,4 +189,51 @@ func mustGrants(t *testing.T, k *kernel.Kernel, actx kernel.AccessContext) []ker
 		out = append(out, *g)
 	}
 	return out
+}
+
+// uk is the usage key of grant id in world, issued by alice to the helper agent.
+func uk(world, id string) kernel.UsageKey {
+	return kernel.UsageKey{World: world, Issuer: alice, Subject: helper, GrantID: id}
+}
+
+// TestUsageBelongsToTheGrantIdentity: grants that share a world and an id but not a
+// subject or an issuer have their own counters; counts recorded before migration 4
+// (keyed by world and id) still count against every such grant.
+func TestUsageBelongsToTheGrantIdentity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	mine := uk("w", "g")
+	other := mine
+	other.Subject = kernel.Address{Kind: kernel.KindAgent, ID: "other"}
+	byCarol := mine
+	byCarol.Issuer = kernel.Address{Kind: kernel.KindHuman, ID: "carol"}
+	if ok, err := s.TryConsume(ctx, other, 1); !ok || err != nil {
+		t.Fatalf("other subject's first use: %v %v", ok, err)
+	}
+	for _, k := range []kernel.UsageKey{mine, byCarol} {
+		if ok, err := s.TryConsume(ctx, k, 1); !ok || err != nil {
+			t.Fatalf("%+v: spent by another grant with the same id (%v %v)", k, ok, err)
+		}
+		if ok, _ := s.TryConsume(ctx, k, 1); ok {
+			t.Fatalf("%+v: a second use of a maxUses:1 grant", k)
+		}
+	}
+	// A count from before the migration is frozen and counts for every identity.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO grant_usage_legacy (world, grant_id, uses) VALUES ('w', 'old', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	legacy := uk("w", "old")
+	if n, err := s.GetUsage(ctx, legacy); n != 2 || err != nil {
+		t.Fatalf("legacy usage %d %v, want 2", n, err)
+	}
+	if ok, _ := s.TryConsume(ctx, legacy, 2); ok {
+		t.Fatal("a legacy count was ignored: the upgrade gave a use back")
+	}
+	if ok, err := s.TryConsume(ctx, legacy, 3); !ok || err != nil {
+		t.Fatalf("the third of three uses: %v %v", ok, err)
+	}
+	if ok, _ := s.TryConsume(ctx, legacy, 3); ok {
+		t.Fatal("legacy + new uses exceeded the bound")
+	}
 }
