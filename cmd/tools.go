@@ -476,6 +476,20 @@ type escalationOutput struct {
 func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) error {
 	reason := kernel.EscalationReason(call.Arguments)
 	esc, err := h.Turn.RecordEscalation(ctx, reason, nil)
+	var refused *kernel.EscalationRefusedError
+	if errors.As(err, &refused) {
+		// the escalation's own authorization refused it: its grant's uses are spent
+		res := kernel.DeniedResult(call, h.Ctx.Now, refused.Code, "the escalation was refused: "+string(refused.Code))
+		res.Gate = kernel.GateOf(refused.Code)
+		if p.format != FormatTable {
+			if err := p.data(callOutput{res}); err != nil {
+				return err
+			}
+		} else if err := printResultTable(p, h.Definition(call.Tool), res); err != nil {
+			return err
+		}
+		return exitResult(res)
+	}
 	if err != nil {
 		return stateError(err, stateHint(h.Settings.State))
 	}

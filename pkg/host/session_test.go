@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,14 @@ grants:
       - resource: {namespace: files, path: []}
         actions: [read]
         scope: descendants
+  - id: g-escalate
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: sharedos, path: [escalation]}
+        actions: [request]
+        scope: exact
+    constraints: {maxUses: 1}
 `
 
 const sessionGrantsWithList = sessionGrants + `  - id: g-list
@@ -179,6 +188,10 @@ func TestSessionEscalationStatus(t *testing.T) {
 	}
 	if _, err := sess.RecordEscalation(ctx, turn, "call-1", "need more"); err != nil {
 		t.Fatal(err)
+	}
+	// the escalation grant allows one: a second escalation spends nothing and records nothing
+	if _, err := sess.RecordEscalation(ctx, turn, "call-2", "again"); !errors.Is(err, kernel.ErrEscalationRefused) {
+		t.Fatalf("a second escalation on a maxUses:1 grant: %v", err)
 	}
 	if st, _, err := sess.EscalationStatus(ctx, "call-1"); err != nil || st != "pending" {
 		t.Fatalf("status %q, %v", st, err)

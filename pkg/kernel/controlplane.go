@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf16"
@@ -191,8 +192,28 @@ func EscalationReason(args json.RawMessage) string {
 // RecordEscalation records that the turn of actx ended asking a human: one
 // escalation.requested audit event. Nothing is granted; the host resolves it by issuing a
 // grant a later turn loads. The reviewer is the context's owner.
+//
+// Recording is the escalate tool's effect (a driver never executes the tool), so it is
+// authorized first like any effect: one consuming decision on the tool's requirement,
+// audited, which spends a use of a bounded escalation grant. When that decision refuses
+// (the grant is exhausted, say), nothing is recorded and the error matches
+// ErrEscalationRefused and carries the code (EscalationRefusedError).
 func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *CapabilityRequest) (Escalation, error) {
 	k, actx := t.k, t.actx
+	st := t.state(ctx, true)
+	req := CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction}
+	var eval Evaluation
+	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
+	d, diag := k.authz.Settle(ctx, st.auth, t.actx, &eval, true)
+	if k.cfg.Audit != nil {
+		call := ToolCall{Tool: EscalationToolName}
+		if err := t.audit(ctx, t.decisionEvent(st.auth, call, req, d, diag, true)); err != nil {
+			return Escalation{}, fmt.Errorf("record escalation: %w", err)
+		}
+	}
+	if !d.Allowed {
+		return Escalation{}, &EscalationRefusedError{Code: d.ReasonCode}
+	}
 	esc := Escalation{Reason: reason, Reviewer: actx.Owner, RequestedAt: actx.Now, Status: "pending", RequestedAuthority: requested}
 	ev := k.event(actx, EventEscalationRequested, OutcomeEscalated)
 	ev.Reason = CodeEscalationRequested
@@ -203,3 +224,17 @@ func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *C
 	}
 	return esc, nil
 }
+
+// ErrEscalationRefused is matched by the error of a RecordEscalation its authorization
+// refused.
+var ErrEscalationRefused = errors.New("the escalation was refused")
+
+// EscalationRefusedError says why RecordEscalation recorded nothing.
+type EscalationRefusedError struct{ Code ReasonCode }
+
+func (e *EscalationRefusedError) Error() string {
+	return "the escalation was refused: " + string(e.Code)
+}
+
+// Is makes errors.Is(err, ErrEscalationRefused) true.
+func (e *EscalationRefusedError) Is(target error) bool { return target == ErrEscalationRefused }

@@ -545,6 +545,13 @@ func (s *Server) checkLatch(ctx context.Context, st *session) (map[string]any, s
 func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, call kernel.ToolCall, extra map[string]any) (mcp.Result, error) {
 	reason := kernel.EscalationReason(call.Arguments)
 	esc, err := s.opts.Backend.RecordEscalation(ctx, turn, call.ID, reason)
+	var refused *kernel.EscalationRefusedError
+	if errors.As(err, &refused) {
+		// the escalation's own authorization refused it (its grant's uses are spent)
+		res := kernel.DeniedResult(call, turn.Context().Now, refused.Code, "the escalation was refused: "+string(refused.Code))
+		res.Gate = kernel.GateOf(refused.Code)
+		return refusal(res, "no grant allows another escalation; ask the operator", extra), nil
+	}
 	if err != nil {
 		s.log.Error("record escalation", "err", err)
 		return refusal(kernel.ToolResult{Status: kernel.StatusFailed, Tool: call.Tool, Gate: kernel.GateInfrastructure,
