@@ -596,12 +596,19 @@ func gitPorcelainExact(t *testing.T, dir string) []string {
 		}
 		res = append(res, l)
 	}
+	// git orders entries by path (a rename by its new path), untracked ones last
+	key := func(l string) string {
+		if _, nw, ok := strings.Cut(l[3:], " -> "); ok {
+			return nw
+		}
+		return l[3:]
+	}
 	sort.SliceStable(res, func(i, j int) bool {
 		ui, uj := strings.HasPrefix(res[i], "??"), strings.HasPrefix(res[j], "??")
 		if ui != uj {
 			return uj
 		}
-		return res[i][3:] < res[j][3:]
+		return key(res[i]) < key(res[j])
 	})
 	return res
 }
