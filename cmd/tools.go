@@ -396,10 +396,13 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 		if err := p.data(callOutput{res}); err != nil {
 			return err
 		}
-		return exitResult(res)
-	}
-	if err := printResultTable(p, h.Definition(opts.Name), res); err != nil {
+	} else if err := printResultTable(p, h.Definition(opts.Name), res); err != nil {
 		return err
+	}
+	if why, ok := res.Metadata[kernel.AuditUnavailableKey]; ok {
+		// the effect happened and its record is missing: never a quiet success
+		warn(f.IOStreams, "the call took effect but its audit record could not be written: %v", why)
+		return &resultExit{code: ExitCommandFailed}
 	}
 	return exitResult(res)
 }

@@ -477,3 +477,39 @@ func TestUsageKeyedByGrantIdentity(t *testing.T) {
 		t.Fatal("bob's maxUses:1 grant used twice")
 	}
 }
+
+// TestEffectWithoutAuditIsMarked: when the tool ran but its tool.invoked record could
+// not be written, the result says so (AuditUnavailableKey) and OnAuditError is told; the
+// effect is not hidden behind a plain success.
+func TestEffectWithoutAuditIsMarked(t *testing.T) {
+	t.Parallel()
+	var told error
+	k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}},
+		Audit: &failingAudit{failType: kernel.EventToolInvoked}, OnAuditError: func(err error) { told = err }})
+	if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+		t.Fatal(err)
+	}
+	res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["a"]}`))
+	if res.Status != kernel.StatusSucceeded {
+		t.Fatalf("status %s", res.Status)
+	}
+	if _, ok := res.Metadata[kernel.AuditUnavailableKey]; !ok || told == nil {
+		t.Fatalf("an effect without its audit record is not marked: %v (told %v)", res.Metadata, told)
+	}
+}
+
+// TestNamespaceChangeWithoutAuditFails: with a settings store that cannot write the
+// selection and its record in one transaction, a change whose record fails is reported
+// as an error (the CLI exits non-zero), never a quiet success.
+func TestNamespaceChangeWithoutAuditFails(t *testing.T) {
+	t.Parallel()
+	k := kernel.New(kernel.Config{Grants: &grantStore{}, Settings: &memSettings{selection: []string{}},
+		Audit: &failingAudit{failType: kernel.EventNamespaceSelectionUpdated}})
+	if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+		t.Fatal(err)
+	}
+	_, sel, err := mustTurn(t, k, testContext()).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}})
+	if err == nil || !slices.Contains(sel, "files") {
+		t.Fatalf("selection %v, error %v: want the effect reported with an error", sel, err)
+	}
+}

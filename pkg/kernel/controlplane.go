@@ -86,12 +86,42 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 	}
 	forbidden := func(n string) bool { return slices.Contains(k.cfg.ForbiddenNamespaces, n) }
 	u.Enable = slices.DeleteFunc(u.Enable, forbidden)
+	// effective is what a stored selection means for this host (valid, forbidden ones
+	// dropped, sorted), and updated the event that records it.
+	effective := func(sel []string) ([]string, error) {
+		sel, err := ValidateEnabledToolNamespaces(sel)
+		if err != nil {
+			return nil, fmt.Errorf("tool namespace settings returned an invalid selection: %w", err)
+		}
+		sel = slices.DeleteFunc(sel, forbidden)
+		jscompat.SortLocale(sel)
+		return sel, nil
+	}
+	updated := func(sel []string) AuditEvent {
+		next := cloneContext(t.actx)
+		next.EnabledToolNamespaces = sel
+		ev := k.event(next, EventNamespaceSelectionUpdated, OutcomeSucceeded)
+		ev.Metadata = map[string]any{"enabledNamespaces": sel}
+		return t.withMeta(ev)
+	}
 	var sel []string
 	var err error
-	if len(u.Enable) == 0 && len(u.Disable) == 0 {
+	audited := false
+	switch as, ok := k.cfg.Settings.(AuditedSettingsStore); {
+	case len(u.Enable) == 0 && len(u.Disable) == 0:
 		// Only forbidden namespaces were asked for: nothing changes.
 		sel = slices.Clone(t.actx.EnabledToolNamespaces)
-	} else {
+	case ok && k.cfg.Audit != nil:
+		// the selection and its record in one transaction
+		sel, err = as.ApplyUpdateAudited(ctx, t.actx, u, func(raw []string) AuditEvent {
+			eff, verr := effective(slices.Clone(raw))
+			if verr != nil {
+				eff = raw
+			}
+			return updated(eff)
+		})
+		audited = err == nil
+	default:
 		sel, err = k.cfg.Settings.ApplyUpdate(ctx, t.actx, u)
 	}
 	if err != nil {
@@ -99,16 +129,15 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 		t.auditAfter(ctx, ev)
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
 	}
-	if sel, err = ValidateEnabledToolNamespaces(sel); err != nil {
-		return ToolNamespaceCatalog{}, nil, fmt.Errorf("tool namespace settings returned an invalid selection: %w", err)
+	if sel, err = effective(sel); err != nil {
+		return ToolNamespaceCatalog{}, nil, err
 	}
-	sel = slices.DeleteFunc(sel, forbidden)
-	jscompat.SortLocale(sel)
-	next := cloneContext(t.actx)
-	next.EnabledToolNamespaces = sel
-	ev := k.event(next, EventNamespaceSelectionUpdated, OutcomeSucceeded)
-	ev.Metadata = map[string]any{"enabledNamespaces": sel}
-	t.auditAfter(ctx, ev)
+	if !audited {
+		if err := t.audit(ctx, updated(sel)); err != nil {
+			// the change took effect without its record: say so, never a quiet success
+			return ToolNamespaceCatalog{}, sel, fmt.Errorf("tool namespace selection changed but its audit record could not be written: %w", err)
+		}
+	}
 	reg, err := t.registry(ctx)
 	if err != nil {
 		return ToolNamespaceCatalog{}, sel, err

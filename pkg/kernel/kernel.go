@@ -512,7 +512,7 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	default:
 		res = t.execute(ctx, p)
 	}
-	t.finish(ctx, st, p, res)
+	t.finish(ctx, st, p, &res)
 	return res
 }
 
@@ -530,8 +530,14 @@ func (t *Turn) execute(ctx context.Context, p *Plan) ToolResult {
 	return res
 }
 
-// finish writes the call's tool.invoked audit record.
-func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResult) {
+// AuditUnavailableKey is the result metadata key set when the call's tool.invoked record
+// could not be written after the tool ran: the effect happened, its audit record is
+// missing, and the host must say so (the CLI warns and exits non-zero).
+const AuditUnavailableKey = "sharedos/auditUnavailable"
+
+// finish writes the call's tool.invoked audit record. When it cannot be written the
+// result is marked (AuditUnavailableKey) and OnAuditError is told.
+func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult) {
 	k := t.k
 	if k.cfg.Audit == nil {
 		return
@@ -563,7 +569,17 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res ToolResul
 		}
 		ev.Metadata["catalogHash"] = p.catalogHash
 	}
-	t.auditAfter(ctx, ev)
+	if err := t.audit(ctx, ev); err != nil {
+		if k.cfg.OnAuditError != nil {
+			k.cfg.OnAuditError(err)
+		}
+		meta := make(map[string]any, len(res.Metadata)+1)
+		for key, v := range res.Metadata {
+			meta[key] = v
+		}
+		meta[AuditUnavailableKey] = err.Error()
+		res.Metadata = meta
+	}
 }
 
 // quoteBounded is s as a Go-quoted ASCII string, cut to 256 bytes of input first.

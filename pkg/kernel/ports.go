@@ -98,6 +98,16 @@ type ToolNamespaceSettingsStore interface {
 	ApplyUpdate(ctx context.Context, actx AccessContext, update ToolNamespaceUpdate) ([]string, error)
 }
 
+// AuditedSettingsStore is an optional extension of ToolNamespaceSettingsStore that
+// stores a selection and appends its audit event in one transaction, so that a namespace
+// change is never recorded without its effect nor made without its record: event is
+// called with the selection that takes effect, and its result is appended with it (an
+// error from either rolls both back).
+type AuditedSettingsStore interface {
+	ToolNamespaceSettingsStore
+	ApplyUpdateAudited(ctx context.Context, actx AccessContext, update ToolNamespaceUpdate, event func(selection []string) AuditEvent) ([]string, error)
+}
+
 // AuditSink receives audit events. Append must not keep ev after it returns unless it
 // copies it. An error on a pre-effect event refuses the operation (audit_unavailable).
 type AuditSink interface {

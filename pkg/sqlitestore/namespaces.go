@@ -17,6 +17,13 @@ import (
 // not the store's. An invalid update or context is an error (matching
 // kernel.ErrInvalidUpdate for a malformed patch) and stores nothing.
 func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, update kernel.ToolNamespaceUpdate) ([]string, error) {
+	return s.ApplyUpdateAudited(ctx, actx, update, nil)
+}
+
+// ApplyUpdateAudited is ApplyUpdate that also appends the audit event event(selection)
+// returns, in the same transaction: the selection is stored with its record or not at
+// all (kernel.AuditedSettingsStore). A nil event appends nothing.
+func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContext, update kernel.ToolNamespaceUpdate, event func([]string) kernel.AuditEvent) ([]string, error) {
 	if err := checkKey(actx.World, actx.Owner); err != nil {
 		return nil, fmt.Errorf("apply namespace update: %w", err)
 	}
@@ -54,6 +61,11 @@ func (s *Store) ApplyUpdate(ctx context.Context, actx kernel.AccessContext, upda
 		ON CONFLICT (world, owner) DO UPDATE SET selection = excluded.selection`,
 		actx.World, owner, string(text)); err != nil {
 		return nil, fmt.Errorf("apply namespace update: write: %w", err)
+	}
+	if event != nil {
+		if err := appendEvent(ctx, tx, event(next)); err != nil {
+			return nil, fmt.Errorf("apply namespace update: audit: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("apply namespace update: commit: %w", err)

@@ -210,3 +210,32 @@ func TestApplyUpdateRejectsBadContext(t *testing.T) {
 		t.Error("Selection with an empty world succeeded")
 	}
 }
+
+// TestApplyUpdateAuditedIsOneTransaction: the selection and its audit record are stored
+// together; when the record cannot be written, the selection is not changed either.
+func TestApplyUpdateAuditedIsOneTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	actx := actxFor("w", alice)
+	good := func(sel []string) kernel.AuditEvent {
+		ev := event("ev-ns-1", kernel.EventNamespaceSelectionUpdated, kernel.OutcomeSucceeded, "2026-08-03T09:00:00Z")
+		ev.Metadata = map[string]any{"enabledNamespaces": sel}
+		return ev
+	}
+	if _, err := s.ApplyUpdateAudited(ctx, actx, kernel.ToolNamespaceUpdate{Enable: []string{"files"}}, good); err != nil {
+		t.Fatal(err)
+	}
+	bad := func([]string) kernel.AuditEvent { return kernel.AuditEvent{} } // no id: refused by the audit table
+	if _, err := s.ApplyUpdateAudited(ctx, actx, kernel.ToolNamespaceUpdate{Enable: []string{"repo"}}, bad); err == nil {
+		t.Fatal("an update whose record fails was applied")
+	}
+	sel, _, err := s.Selection(ctx, "w", alice)
+	if err != nil || !reflect.DeepEqual(sel, []string{"files"}) {
+		t.Fatalf("selection %v %v: the failed update leaked", sel, err)
+	}
+	evs, err := s.ListAudit(ctx, AuditFilter{Types: []string{string(kernel.EventNamespaceSelectionUpdated)}})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("audit %d events %v, want the one that went with its change", len(evs), err)
+	}
+}
