@@ -242,6 +242,7 @@ type Turn struct {
 
 	auditOnce sync.Once
 	audited   *Authority // auth, or an unavailable one when its audit record failed
+	auditErr  error      // why the turn's authority.resolved record could not be written
 
 	regOnce sync.Once
 	reg     *registry
@@ -311,6 +312,7 @@ func (t *Turn) auditedAuthority(ctx context.Context) *Authority {
 		ev.Metadata["hostCeiling"] = map[bool]string{true: "installed", false: "absent"}[k.cfg.Ceiling != nil]
 		if err := t.audit(ctx, ev); err != nil {
 			t.audited = UnavailableAuthority(string(CodeAuditUnavailable))
+			t.auditErr = err
 		}
 	})
 	return t.audited
@@ -329,6 +331,7 @@ func (t *Turn) state(ctx context.Context, audited bool) *turnState {
 	if audited {
 		st.wall = t.k.wallNow()
 		st.auth = t.auditedAuthority(ctx)
+		st.auditErr = t.auditErr
 	} else {
 		st.auth = t.Authority(ctx)
 	}
@@ -415,6 +418,9 @@ func (k *Kernel) ListTools(ctx context.Context, actx AccessContext) ([]ToolDefin
 func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 	k := t.k
 	st := t.state(ctx, true)
+	if st.auditErr != nil {
+		return nil, fmt.Errorf("write audit: %w", st.auditErr)
+	}
 	if st.auth.unavailable != "" {
 		ev := k.event(t.actx, EventToolCatalogListed, OutcomeDenied)
 		ev.Reason = ReasonAuthorityUnavailable

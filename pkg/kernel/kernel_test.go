@@ -362,7 +362,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 		status   kernel.ToolStatus
 		code     kernel.ReasonCode
 	}{
-		{kernel.EventAuthorityResolved, kernel.StatusDenied, kernel.ReasonAuthorityUnavailable},
+		{kernel.EventAuthorityResolved, kernel.StatusFailed, kernel.CodeAuditUnavailable}, // the real cause, not authority
 		{kernel.EventAuthorizationChecked, kernel.StatusFailed, kernel.CodeAuditUnavailable},
 	} {
 		ran := false

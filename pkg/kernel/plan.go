@@ -109,9 +109,12 @@ type turnState struct {
 	actx    AccessContext
 	instant int64 // actx.Now, parsed once per turn
 	wall    int64 // the wall-clock floor of effectful decisions (0: none; dry runs)
-	auth    *Authority
-	reg     *registry
-	regErr  error
+	// auditErr is why the turn's authority.resolved record could not be written: the
+	// audit trail is down, and a call is refused for that, not for want of authority
+	auditErr error
+	auth     *Authority
+	reg      *registry
+	regErr   error
 }
 
 // planCall evaluates call against st. It is pure.
@@ -128,6 +131,11 @@ func planCall(st *turnState, call ToolCall) *Plan {
 	}
 	if call.TraceID != st.actx.TraceID {
 		refuse(StageTrace, GateRequest, StatusDenied, CodeTraceMismatch, "", "the call's traceId does not match the context's", false)
+	}
+	if st.auditErr != nil {
+		refuse(StageAuthority, GateInfrastructure, StatusFailed, CodeAuditUnavailable, "",
+			"the audit trail could not be written ("+st.auditErr.Error()+"); the call was refused", true)
+		return p
 	}
 	if st.auth.unavailable != "" {
 		refuse(StageAuthority, GateInfrastructure, StatusDenied, ReasonAuthorityUnavailable, CauseOf(ReasonAuthorityUnavailable),

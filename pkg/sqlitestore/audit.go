@@ -46,7 +46,8 @@ type execQuerier interface {
 // ErrDuplicate. Events are never updated or deleted.
 func (s *Store) Append(ctx context.Context, ev kernel.AuditEvent) error {
 	if err := appendEvent(ctx, s.db, ev); err != nil {
-		return fmt.Errorf("append audit event: %w", err)
+		// name the database: a full disk or a read-only file must be traceable to it
+		return fmt.Errorf("append audit event to %s: %w", s.path, err)
 	}
 	return nil
 }
