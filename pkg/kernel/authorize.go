@@ -226,16 +226,29 @@ type verdict struct {
 // allowed, precedence picks the code. ev must come from Evaluate over the same auth and
 // actx.
 func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessContext, ev *Evaluation, consume bool) (AuthorizationDecision, Diagnostic) {
+	d, diag, res := z.settle(ctx, auth, actx, ev, consume, false)
+	if res != nil {
+		if err := res.Commit(ctx, nil); err != nil {
+			return deny(ReasonUsageStoreUnavailable), diag
+		}
+	}
+	return d, diag
+}
+
+// settle is Settle; with reserve, a consuming allow on a ReservingUsageStore returns the
+// reservation uncommitted, for the caller to commit together with the decision's audit
+// record (or release).
+func (z *Authorizer) settle(ctx context.Context, auth *Authority, actx AccessContext, ev *Evaluation, consume, reserve bool) (_ AuthorizationDecision, _ Diagnostic, reservation UsageReservation) {
 	diag := Diagnostic{Discovery: ev.Discovery, GrantsResolved: ev.GrantsResolved}
 	if ev.Immediate != nil {
-		return *ev.Immediate, diag
+		return *ev.Immediate, diag, nil
 	}
 	ev.next, ev.rejected = 0, ev.rejected[:0]
 	var settled []rejection
 	var verdicts []verdict
-	finish := func(d AuthorizationDecision, upTo int32) (AuthorizationDecision, Diagnostic) {
+	finish := func(d AuthorizationDecision, upTo int32) (AuthorizationDecision, Diagnostic, UsageReservation) {
 		diag.RejectedGrants = mergeRejections(ev.rejected, settled, upTo)
-		return d, diag
+		return d, diag, reservation
 	}
 	reject := func(gi int32, v verdict, detail string) {
 		settled = append(settled, rejection{gi, RejectedGrant{GrantID: auth.grants[gi].g.ID, Reason: v.reason, Detail: detail}})
@@ -299,9 +312,13 @@ func (z *Authorizer) Settle(ctx context.Context, auth *Authority, actx AccessCon
 		}
 		var ok bool
 		var err error
-		if consume {
+		rs, reserving := z.Usage.(ReservingUsageStore)
+		switch {
+		case consume && reserve && reserving:
+			reservation, ok, err = rs.ReserveUse(ctx, UsageKeyOf(g), *g.Constraints.MaxUses)
+		case consume:
 			ok, err = z.Usage.TryConsume(ctx, UsageKeyOf(g), *g.Constraints.MaxUses)
-		} else {
+		default:
 			var used int64
 			used, err = z.Usage.GetUsage(ctx, UsageKeyOf(g))
 			ok = used < *g.Constraints.MaxUses

@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -511,5 +512,71 @@ func TestNamespaceChangeWithoutAuditFails(t *testing.T) {
 	_, sel, err := mustTurn(t, k, testContext()).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}})
 	if err == nil || !slices.Contains(sel, "files") {
 		t.Fatalf("selection %v, error %v: want the effect reported with an error", sel, err)
+	}
+}
+
+// reservingUsage is a ReservingUsageStore double that records the order of operations.
+type reservingUsage struct {
+	*memUsage
+	log      []string
+	failWith error
+}
+
+type reservedUse struct {
+	u   *reservingUsage
+	key kernel.UsageKey
+	max int64
+}
+
+func (r *reservingUsage) ReserveUse(_ context.Context, key kernel.UsageKey, max int64) (kernel.UsageReservation, bool, error) {
+	r.log = append(r.log, "reserve")
+	return &reservedUse{r, key, max}, true, nil
+}
+
+func (u *reservedUse) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
+	if u.u.failWith != nil {
+		u.u.log = append(u.u.log, "commit failed")
+		return u.u.failWith
+	}
+	u.u.log = append(u.u.log, "commit "+string(ev.Type))
+	_, err := u.u.TryConsume(ctx, u.key, u.max)
+	return err
+}
+
+func (u *reservedUse) Release() error { u.u.log = append(u.u.log, "release"); return nil }
+
+// TestReserveAuditCommitThenRun: a consuming decision reserves the use, commits it
+// together with its authorization.checked record, and only then runs the tool (ADR
+// 0029); when the commit fails nothing runs and the call fails audit_unavailable.
+func TestReserveAuditCommitThenRun(t *testing.T) {
+	t.Parallel()
+	g := grant("g", []string{"read"}, kernel.ScopeDescendants)
+	g.Constraints.MaxUses = i64(3)
+	for _, fail := range []bool{false, true} {
+		usage := &reservingUsage{memUsage: newMemUsage()}
+		if fail {
+			usage.failWith = errors.New("disk full")
+		}
+		tool := echoTool("t.read", "read")
+		inner := tool.Invoke
+		tool.Invoke = func(ctx context.Context, actx kernel.AccessContext, c kernel.ParsedToolCall) (kernel.ToolResult, error) {
+			usage.log = append(usage.log, "run")
+			return inner(ctx, actx, c)
+		}
+		k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{g}}, Usage: usage, Audit: &memAudit{}})
+		if err := k.RegisterTool(tool); err != nil {
+			t.Fatal(err)
+		}
+		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["a"]}`))
+		want := []string{"reserve", "commit authorization.checked", "run"}
+		if fail {
+			want = []string{"reserve", "commit failed"}
+			if res.Status != kernel.StatusFailed || res.Error.Code != kernel.CodeAuditUnavailable {
+				t.Fatalf("failed commit: %s %+v", res.Status, res.Error)
+			}
+		}
+		if !slices.Equal(usage.log, want) {
+			t.Fatalf("order %v, want %v", usage.log, want)
+		}
 	}
 }

@@ -363,10 +363,15 @@ func (k *Kernel) audit(ctx context.Context, ev AuditEvent) error {
 	if k.cfg.Audit == nil {
 		return nil
 	}
+	return k.cfg.Audit.Append(ctx, k.prepare(ev))
+}
+
+// prepare finishes an event before it is written: an outage code is fail-closed.
+func (k *Kernel) prepare(ev AuditEvent) AuditEvent {
 	if ev.Reason != "" && IsInfrastructureDenial(ev.Reason) {
 		ev.FailClosed = true
 	}
-	return k.cfg.Audit.Append(ctx, ev)
+	return ev
 }
 
 func (k *Kernel) auditAfter(ctx context.Context, ev AuditEvent) {
@@ -496,8 +501,18 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	var auditErr error
 	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
 		consume := stage == StageAuthorization
-		d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, consume)
-		if k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed) {
+		d, diag, reservation := k.authz.settle(ctx, st.auth, t.actx, ev, consume, consume)
+		switch {
+		case reservation != nil:
+			// ADR 0029: the reserved use and its record are committed together, before
+			// the tool runs; a failure spends nothing and refuses the call
+			var rec *AuditEvent
+			if k.cfg.Audit != nil {
+				ev := k.prepare(t.withMeta(t.decisionEvent(st.auth, call, ev.Requirement, d, diag, true)))
+				rec = &ev
+			}
+			auditErr = reservation.Commit(ctx, rec)
+		case k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed):
 			rec := t.decisionEvent(st.auth, call, ev.Requirement, d, diag, consume)
 			if consume {
 				auditErr = t.audit(ctx, rec)

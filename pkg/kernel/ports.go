@@ -63,6 +63,24 @@ type UsageStore interface {
 	GetUsage(ctx context.Context, key UsageKey) (int64, error)
 }
 
+// ReservingUsageStore is an optional extension of UsageStore for the reference's order of
+// a consuming decision (ADR 0029): reserve the use, write the decision's audit record,
+// commit both together, and only then run the tool — so a process killed anywhere in
+// between leaves either the spent use and its record, or neither. ReserveUse reserves
+// one use when fewer than max were spent (ok=false, no reservation, when they all were).
+type ReservingUsageStore interface {
+	UsageStore
+	ReserveUse(ctx context.Context, key UsageKey, max int64) (UsageReservation, bool, error)
+}
+
+// UsageReservation is a reserved use. Commit appends ev (when non-nil) and spends the use
+// in one transaction; an error spends nothing and records nothing. Release gives the use
+// back. Exactly one of them is called.
+type UsageReservation interface {
+	Commit(ctx context.Context, ev *AuditEvent) error
+	Release() error
+}
+
 // HostCeiling lets a host narrow (never widen) an allow. Narrow sees the allow decision
 // for one candidate grant and returns it unchanged to keep it, or a decision with
 // Allowed=false to refuse that grant (the code becomes host_policy_denied; a metadata

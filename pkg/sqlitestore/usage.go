@@ -70,3 +70,61 @@ func checkUsageKey(k kernel.UsageKey) error {
 	}
 	return nil
 }
+
+var _ kernel.ReservingUsageStore = (*Store)(nil)
+
+// ReserveUse reserves one use of the grant key names when fewer than max were spent, in
+// an immediate transaction that holds the database's write lock until the reservation
+// is committed (with its audit record) or released — the order of the reference's
+// ADR 0029, so a process killed in between leaves both or neither.
+func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) (kernel.UsageReservation, bool, error) {
+	if err := checkUsageKey(key); err != nil {
+		return nil, false, fmt.Errorf("reserve grant use: %w", err)
+	}
+	if max < 1 {
+		return nil, false, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // immediate (see dsnParams)
+	if err != nil {
+		return nil, false, fmt.Errorf("reserve use of grant %s: begin: %w", key.GrantID, err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO grant_usage (world, issuer, subject, grant_id, uses)
+		SELECT ?1, ?2, ?3, ?4, 1 WHERE `+legacyUses+` < ?5
+		ON CONFLICT (world, issuer, subject, grant_id) DO UPDATE SET uses = uses + 1 WHERE uses + `+legacyUses+` < ?5`,
+		key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil || n != 1 {
+		_ = tx.Rollback()
+		if err != nil {
+			return nil, false, fmt.Errorf("reserve use of grant %s: %w", key.GrantID, err)
+		}
+		return nil, false, nil
+	}
+	return &reservation{tx: tx, grant: key.GrantID}, true, nil
+}
+
+// reservation is a reserved use: an open transaction.
+type reservation struct {
+	tx    *sql.Tx
+	grant string
+}
+
+// Commit appends ev (when non-nil) and spends the use, in the reservation's transaction.
+func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
+	if ev != nil {
+		if err := appendEvent(ctx, r.tx, *ev); err != nil {
+			_ = r.tx.Rollback()
+			return fmt.Errorf("commit use of grant %s: audit: %w", r.grant, err)
+		}
+	}
+	if err := r.tx.Commit(); err != nil {
+		return fmt.Errorf("commit use of grant %s: %w", r.grant, err)
+	}
+	return nil
+}
+
+// Release gives the reserved use back.
+func (r *reservation) Release() error { return r.tx.Rollback() }

@@ -237,3 +237,44 @@ func TestUsageBelongsToTheGrantIdentity(t *testing.T) {
 		t.Fatal("legacy + new uses exceeded the bound")
 	}
 }
+
+// TestReserveUse: a reserved use is spent only when committed, together with its audit
+// record; a commit whose record fails, or a release, spends nothing and records nothing.
+func TestReserveUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	key := uk("w", "g")
+	r, ok, err := s.ReserveUse(ctx, key, 2)
+	if !ok || err != nil {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ = s.ReserveUse(ctx, key, 2)
+	bad := kernel.AuditEvent{} // no id: the audit table refuses it
+	if err := r.Commit(ctx, &bad); err == nil {
+		t.Fatal("a commit with an unwritable record succeeded")
+	}
+	if n, _ := s.GetUsage(ctx, key); n != 0 {
+		t.Fatalf("%d uses spent by a released and a failed reservation", n)
+	}
+	r, _, _ = s.ReserveUse(ctx, key, 2)
+	ev := event("ev-use", kernel.EventAuthorizationChecked, kernel.OutcomeAllowed, "2026-08-03T09:00:00Z")
+	if err := r.Commit(ctx, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.GetUsage(ctx, key); n != 1 {
+		t.Fatalf("%d uses after one commit", n)
+	}
+	evs, err := s.ListAudit(ctx, AuditFilter{Types: []string{string(kernel.EventAuthorizationChecked)}})
+	if err != nil || len(evs) != 1 || evs[0].ID != "ev-use" {
+		t.Fatalf("audit %+v %v: want exactly the committed record", evs, err)
+	}
+	r, _, _ = s.ReserveUse(ctx, key, 2)
+	_ = r.Commit(ctx, nil)
+	if _, ok, _ := s.ReserveUse(ctx, key, 2); ok {
+		t.Fatal("a third use of a maxUses:2 grant reserved")
+	}
+}
