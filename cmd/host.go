@@ -34,8 +34,10 @@ func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 		f.prepErr = hostError(err)
 		return nil, f.prepErr
 	}
-	for _, w := range ceilingWarnings(s, staticDefinitions()) {
-		warn(f.IOStreams, "%s", w)
+	if len(s.FrozenPaths)+len(s.FrozenActions)+len(s.ForbiddenNamespaces) > 0 {
+		for _, w := range ceilingWarnings(s, f.prep.Definitions()) {
+			warn(f.IOStreams, "%s", w)
+		}
 	}
 	if f.prep.Pinned {
 		// --now only ever removes authority: a call the wall clock would refuse is refused.

@@ -122,6 +122,9 @@ func ParseAddress(s string) (Address, error) {
 // valid UTF-8, no leading or trailing white space, not "." or "..", no "/" or "\", no C0 control
 // character or DEL. Segments are never normalized.
 func ValidatePathSegment(seg string) error {
+	if n, ok := asciiTrimmed(seg); ok && n >= 1 && n <= 256 && seg != "." && seg != ".." && strings.IndexAny(seg, `/\`) < 0 {
+		return nil // printable ASCII: the common case in one pass
+	}
 	if !utf8.ValidString(seg) {
 		return contractErr("", "path segment must be valid UTF-8")
 	}
@@ -409,6 +412,14 @@ func validIdent(field, s string) error {
 // bytes as they are, so a string encoders would repair must never be valid), 1..max
 // UTF-16 units, no surrounding white space.
 func validTrimmed(field, s string, max int) error {
+	if n, ok := asciiTrimmed(s); ok {
+		// the common case in one pass: printable ASCII is valid UTF-8, one UTF-16 unit
+		// per byte, and trimmed when its ends are not white space
+		if n < 1 || n > max {
+			return contractErr(field, "must be 1 to %d characters without surrounding white space", max)
+		}
+		return nil
+	}
 	if !utf8.ValidString(s) {
 		return contractErr(field, "must be valid UTF-8")
 	}
@@ -416,6 +427,19 @@ func validTrimmed(field, s string, max int) error {
 		return contractErr(field, "must be 1 to %d characters without surrounding white space", max)
 	}
 	return nil
+}
+
+// asciiTrimmed reports, for a string of printable ASCII (0x20..0x7e) without white space
+// at either end, its length; ok is false for anything else (which the full checks take).
+func asciiTrimmed(s string) (n int, ok bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e {
+			if c != ' ' || i == 0 || i == len(s)-1 {
+				return 0, false
+			}
+		}
+	}
+	return len(s), true
 }
 
 // AccessContext is the trusted, server-built context of one operation. It carries no grants.
