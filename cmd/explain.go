@@ -71,9 +71,9 @@ type explanation struct {
 }
 
 type refusal struct {
-	Gate  kernel.Gate       `json:"gate"`
-	Code  kernel.ReasonCode `json:"code"`
-	Cause kernel.Cause      `json:"cause,omitempty"`
+	Gate  kernel.Gate      `json:"gate"`
+	Code  kernel.ErrorCode `json:"code"`
+	Cause kernel.Cause     `json:"cause,omitempty"`
 }
 
 // candidate is a grant the decision considered, and why it did not authorize the call.

@@ -482,7 +482,7 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 	var refused *kernel.EscalationRefusedError
 	if errors.As(err, &refused) {
 		// the escalation's own authorization refused it: its grant's uses are spent
-		res := kernel.DeniedResult(call, h.Ctx.Now, refused.Code, "the escalation was refused: "+string(refused.Code))
+		res := kernel.DeniedResult(call, h.Ctx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
 		if p.format != FormatTable {
 			if err := p.data(callOutput{res}); err != nil {

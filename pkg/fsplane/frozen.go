@@ -184,7 +184,7 @@ func (t *frozenTree) below(path []string) string {
 
 // frozenErr is the refusal for an operation on (or below) a frozen path.
 func frozenErr(path []string, spec string) error {
-	return denied(kernel.ReasonHostPolicyDenied, "%s is within the frozen path %s, which the host ceiling puts out of reach", show(path), spec)
+	return denied(kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied), "%s is within the frozen path %s, which the host ceiling puts out of reach", show(path), spec)
 }
 
 // checkFrozen refuses an operation whose named path is at or below a frozen path (the

@@ -109,7 +109,7 @@ func TestFrozenPathsOutOfReach(t *testing.T) {
 			{"files.delete", jobj{"path": path, "recursive": true}},
 			{"files.snapshot.create", jobj{"path": path}},
 		} {
-			e.fail(tc.tool, tc.args, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+			e.fail(tc.tool, tc.args, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 		}
 	}
 
@@ -134,7 +134,7 @@ func TestFrozenPathsOutOfReach(t *testing.T) {
 	}
 
 	// A recursive delete of an ancestor is refused before anything is removed.
-	msg := e.fail("files.delete", jobj{"path": pth("ws"), "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	msg := e.fail("files.delete", jobj{"path": pth("ws"), "recursive": true}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 	if !strings.Contains(msg, "files:ws/private") {
 		t.Errorf("delete refusal does not name the frozen path: %s", msg)
 	}
@@ -209,7 +209,7 @@ func TestFrozenPerDirectoryEquivalence(t *testing.T) {
 		o.Frozen = [][]string{{"ws", "private"}}
 		o.probe = func(dir []string) nameEquivalence { return nameEquivalence{foldCase: len(dir) == 1 && dir[0] == "ws"} }
 	})
-	e.fail("files.read", jobj{"path": pth("ws", "PRIVATE", "secret.md")}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.read", jobj{"path": pth("ws", "PRIVATE", "secret.md")}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 	// The root compares exactly: "WS" is another directory there.
 	e.write("WS/private/other.md", "public\n")
 	e.ok("files.read", jobj{"path": pth("WS", "private", "other.md")})
@@ -224,8 +224,8 @@ func TestFrozenUnderCaseFolding(t *testing.T) {
 	e.write("ws/Private\u200c/zw.md", "SECRET-TEXT zero-width\n")
 	before := e.treeState()
 	for _, path := range [][]string{{"WS", "PRIVATE", "secret.md"}, {"ws", "Private", "secret.md"}, {"Ws", "private."}, {"ws", "Private\u200c"}} {
-		e.fail("files.read", jobj{"path": path}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
-		e.fail("files.delete", jobj{"path": path, "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+		e.fail("files.read", jobj{"path": path}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
+		e.fail("files.delete", jobj{"path": path, "recursive": true}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 	}
 	out := mustJSON(t, e.ok("files.grep", jobj{"path": pth(), "pattern": "SECRET"}))
 	var g GrepOutput
@@ -233,7 +233,7 @@ func TestFrozenUnderCaseFolding(t *testing.T) {
 	if len(g.Matches) != 0 {
 		t.Errorf("grep reached a case variant of the frozen path: %s", out)
 	}
-	e.fail("files.delete", jobj{"path": pth("WS"), "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.delete", jobj{"path": pth("WS"), "recursive": true}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 	e.sameTree(before, "refused operations")
 }
 
@@ -396,9 +396,9 @@ func TestFrozenUnderAnotherName(t *testing.T) {
 		o.probe = func([]string) nameEquivalence { return nameEquivalence{} }
 	})
 	before := e.treeState()
-	e.fail("files.read", jobj{"path": pth("ws", "pub", "alias.md")}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
-	e.fail("files.replace", jobj{"path": pth("ws", "pub", "alias.md"), "content": "x"}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
-	e.fail("files.delete", jobj{"path": pth("ws", "pub"), "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.read", jobj{"path": pth("ws", "pub", "alias.md")}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
+	e.fail("files.replace", jobj{"path": pth("ws", "pub", "alias.md"), "content": "x"}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
+	e.fail("files.delete", jobj{"path": pth("ws", "pub"), "recursive": true}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 	for _, tc := range []struct {
 		tool string
 		args jobj
@@ -432,8 +432,8 @@ func TestFrozenPathThroughALink(t *testing.T) {
 	e.symlink("data/ws", "workspace")
 	e.reopen(func(o *ProviderOptions) { o.Frozen = [][]string{{"workspace", "private"}} })
 	before := e.treeState()
-	e.fail("files.read", jobj{"path": pth("data", "ws", "private", "secret.md")}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
-	e.fail("files.delete", jobj{"path": pth("data"), "recursive": true}, kernel.StatusDenied, kernel.ReasonHostPolicyDenied)
+	e.fail("files.read", jobj{"path": pth("data", "ws", "private", "secret.md")}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
+	e.fail("files.delete", jobj{"path": pth("data"), "recursive": true}, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied))
 	if out := mustJSON(t, e.ok("files.grep", jobj{"path": pth(), "pattern": "SECRET"})); strings.Contains(string(out), "SECRET") {
 		t.Errorf("grep reached the frozen target: %s", out)
 	}

@@ -178,7 +178,7 @@ func (e *env) ok(tool string, args any) map[string]any {
 }
 
 // fail calls and requires the given status and code.
-func (e *env) fail(tool string, args any, status kernel.ToolStatus, code kernel.ReasonCode) string {
+func (e *env) fail(tool string, args any, status kernel.ToolStatus, code kernel.ErrorCode) string {
 	e.t.Helper()
 	res := e.call(tool, args)
 	if res.Status != status || res.Error == nil || res.Error.Code != code {

@@ -287,7 +287,7 @@ func (p *Provider) delete(ctx context.Context, path []string, in DeleteInput) (a
 			return nil, failed(CodeInvalidInput, "%s is a directory; expectedVersion applies to files only, so omit it", show(path))
 		}
 		if spec := p.frozen.below(path); spec != "" {
-			return nil, denied(kernel.ReasonHostPolicyDenied, "%s holds the frozen path %s, which the host ceiling puts out of reach; nothing was deleted", show(path), spec)
+			return nil, denied(kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied), "%s holds the frozen path %s, which the host ceiling puts out of reach; nothing was deleted", show(path), spec)
 		}
 		sub, err := openChild(parent.r, name, path, false)
 		if err != nil {
@@ -364,7 +364,7 @@ func checkDeletable(ctx context.Context, dir *os.Root, path []string) (empty boo
 			return false, err
 		}
 		if spec := frozenIDsFrom(ctx).of(fi); spec != "" {
-			return false, denied(kernel.ReasonHostPolicyDenied, "%s is the frozen path %s under another name, which the host ceiling puts out of reach; nothing was deleted", show(append(clonePath(path), n)), spec)
+			return false, denied(kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied), "%s is the frozen path %s under another name, which the host ceiling puts out of reach; nothing was deleted", show(append(clonePath(path), n)), spec)
 		}
 		if fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
 			sub, err := openChild(dir, n, append(clonePath(path), n), false)

@@ -22,24 +22,24 @@ import (
 // first three are "denied" (the path itself is refused; retrying cannot help), the
 // others "failed". None is retryable unless noted.
 const (
-	CodeInvalidPath       kernel.ReasonCode = "invalid_path"       // denied: a segment breaks the path rules, or the path is too long for the file system
-	CodePathEscape        kernel.ReasonCode = "path_escape"        // denied: a symbolic link in the path, or the path changed while in use
-	CodeNotPermitted      kernel.ReasonCode = "not_permitted"      // denied: a .git or temporary-file segment, or deleting the root
-	CodeNotFound          kernel.ReasonCode = "not_found"          // nothing at the path (or a parent is a file), or no such snapshot
-	CodeVersionConflict   kernel.ReasonCode = "version_conflict"   // expectedVersion differs from the current version (or the file is absent)
-	CodeAlreadyExists     kernel.ReasonCode = "already_exists"     // create on an existing path
-	CodeNotEmpty          kernel.ReasonCode = "not_empty"          // delete of a non-empty directory without recursive:true
-	CodeNotAFile          kernel.ReasonCode = "not_a_file"         // a file action on a directory or special file
-	CodeNotADirectory     kernel.ReasonCode = "not_a_directory"    // list on a file
-	CodeInvalidInput      kernel.ReasonCode = "invalid_input"      // malformed operation input (bad regex, bad snapshot id, …)
-	CodeUnsupportedAction kernel.ReasonCode = "unsupported_action" // unknown action, or snapshots not configured
-	CodeProviderError     kernel.ReasonCode = "provider_error"     // the file system failed (permissions, disk full, …); retryable
-	CodeCancelled         kernel.ReasonCode = "cancelled"          // the context ended before the operation took effect; retryable
+	CodeInvalidPath       kernel.ErrorCode = "invalid_path"       // denied: a segment breaks the path rules, or the path is too long for the file system
+	CodePathEscape        kernel.ErrorCode = "path_escape"        // denied: a symbolic link in the path, or the path changed while in use
+	CodeNotPermitted      kernel.ErrorCode = "not_permitted"      // denied: a .git or temporary-file segment, or deleting the root
+	CodeNotFound          kernel.ErrorCode = "not_found"          // nothing at the path (or a parent is a file), or no such snapshot
+	CodeVersionConflict   kernel.ErrorCode = "version_conflict"   // expectedVersion differs from the current version (or the file is absent)
+	CodeAlreadyExists     kernel.ErrorCode = "already_exists"     // create on an existing path
+	CodeNotEmpty          kernel.ErrorCode = "not_empty"          // delete of a non-empty directory without recursive:true
+	CodeNotAFile          kernel.ErrorCode = "not_a_file"         // a file action on a directory or special file
+	CodeNotADirectory     kernel.ErrorCode = "not_a_directory"    // list on a file
+	CodeInvalidInput      kernel.ErrorCode = "invalid_input"      // malformed operation input (bad regex, bad snapshot id, …)
+	CodeUnsupportedAction kernel.ErrorCode = "unsupported_action" // unknown action, or snapshots not configured
+	CodeProviderError     kernel.ErrorCode = "provider_error"     // the file system failed (permissions, disk full, …); retryable
+	CodeCancelled         kernel.ErrorCode = "cancelled"          // the context ended before the operation took effect; retryable
 
-	CodeSnapshotIndexUnavailable kernel.ReasonCode = "snapshot_index_unavailable" // the snapshot index failed (its error is in the message); retryable
-	CodeSnapshotStoreUnavailable kernel.ReasonCode = "snapshot_store_unavailable" // the snapshot blob store could not be written (disk full, permissions); retryable
-	CodeSnapshotDamaged          kernel.ReasonCode = "snapshot_damaged"           // the snapshot's record or stored content is damaged or missing
-	CodeTooLarge                 kernel.ReasonCode = "too_large"                  // a snapshot would exceed ProviderOptions.MaxSnapshotBytes
+	CodeSnapshotIndexUnavailable kernel.ErrorCode = "snapshot_index_unavailable" // the snapshot index failed (its error is in the message); retryable
+	CodeSnapshotStoreUnavailable kernel.ErrorCode = "snapshot_store_unavailable" // the snapshot blob store could not be written (disk full, permissions); retryable
+	CodeSnapshotDamaged          kernel.ErrorCode = "snapshot_damaged"           // the snapshot's record or stored content is damaged or missing
+	CodeTooLarge                 kernel.ErrorCode = "too_large"                  // a snapshot would exceed ProviderOptions.MaxSnapshotBytes
 )
 
 // TempPrefix starts the name of every temporary file the provider writes. Such files
@@ -233,18 +233,18 @@ func (p *Provider) Close() error {
 // opError is an expected failure that becomes a denied or failed ResourceResult.
 type opError struct {
 	status    kernel.ToolStatus
-	code      kernel.ReasonCode
+	code      kernel.ErrorCode
 	msg       string
 	retryable bool
 }
 
 func (e *opError) Error() string { return string(e.code) + ": " + e.msg }
 
-func denied(code kernel.ReasonCode, format string, args ...any) *opError {
+func denied(code kernel.ErrorCode, format string, args ...any) *opError {
 	return &opError{status: kernel.StatusDenied, code: code, msg: capMessage(fmt.Sprintf(format, args...))}
 }
 
-func failed(code kernel.ReasonCode, format string, args ...any) *opError {
+func failed(code kernel.ErrorCode, format string, args ...any) *opError {
 	return &opError{status: kernel.StatusFailed, code: code, msg: capMessage(fmt.Sprintf(format, args...))}
 }
 

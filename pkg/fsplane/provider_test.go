@@ -599,7 +599,7 @@ func TestProviderDirectInputs(t *testing.T) {
 		path   []string
 		input  any
 		status kernel.ToolStatus
-		code   kernel.ReasonCode
+		code   kernel.ErrorCode
 	}{
 		{"unknown action", "move", pth("a.txt"), nil, kernel.StatusFailed, CodeUnsupportedAction},
 		{"bad namespace", ActionRead, pth("a.txt"), nil, kernel.StatusFailed, CodeInvalidInput},

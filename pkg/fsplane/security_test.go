@@ -32,7 +32,7 @@ type attack struct {
 	input  any
 	// Expected outcome: status and code; an empty code means "succeeds".
 	status kernel.ToolStatus
-	code   kernel.ReasonCode
+	code   kernel.ErrorCode
 	// after checks the root (optional).
 	after func(t *testing.T, e *env)
 }
@@ -206,7 +206,7 @@ func TestSecurityAttacks(t *testing.T) {
 			}
 			before := e.snapshotOutside()
 			var status kernel.ToolStatus
-			var code kernel.ReasonCode
+			var code kernel.ErrorCode
 			var output any
 			if a.tool != "" {
 				res, err := e.tryCall(a.tool, a.args)

@@ -54,7 +54,7 @@ type AuditEvent struct {
 	AuthorityHash      string             `json:"authorityHash,omitempty"`
 	OperationID        string             `json:"operationId,omitempty"`
 	Tool               string             `json:"tool,omitempty"`
-	Reason             ReasonCode         `json:"reason,omitempty"`
+	Reason             ErrorCode          `json:"reason,omitempty"`
 	Source             string             `json:"source,omitempty"`
 	Cause              Cause              `json:"cause,omitempty"`
 	FailClosed         bool               `json:"failClosed,omitempty"`
@@ -95,14 +95,15 @@ const (
 
 // GateOf is the code map of spec 20 §8: the gate an authorization or operation code
 // belongs to, or "" for a code the kernel does not classify (a host classifies its own).
-func GateOf(code ReasonCode) Gate {
+func GateOf[C ReasonCode | ErrorCode](c C) Gate {
+	code := ReasonCode(c)
 	switch {
 	case IsInfrastructureDenial(code):
 		return GateInfrastructure
 	case code == ReasonHostPolicyDenied:
 		return GateCeiling
-	case code == ReasonInvalidContext, code == ReasonInvalidRequest, code == CodeTraceMismatch, code == CodeActorMismatch,
-		code == CodeReceiverMismatch, code == CodeMessageContextMismatch:
+	case code == ReasonInvalidContext, code == ReasonInvalidRequest, ErrorCode(code) == CodeTraceMismatch, ErrorCode(code) == CodeActorMismatch,
+		ErrorCode(code) == CodeReceiverMismatch, ErrorCode(code) == CodeMessageContextMismatch:
 		return GateRequest
 	case code == ReasonNoMatchingGrant, code == ReasonGrantExhausted, code == ReasonDelegationChainInvalid:
 		return GateGrant
@@ -137,7 +138,7 @@ func ClassifyRefusal(ev AuditEvent) Gate {
 // RefusalExplanation is what ExplainRefusal returns: facts, no prose.
 type RefusalExplanation struct {
 	Gate     Gate        `json:"gate,omitempty"`
-	Code     ReasonCode  `json:"code"`
+	Code     ErrorCode   `json:"code"`
 	Source   string      `json:"source,omitempty"`
 	Cause    Cause       `json:"cause,omitempty"`
 	Refusal  AuditEvent  `json:"refusal"`

@@ -172,7 +172,7 @@ func TestRequirementComesFromTheArguments(t *testing.T) {
 		if res.Status != want {
 			t.Errorf("path %s: %s, want %s", path, res.Status, want)
 		}
-		if want == kernel.StatusDenied && res.Error.Code != kernel.ReasonNoMatchingGrant {
+		if want == kernel.StatusDenied && res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) {
 			t.Errorf("path %s: %s, want no_matching_grant", path, res.Error.Code)
 		}
 	}
@@ -192,7 +192,7 @@ func TestCapabilitiesNeverCombine(t *testing.T) {
 	} {
 		k := newKernel(t, grants, nil, echoTool("t.read", "read"))
 		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":["docs","a"]}`))
-		if res.Status != kernel.StatusDenied || res.Error.Code != kernel.ReasonNoMatchingGrant {
+		if res.Status != kernel.StatusDenied || res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) {
 			b, _ := json.Marshal(res)
 			t.Errorf("%s: %s, want no_matching_grant", name, b)
 		}

@@ -216,7 +216,7 @@ func TestConformanceCorpus(t *testing.T) {
 // audit of the decision) produced.
 func explainAgrees(ex *kernel.CallExplanation, res kernel.ToolResult) error {
 	if ex == nil {
-		if res.Error == nil || res.Error.Code != kernel.ReasonInvalidContext {
+		if res.Error == nil || res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonInvalidContext) {
 			return fmt.Errorf("explain could not begin a turn, but the call got %+v", res)
 		}
 		return nil
@@ -235,7 +235,7 @@ func explainAgrees(ex *kernel.CallExplanation, res kernel.ToolResult) error {
 	return nil
 }
 
-func codeOf(res kernel.ToolResult) kernel.ReasonCode {
+func codeOf(res kernel.ToolResult) kernel.ErrorCode {
 	if res.Error == nil {
 		return ""
 	}

@@ -190,7 +190,7 @@ func (m *memFiles) Invoke(_ context.Context, op kernel.ResourceOperation) (kerne
 	}
 	fail := func(code, msg string) (kernel.ResourceResult, error) {
 		return kernel.ResourceResult{OperationID: op.OperationID, Status: kernel.StatusFailed,
-			Error: &kernel.ProtocolError{Code: kernel.ReasonCode(code), Message: msg}, CompletedAt: op.Context.Now}, nil
+			Error: &kernel.ProtocolError{Code: kernel.ErrorCode(code), Message: msg}, CompletedAt: op.Context.Now}, nil
 	}
 	next := func() string { m.counter++; return fmt.Sprintf("mem-%d", m.counter) }
 	expected, hasExpected := in["expectedVersion"].(string)

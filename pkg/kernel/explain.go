@@ -14,7 +14,7 @@ type CallExplanation struct {
 	// Status, Code, Gate and Cause are what InvokeTool would return (Code, Gate and Cause
 	// empty when allowed; Cause only for a tool_unavailable refusal).
 	Status ToolStatus `json:"status"`
-	Code   ReasonCode `json:"code,omitempty"`
+	Code   ErrorCode  `json:"code,omitempty"`
 	Gate   Gate       `json:"gate,omitempty"`
 	Cause  Cause      `json:"cause,omitempty"`
 	// Findings lists every refusing gate in pipeline order; the first is the one a call

@@ -301,7 +301,7 @@ func (t *Turn) auditedAuthority(ctx context.Context) *Authority {
 		ev := k.event(t.actx, EventAuthorityResolved, OutcomeSucceeded)
 		if auth.unavailable != "" {
 			ev.Outcome = OutcomeFailed
-			ev.Reason = ReasonAuthorityUnavailable
+			ev.Reason = ErrorCodeOf(ReasonAuthorityUnavailable)
 			ev.FailClosed = true
 			ev.Metadata = map[string]any{"authority": auth.unavailable}
 		} else {
@@ -428,7 +428,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 	}
 	if st.auth.unavailable != "" {
 		ev := k.event(t.actx, EventToolCatalogListed, OutcomeDenied)
-		ev.Reason = ReasonAuthorityUnavailable
+		ev.Reason = ErrorCodeOf(ReasonAuthorityUnavailable)
 		ev.Metadata = map[string]any{"enabledNamespaces": t.actx.EnabledToolNamespaces, "withheldCount": 0}
 		t.auditAfter(ctx, ev)
 		return []ToolDefinition{}, nil
@@ -484,7 +484,7 @@ func (k *Kernel) InvokeTool(ctx context.Context, actx AccessContext, call ToolCa
 		if _, perr := ParseTimestamp(now); perr != nil {
 			now = FormatTimestamp(0)
 		}
-		return DeniedResult(call, now, ReasonInvalidContext, "the access context does not match the SharedOS contract")
+		return DeniedResult(call, now, ErrorCodeOf(ReasonInvalidContext), "the access context does not match the SharedOS contract")
 	}
 	return t.InvokeTool(ctx, call)
 }
@@ -639,7 +639,7 @@ func (t *Turn) decisionEvent(auth *Authority, call ToolCall, req CapabilityRequi
 	ev.OperationID = auditSafe(call.ID)
 	ev.Tool = call.Tool
 	if !d.Allowed {
-		ev.Reason = d.ReasonCode
+		ev.Reason = ErrorCodeOf(d.ReasonCode)
 	}
 	ev.Consumed = BoolPtr(consume && diag.Consumed)
 	if auth.unavailable == "" {

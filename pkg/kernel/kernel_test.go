@@ -63,7 +63,7 @@ func TestInvokePipelineCodes(t *testing.T) {
 		name   string
 		mod    func(*kernel.AccessContext, *kernel.ToolCall)
 		status kernel.ToolStatus
-		code   kernel.ReasonCode
+		code   kernel.ErrorCode
 		cause  kernel.Cause
 	}{
 		{"allowed", nil, kernel.StatusSucceeded, "", ""},
@@ -73,8 +73,8 @@ func TestInvokePipelineCodes(t *testing.T) {
 		{"not discoverable", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Tool = "t.write" }, kernel.StatusDenied, kernel.CodeToolUnavailable, kernel.Cause(kernel.ReasonNoMatchingGrant)},
 		{"arguments not an object", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`[1]`) }, kernel.StatusFailed, kernel.CodeInvalidToolArguments, ""},
 		{"arguments rejected", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":[".."]}`) }, kernel.StatusFailed, kernel.CodeInvalidToolArguments, ""},
-		{"outside the grant", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":["docsx"]}`) }, kernel.StatusDenied, kernel.ReasonNoMatchingGrant, ""},
-		{"invalid context", func(a *kernel.AccessContext, _ *kernel.ToolCall) { a.Purpose = " " }, kernel.StatusDenied, kernel.ReasonInvalidContext, ""},
+		{"outside the grant", func(_ *kernel.AccessContext, c *kernel.ToolCall) { c.Arguments = json.RawMessage(`{"path":["docsx"]}`) }, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant), ""},
+		{"invalid context", func(a *kernel.AccessContext, _ *kernel.ToolCall) { a.Purpose = " " }, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonInvalidContext), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestInvokeToolResultChecks(t *testing.T) {
 		return req("read", "doc"), nil
 	}
 	k := newKernel(t, []kernel.CapabilityGrant{g}, nil, bad, panicky, wide)
-	for tool, want := range map[string]kernel.ReasonCode{"t.bad": kernel.CodeInvalidToolResult, "t.panic": kernel.CodeToolExecutionFailed, "t.wide": kernel.CodeInvalidToolRequirement} {
+	for tool, want := range map[string]kernel.ErrorCode{"t.bad": kernel.CodeInvalidToolResult, "t.panic": kernel.CodeToolExecutionFailed, "t.wide": kernel.CodeInvalidToolRequirement} {
 		res := k.InvokeTool(context.Background(), testContext(), call(tool, `{"path":["docs"]}`))
 		if res.Status != kernel.StatusFailed || res.Error.Code != want {
 			t.Errorf("%s: %+v, want failed %s", tool, res, want)
@@ -148,7 +148,7 @@ func TestRefusalIsAuditedAndExplained(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	ex := kernel.ExplainRefusal("call-1", audit.all())
-	if ex == nil || ex.Gate != kernel.GateGrant || ex.Code != kernel.ReasonNoMatchingGrant || ex.Decision == nil {
+	if ex == nil || ex.Gate != kernel.GateGrant || ex.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) || ex.Decision == nil {
 		t.Fatalf("explanation %+v", ex)
 	}
 	if ex.Decision.RequestedAuthority == nil || ex.Decision.Consumed == nil {
@@ -169,12 +169,12 @@ func TestClassifyRefusal(t *testing.T) {
 		{kernel.AuditEvent{Type: kernel.EventToolInvoked, Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Source: "envelope"}, kernel.GateEnvelope},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Cause: kernel.CauseNotRegistered}, kernel.GateRegistration},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Cause: kernel.CauseNamespaceDisabled}, kernel.GateRegistration},
-		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ReasonNoMatchingGrant, FailClosed: true}, kernel.GateInfrastructure},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant), FailClosed: true}, kernel.GateInfrastructure},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable, Cause: "grant_exhausted"}, kernel.GateGrant},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeToolUnavailable}, ""},
-		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ReasonHostPolicyDenied}, kernel.GateCeiling},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied)}, kernel.GateCeiling},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.CodeTraceMismatch}, kernel.GateRequest},
-		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ReasonUsageStoreUnavailable}, kernel.GateInfrastructure},
+		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: kernel.ErrorCodeOf(kernel.ReasonUsageStoreUnavailable)}, kernel.GateInfrastructure},
 		{kernel.AuditEvent{Outcome: kernel.OutcomeDenied, Reason: "host_specific"}, ""},
 	}
 	for i, c := range cases {
@@ -271,7 +271,7 @@ func TestListToolsFailsClosed(t *testing.T) {
 	}
 	found := false
 	for _, ev := range audit.all() {
-		if ev.Type == kernel.EventToolCatalogListed && ev.Reason == kernel.ReasonAuthorityUnavailable && ev.FailClosed {
+		if ev.Type == kernel.EventToolCatalogListed && ev.Reason == kernel.ErrorCodeOf(kernel.ReasonAuthorityUnavailable) && ev.FailClosed {
 			found = true
 		}
 	}
@@ -360,7 +360,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 	for _, c := range []struct {
 		failType kernel.AuditEventType
 		status   kernel.ToolStatus
-		code     kernel.ReasonCode
+		code     kernel.ErrorCode
 	}{
 		{kernel.EventAuthorityResolved, kernel.StatusFailed, kernel.CodeAuditUnavailable}, // the real cause, not authority
 		{kernel.EventAuthorizationChecked, kernel.StatusFailed, kernel.CodeAuditUnavailable},

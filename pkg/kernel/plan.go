@@ -46,7 +46,7 @@ func (s Stage) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 // an operator-facing message.
 type Finding struct {
 	Gate    Gate       `json:"gate"`
-	Code    ReasonCode `json:"code"`
+	Code    ErrorCode  `json:"code"`
 	Cause   Cause      `json:"cause,omitempty"`
 	Message string     `json:"message"`
 	Stage   Stage      `json:"stage"`
@@ -121,12 +121,12 @@ type turnState struct {
 func planCall(st *turnState, call ToolCall) *Plan {
 	p := &Plan{Call: call}
 	p.steps = p.stepBuf[:0]
-	refuse := func(stage Stage, gate Gate, status ToolStatus, code ReasonCode, cause Cause, msg string, terminal bool) {
+	refuse := func(stage Stage, gate Gate, status ToolStatus, code ErrorCode, cause Cause, msg string, terminal bool) {
 		p.steps = append(p.steps, step{stage: stage, terminal: terminal,
 			finding: &Finding{Stage: stage, Gate: gate, Status: status, Code: code, Cause: cause, Message: msg}})
 	}
 	if validIdent("id", call.ID) != nil || validIdent("tool", call.Tool) != nil {
-		refuse(StageCall, GateRequest, StatusDenied, ReasonInvalidRequest, "", "the tool call needs an id and a tool name", true)
+		refuse(StageCall, GateRequest, StatusDenied, ErrorCodeOf(ReasonInvalidRequest), "", "the tool call needs an id and a tool name", true)
 		return p
 	}
 	if call.TraceID != st.actx.TraceID {
@@ -138,7 +138,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		return p
 	}
 	if st.auth.unavailable != "" {
-		refuse(StageAuthority, GateInfrastructure, StatusDenied, ReasonAuthorityUnavailable, CauseOf(ReasonAuthorityUnavailable),
+		refuse(StageAuthority, GateInfrastructure, StatusDenied, ErrorCodeOf(ReasonAuthorityUnavailable), CauseOf(ReasonAuthorityUnavailable),
 			"authority could not be loaded for this context ("+st.auth.unavailable+"); the call was refused", true)
 		return p
 	}
@@ -241,10 +241,10 @@ func authorizationFinding(stage Stage, req *CapabilityRequirement, d Authorizati
 		return &Finding{Stage: stage, Gate: gate, Status: StatusDenied, Code: CodeToolUnavailable, Cause: CauseOf(d.ReasonCode),
 			Message: "no grant makes this tool discoverable (" + string(d.ReasonCode) + ")"}
 	case StageOwner:
-		return &Finding{Stage: stage, Gate: GateRequest, Status: StatusDenied, Code: d.ReasonCode,
+		return &Finding{Stage: stage, Gate: GateRequest, Status: StatusDenied, Code: ErrorCodeOf(d.ReasonCode),
 			Message: "the call names a resource of another owner"}
 	}
-	return &Finding{Stage: stage, Gate: gate, Status: StatusDenied, Code: d.ReasonCode,
+	return &Finding{Stage: stage, Gate: gate, Status: StatusDenied, Code: ErrorCodeOf(d.ReasonCode),
 		Message: denialMessage(d.ReasonCode, *req), RequiredAuthority: d.RequiredAuthority}
 }
 

@@ -221,7 +221,7 @@ func TestConcurrentInvokeOnOneTurn(t *testing.T) {
 				switch res := turn.InvokeTool(context.Background(), c); {
 				case res.Status == kernel.StatusSucceeded:
 					ok.Add(1)
-				case res.Error.Code == kernel.ReasonGrantExhausted,
+				case res.Error.Code == kernel.ErrorCodeOf(kernel.ReasonGrantExhausted),
 					res.Error.Code == kernel.CodeToolUnavailable && res.Cause == kernel.CauseOf(kernel.ReasonGrantExhausted):
 					// spent between discovery and the consuming check, or before discovery
 					denied.Add(1)

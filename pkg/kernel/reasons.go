@@ -1,8 +1,17 @@
 package kernel
 
-// ReasonCode is an authorization reason code or an operation error code. Codes are stable
-// strings; hosts branch on them.
+// ReasonCode is the code of an authorization decision (AuthorizationDecision.ReasonCode):
+// allowed, or why not. Codes are stable strings; hosts branch on them.
 type ReasonCode string
+
+// ErrorCode is the code of a denied or failed result (ToolResult.error.code) and the
+// reason an audit event records: one of the operation codes below, a resource
+// provider's own code (the files and repo planes' not_found, path_escape, …), or the
+// authorization reason a refusal reports (ErrorCodeOf). Codes are stable strings.
+type ErrorCode string
+
+// ErrorCodeOf is the error code a refusal with reason r reports.
+func ErrorCodeOf(r ReasonCode) ErrorCode { return ErrorCode(r) }
 
 // Authorization reason codes (AuthorizationDecision.ReasonCode).
 const (
@@ -21,20 +30,20 @@ const (
 
 // Operation codes (ToolResult.error.code and audit reasons).
 const (
-	CodeToolUnavailable                 ReasonCode = "tool_unavailable"
-	CodeTraceMismatch                   ReasonCode = "trace_mismatch"
-	CodeInvalidToolArguments            ReasonCode = "invalid_tool_arguments"
-	CodeInvalidToolRequirement          ReasonCode = "invalid_tool_requirement"
-	CodeToolRequirementResolutionFailed ReasonCode = "tool_requirement_resolution_failed"
-	CodeToolCatalogUnavailable          ReasonCode = "tool_catalog_unavailable"
-	CodeToolExecutionFailed             ReasonCode = "tool_execution_failed"
-	CodeInvalidToolResult               ReasonCode = "invalid_tool_result"
-	CodeEscalationNotTerminated         ReasonCode = "escalation_not_terminated"
-	CodeEscalationRequested             ReasonCode = "escalation_requested"
-	CodeAuditUnavailable                ReasonCode = "audit_unavailable"
-	CodeActorMismatch                   ReasonCode = "actor_mismatch"
-	CodeReceiverMismatch                ReasonCode = "receiver_mismatch"
-	CodeMessageContextMismatch          ReasonCode = "message_context_mismatch"
+	CodeToolUnavailable                 ErrorCode = "tool_unavailable"
+	CodeTraceMismatch                   ErrorCode = "trace_mismatch"
+	CodeInvalidToolArguments            ErrorCode = "invalid_tool_arguments"
+	CodeInvalidToolRequirement          ErrorCode = "invalid_tool_requirement"
+	CodeToolRequirementResolutionFailed ErrorCode = "tool_requirement_resolution_failed"
+	CodeToolCatalogUnavailable          ErrorCode = "tool_catalog_unavailable"
+	CodeToolExecutionFailed             ErrorCode = "tool_execution_failed"
+	CodeInvalidToolResult               ErrorCode = "invalid_tool_result"
+	CodeEscalationNotTerminated         ErrorCode = "escalation_not_terminated"
+	CodeEscalationRequested             ErrorCode = "escalation_requested"
+	CodeAuditUnavailable                ErrorCode = "audit_unavailable"
+	CodeActorMismatch                   ErrorCode = "actor_mismatch"
+	CodeReceiverMismatch                ErrorCode = "receiver_mismatch"
+	CodeMessageContextMismatch          ErrorCode = "message_context_mismatch"
 )
 
 // Cause is the hidden cause of a tool_unavailable refusal, recorded in audit and carried
@@ -105,10 +114,11 @@ var infrastructureDenialReasons = [...]ReasonCode{
 	ReasonHostPolicyUnavailable, ReasonUsageStoreUnavailable,
 }
 
-// IsInfrastructureDenial reports whether code is one of the fail-closed outage codes.
-func IsInfrastructureDenial(code ReasonCode) bool {
+// IsInfrastructureDenial reports whether code (a decision's reason, or a result's or
+// audit event's code) is one of the fail-closed outage codes.
+func IsInfrastructureDenial[C ReasonCode | ErrorCode](code C) bool {
 	for _, c := range infrastructureDenialReasons {
-		if c == code {
+		if c == ReasonCode(code) {
 			return true
 		}
 	}

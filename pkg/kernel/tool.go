@@ -134,7 +134,7 @@ const (
 
 // ProtocolError is the error of a denied or failed result.
 type ProtocolError struct {
-	Code      ReasonCode     `json:"code"`
+	Code      ErrorCode      `json:"code"`
 	Message   string         `json:"message"`
 	Retryable *bool          `json:"retryable,omitempty"`
 	Details   map[string]any `json:"details,omitempty"`
@@ -318,13 +318,13 @@ func boolPtr(b bool) *bool { return &b }
 func BoolPtr(b bool) *bool { return &b }
 
 // FailedResult builds a failed ToolResult with a non-retryable error.
-func FailedResult(call ToolCall, now string, code ReasonCode, message string) ToolResult {
+func FailedResult(call ToolCall, now string, code ErrorCode, message string) ToolResult {
 	return ToolResult{CallID: call.ID, Tool: call.Tool, Status: StatusFailed,
 		Error: &ProtocolError{Code: code, Message: message, Retryable: boolPtr(false)}, CompletedAt: now}
 }
 
 // DeniedResult builds a denied ToolResult with a non-retryable error.
-func DeniedResult(call ToolCall, now string, code ReasonCode, message string) ToolResult {
+func DeniedResult(call ToolCall, now string, code ErrorCode, message string) ToolResult {
 	return ToolResult{CallID: call.ID, Tool: call.Tool, Status: StatusDenied,
 		Error: &ProtocolError{Code: code, Message: message, Retryable: boolPtr(false)}, CompletedAt: now}
 }

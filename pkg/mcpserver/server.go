@@ -50,7 +50,7 @@ const (
 const MaxPublishedTools = 512
 
 // CodeEscalationPending is the code of a call refused by the escalation latch.
-const CodeEscalationPending kernel.ReasonCode = "escalation_pending"
+const CodeEscalationPending kernel.ErrorCode = "escalation_pending"
 
 // EscalationNote is the note of an escalate call's output (spec 30 §3.7).
 const EscalationNote = "This turn is over: make no further tool calls. The request will be recorded for a human reviewer when the turn ends."
@@ -548,7 +548,7 @@ func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, c
 	var refused *kernel.EscalationRefusedError
 	if errors.As(err, &refused) {
 		// the escalation's own authorization refused it (its grant's uses are spent)
-		res := kernel.DeniedResult(call, turn.Context().Now, refused.Code, "the escalation was refused: "+string(refused.Code))
+		res := kernel.DeniedResult(call, turn.Context().Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
 		return refusal(res, "no grant allows another escalation; ask the operator", extra), nil
 	}
@@ -596,7 +596,7 @@ func success(def *kernel.ToolDefinition, output any, extra map[string]any) *mcp.
 // the CLI's one-sentence hint last.
 type refusalText struct {
 	Status    kernel.ToolStatus `json:"status"`
-	Code      kernel.ReasonCode `json:"code"`
+	Code      kernel.ErrorCode  `json:"code"`
 	Message   string            `json:"message"`
 	Retryable *bool             `json:"retryable,omitempty"`
 	Hint      string            `json:"hint,omitempty"`

@@ -235,7 +235,7 @@ func resultText(t *testing.T, r *mcp.CallToolResult) string {
 }
 
 // refusalOf checks an isError result and decodes its text.
-func refusalOf(t *testing.T, r *mcp.CallToolResult, status kernel.ToolStatus, code kernel.ReasonCode) refusalText {
+func refusalOf(t *testing.T, r *mcp.CallToolResult, status kernel.ToolStatus, code kernel.ErrorCode) refusalText {
 	t.Helper()
 	if !r.IsError {
 		t.Fatalf("isError false, want a %s %s refusal: %s", status, code, resultText(t, r))
@@ -350,7 +350,7 @@ func TestAllowedCall(t *testing.T) {
 func TestDeniedCall(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	r := e.call("files.create", map[string]any{"path": []string{"notes", "x.md"}, "content": "x"})
-	rt := refusalOf(t, r, kernel.StatusDenied, kernel.ReasonNoMatchingGrant)
+	rt := refusalOf(t, r, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant))
 	if r.Meta[MetaGate] != string(kernel.GateGrant) {
 		t.Fatalf("gate %v, want grant", r.Meta[MetaGate])
 	}
@@ -391,7 +391,7 @@ func TestUnknownName(t *testing.T) {
 	// still an in-band denial and audited.
 	before := len(e.audit())
 	r := e.call(strings.Repeat("x", 5000), nil)
-	refusalOf(t, r, kernel.StatusDenied, kernel.ReasonInvalidRequest)
+	refusalOf(t, r, kernel.StatusDenied, kernel.ErrorCodeOf(kernel.ReasonInvalidRequest))
 	if r.Meta[MetaGate] != string(kernel.GateRequest) {
 		t.Fatalf("huge name gate %v", r.Meta[MetaGate])
 	}

@@ -9,7 +9,7 @@ import (
 
 // CodeHostPolicyDenied: the operation would read or stage a path the host froze
 // (ProviderOptions.Frozen). Denied.
-const CodeHostPolicyDenied = kernel.ReasonHostPolicyDenied
+const CodeHostPolicyDenied = kernel.ErrorCode(kernel.ReasonHostPolicyDenied)
 
 // frozenSet is the list of repository-relative paths ("a/b") the host froze inside one
 // repository. Unlike a pathspec, the empty set covers nothing.

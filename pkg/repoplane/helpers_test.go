@@ -221,12 +221,12 @@ func (e *testEnv) ok(action string, input any) any {
 }
 
 // fail runs an action that must fail with code (and status) and returns the error.
-func (e *testEnv) fail(action string, input any, status kernel.ToolStatus, code kernel.ReasonCode) *kernel.ProtocolError {
+func (e *testEnv) fail(action string, input any, status kernel.ToolStatus, code kernel.ErrorCode) *kernel.ProtocolError {
 	e.t.Helper()
 	return expectFail(e.t, e.invoke(action, input), status, code)
 }
 
-func expectFail(t *testing.T, rr kernel.ResourceResult, status kernel.ToolStatus, code kernel.ReasonCode) *kernel.ProtocolError {
+func expectFail(t *testing.T, rr kernel.ResourceResult, status kernel.ToolStatus, code kernel.ErrorCode) *kernel.ProtocolError {
 	t.Helper()
 	if rr.Status != status || rr.Error == nil || rr.Error.Code != code {
 		msg := ""

@@ -209,7 +209,7 @@ func TestHostileLayoutRefused(t *testing.T) {
 	cases := []struct {
 		name  string
 		setup func(h *hostileEnv)
-		code  kernel.ReasonCode
+		code  kernel.ErrorCode
 		only  []string // the tools that must refuse (default all); the others never read the planted data
 	}{
 		{".git is a gitdir file", func(h *hostileEnv) {
@@ -352,7 +352,7 @@ func TestRefusedPaths(t *testing.T) {
 		action string
 		input  any
 		status kernel.ToolStatus
-		code   kernel.ReasonCode
+		code   kernel.ErrorCode
 	}{
 		{"repository through a link", []string{"linked-repo"}, ActionStatus, nil, kernel.StatusDenied, CodePathEscape},
 		{"repository path naming .git", []string{"repo", ".git"}, ActionStatus, nil, kernel.StatusDenied, CodeNotPermitted},

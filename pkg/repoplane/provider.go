@@ -28,29 +28,29 @@ import (
 const (
 	// CodeNotARepository: the path is a directory without a .git directory (or a bare
 	// repository, or one whose metadata cannot be read). Failed.
-	CodeNotARepository kernel.ReasonCode = "not_a_repository"
+	CodeNotARepository kernel.ErrorCode = "not_a_repository"
 	// CodeNotFound: the repository path, or a pathspec entry to stage, does not exist. Failed.
-	CodeNotFound kernel.ReasonCode = "not_found"
+	CodeNotFound kernel.ErrorCode = "not_found"
 	// CodeNothingToCommit: the index matches HEAD. Failed.
-	CodeNothingToCommit kernel.ReasonCode = "nothing_to_commit"
+	CodeNothingToCommit kernel.ErrorCode = "nothing_to_commit"
 	// CodeRepoBusy: another writer holds git's index or ref lock (index.lock,
 	// <ref>.lock), or moved the branch meanwhile. Failed, retryable.
-	CodeRepoBusy kernel.ReasonCode = "repo_busy"
+	CodeRepoBusy kernel.ErrorCode = "repo_busy"
 	// CodeNotPermitted: the repository or the request would make sharedos act outside
 	// the repository (gitdir files, alternates, include.path, core.worktree, symbolic
 	// links, .git paths…) or uses a feature it refuses. Denied.
-	CodeNotPermitted kernel.ReasonCode = "not_permitted"
+	CodeNotPermitted kernel.ErrorCode = "not_permitted"
 	// CodePathEscape: the repository path runs through a symbolic link. Denied.
-	CodePathEscape kernel.ReasonCode = "path_escape"
+	CodePathEscape kernel.ErrorCode = "path_escape"
 	// CodeInvalidInput: the operation or its input does not match the contract, or a
 	// pathspec names only ignored files. Failed.
-	CodeInvalidInput kernel.ReasonCode = "invalid_input"
+	CodeInvalidInput kernel.ErrorCode = "invalid_input"
 	// CodeUnmerged: the index has unresolved merge conflicts, so nothing can be committed. Failed.
-	CodeUnmerged kernel.ReasonCode = "unmerged_paths"
+	CodeUnmerged kernel.ErrorCode = "unmerged_paths"
 	// CodeUnsupportedAction: the action is not one of the five. Failed.
-	CodeUnsupportedAction kernel.ReasonCode = "unsupported_action"
+	CodeUnsupportedAction kernel.ErrorCode = "unsupported_action"
 	// CodeProviderError: the repository is corrupt or the file system failed. Failed.
-	CodeProviderError kernel.ReasonCode = "provider_error"
+	CodeProviderError kernel.ErrorCode = "provider_error"
 )
 
 // Defaults of ProviderOptions.
@@ -130,18 +130,18 @@ func (p *Provider) Namespace() string { return Namespace }
 // opError is an expected failure, reported as a denied or failed result.
 type opError struct {
 	status    kernel.ToolStatus
-	code      kernel.ReasonCode
+	code      kernel.ErrorCode
 	msg       string
 	retryable bool
 }
 
 func (e *opError) Error() string { return string(e.code) + ": " + e.msg }
 
-func failed(code kernel.ReasonCode, format string, args ...any) *opError {
+func failed(code kernel.ErrorCode, format string, args ...any) *opError {
 	return &opError{status: kernel.StatusFailed, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-func denied(code kernel.ReasonCode, format string, args ...any) *opError {
+func denied(code kernel.ErrorCode, format string, args ...any) *opError {
 	return &opError{status: kernel.StatusDenied, code: code, msg: fmt.Sprintf(format, args...)}
 }
 

@@ -33,7 +33,7 @@ func fullEvent() kernel.AuditEvent {
 	ev.RecordedAt = "2026-03-01T08:00:05.000Z"
 	ev.OperationID = "call-1"
 	ev.Tool = "files.read"
-	ev.Reason = kernel.ReasonNoMatchingGrant
+	ev.Reason = kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant)
 	ev.Source = "kernel"
 	ev.Cause = "no_matching_grant"
 	ev.FailClosed = true

@@ -58,7 +58,7 @@ func runChild(role string) int {
 			switch {
 			case res.Status == kernel.StatusSucceeded:
 				spent++
-			case res.Error != nil && (res.Error.Code == kernel.ReasonGrantExhausted || res.Error.Code == kernel.CodeToolUnavailable):
+			case res.Error != nil && (res.Error.Code == kernel.ErrorCodeOf(kernel.ReasonGrantExhausted) || res.Error.Code == kernel.CodeToolUnavailable):
 				// refused: spent by another process (discovery already sees it spent)
 			default:
 				fmt.Fprintf(os.Stderr, "child: unexpected result %+v\n", res.Error)
