@@ -15,7 +15,7 @@ MUTATIONS=(
   'pkg/kernel/authorize.go|s/if len(walked) >= maxLen {/if len(walked) > maxLen {/|./pkg/kernel'
   'pkg/kernel/authorize.go|s/return slices.Equal(c.Resource.Path, req.Resource.Path)/return PathWithin(c.Resource.Path, req.Resource.Path)/|./pkg/kernel'
   'pkg/kernel/authorize.go|s/case unverified != nil:/case false \&\& unverified != nil:/|./pkg/kernel'
-  'pkg/kernel/authorize.go|s/ok, err = z.Usage.TryConsume(ctx, g.NamespaceID, g.ID, \*g.Constraints.MaxUses)/ok, err = true, nil/|./pkg/kernel'
+  'pkg/kernel/authorize.go|s/ok, err = z.Usage.TryConsume(ctx, UsageKeyOf(g), \*g.Constraints.MaxUses)/ok, err = true, nil/|./pkg/kernel'
   'pkg/kernel/authorize.go|s/case g.Subject != actx.Actor:/case false:/|./pkg/kernel'
   'pkg/kernel/authority.go|s/if c.hasExpires \&\& max(admitted, opNow) >= c.expiresAt {/if c.hasExpires \&\& admitted >= c.expiresAt {/|./pkg/kernel'
   'pkg/kernel/plan.go|s/p.NamespaceEnabled = slices.Contains(st.actx.EnabledToolNamespaces, def.Namespace)/p.NamespaceEnabled = true/|./pkg/kernel'
