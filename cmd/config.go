@@ -402,15 +402,12 @@ func splitList(s string) []string {
 	return out
 }
 
-// parseAddressFlag parses an address given by flag (or its env/config equivalent).
+// parseAddressFlag parses an address flag the host's way (host.ParseAddressFlag), as a
+// usage error of the CLI.
 func parseAddressFlag(flag, value string) (kernel.Address, error) {
-	a, err := kernel.ParseAddress(value)
-	if err == nil {
-		err = a.Validate()
-	}
+	a, err := host.ParseAddressFlag(flag, value)
 	if err != nil {
-		return kernel.Address{}, usageError("an address is kind:id with kind human, agent, group or service (e.g. agent:helper), or its JSON object form",
-			"invalid address for --%s: %q: %v", flag, value, err)
+		return kernel.Address{}, hostError(err)
 	}
 	return a, nil
 }

@@ -3,6 +3,7 @@ package cmd
 import (
 	"strings"
 
+	"github.com/sharedos/sharedos/internal/textdist"
 	"github.com/spf13/cobra"
 )
 
@@ -19,7 +20,7 @@ func closest(s string, candidates []string) string {
 		if c == s {
 			return ""
 		}
-		d := levenshtein(ls, strings.ToLower(c))
+		d := textdist.Levenshtein(ls, strings.ToLower(c))
 		if d < bestD {
 			best, bestD = c, d
 		}
@@ -41,27 +42,6 @@ func closest(s string, candidates []string) string {
 		}
 	}
 	return best
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // completeList completes a flag from a closed list of values.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sharedos/sharedos/internal/textdist"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -362,7 +363,7 @@ func (r *registry) lint(c kernel.Capability, field string, warn func(field, msg 
 func suggest(s string, names []string, what string) string {
 	best, bestD := "", -1
 	for _, n := range names {
-		d := editDistance(strings.ToLower(s), strings.ToLower(n))
+		d := textdist.Levenshtein(strings.ToLower(s), strings.ToLower(n))
 		if bestD < 0 || d < bestD {
 			best, bestD = n, d
 		}
@@ -371,28 +372,6 @@ func suggest(s string, names []string, what string) string {
 		return "did you mean " + best + "?"
 	}
 	return what + ": " + strings.Join(names, ", ")
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // ActionsTable renders, as a Markdown table, the action each registered tool requires

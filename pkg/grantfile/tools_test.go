@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos/internal/textdist"
 	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/repoplane"
@@ -97,8 +98,8 @@ func TestEditDistance(t *testing.T) {
 		a, b string
 		d    int
 	}{{"", "", 0}, {"reed", "read", 1}, {"file", "files", 1}, {"kitten", "sitting", 3}, {"", "abc", 3}, {"é", "e", 1}} {
-		if got := editDistance(tc.a, tc.b); got != tc.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
+		if got := textdist.Levenshtein(tc.a, tc.b); got != tc.d {
+			t.Errorf("Levenshtein(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}
 	}
 }

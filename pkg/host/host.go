@@ -16,8 +16,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +25,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sharedos/sharedos/internal/uuid"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/fsplane"
@@ -447,7 +447,7 @@ func accessContext(s *Settings, g grantfile.Context, instant time.Time, needActo
 	var hasActor, hasOwner bool
 	switch {
 	case s.As != "":
-		if actx.Actor, err = parseAddressFlag("as", s.As); err != nil {
+		if actx.Actor, err = ParseAddressFlag("as", s.As); err != nil {
 			return actx, false, err
 		}
 		hasActor = true
@@ -456,7 +456,7 @@ func accessContext(s *Settings, g grantfile.Context, instant time.Time, needActo
 	}
 	switch {
 	case s.Owner != "":
-		if actx.Owner, err = parseAddressFlag("owner", s.Owner); err != nil {
+		if actx.Owner, err = ParseAddressFlag("owner", s.Owner); err != nil {
 			return actx, false, err
 		}
 		hasOwner = true
@@ -488,7 +488,7 @@ func finishContext(s *Settings, g grantfile.Context, instant time.Time, actx ker
 	var err error
 	switch {
 	case s.Authority != "":
-		if actx.Authority, err = parseAddressFlag("authority", s.Authority); err != nil {
+		if actx.Authority, err = ParseAddressFlag("authority", s.Authority); err != nil {
 			return actx, err
 		}
 	case g.Authority != nil:
@@ -516,8 +516,8 @@ func finishContext(s *Settings, g grantfile.Context, instant time.Time, actx ker
 	return actx, nil
 }
 
-// parseAddressFlag parses a kind:id (or JSON object) address flag.
-func parseAddressFlag(flag, value string) (kernel.Address, error) {
+// ParseAddressFlag parses a kind:id (or JSON object) address flag.
+func ParseAddressFlag(flag, value string) (kernel.Address, error) {
 	a, err := kernel.ParseAddress(value)
 	if err == nil {
 		err = a.Validate()
@@ -646,11 +646,4 @@ func (u unavailableSource) LoadGrants(context.Context, kernel.AccessContext) ([]
 }
 
 // NewUUID returns a random (version 4) UUID.
-func NewUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
+func NewUUID() string { return uuid.New() }

@@ -14,7 +14,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sharedos/sharedos/internal/uuid"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -151,7 +152,7 @@ func New(opts Options) *Server {
 		opts.PollInterval = time.Second
 	}
 	if opts.NewID == nil {
-		opts.NewID = newUUID
+		opts.NewID = uuid.New
 	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: map[*mcp.ServerSession]*session{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
@@ -620,14 +621,4 @@ func refusal(res kernel.ToolResult, hint string, extra map[string]any) *mcp.Call
 		meta[k] = v
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, IsError: true, Meta: meta}
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
