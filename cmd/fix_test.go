@@ -1,6 +1,10 @@
 package cmd
 
 import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/grantfile"
@@ -35,5 +39,47 @@ func TestFixGrantNamesTheAuthority(t *testing.T) {
 		Owner: alice, Purpose: "p", TraceID: "t", Now: actx.Now}, 0), actx, req, kernel.AuthorizeOptions{})
 	if d.Allowed || len(diag.RejectedGrants) != 1 || diag.RejectedGrants[0].Reason != kernel.RejectIssuer {
 		t.Fatalf("a grant issued by the owner: %s %+v, want refused (issuer)", d.ReasonCode, diag)
+	}
+}
+
+// TestEffectWithoutAuditExitsNonZero: when a call took effect but its tool.invoked
+// record could not be written (here a trigger makes the audit table refuse it, as a full
+// disk would), tools call prints the result, warns on stderr and exits 1 — never a quiet
+// success.
+func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
+	dir, env := sandbox(t)
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a.md"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grants := filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(grants, []byte("version: 1\ncontext: {actor: agent:a, owner: human:o}\ngrants:\n"+
+		"  - id: g\n    subject: agent:a\n    issuer: human:o\n    capabilities:\n"+
+		"      - resource: {namespace: files, path: []}\n        actions: [read]\n        scope: descendants\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--root", root, "--grants", grants, "--namespaces", "files"}
+	if code, _, errOut := run1(t, env, append(args, "tools", "list")...); code != 0 {
+		t.Fatalf("list: %d %s", code, errOut)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "state", "sharedos", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TRIGGER full_disk BEFORE INSERT ON audit_events WHEN NEW.type = 'tool.invoked'
+		BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, out, errOut := run1(t, env, append(args, "tools", "call", "files.read", "-a", "path=a.md")...)
+	if code != ExitCommandFailed || !strings.Contains(out, `"status": "succeeded"`) ||
+		!strings.Contains(errOut, "took effect but its audit record could not be written") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if !strings.Contains(out, kernel.AuditUnavailableKey) {
+		t.Fatalf("the result is not marked: %s", out)
 	}
 }

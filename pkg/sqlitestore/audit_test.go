@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -264,5 +265,20 @@ func TestAuditIndexedColumns(t *testing.T) {
 	want := fmt.Sprint(string(ev.Type), string(ev.Outcome), ev.At, wantMS, ev.Tool, ev.OperationID, ev.TraceID, ev.NamespaceID)
 	if got != want {
 		t.Errorf("columns = %s, want %s", got, want)
+	}
+}
+
+// TestAppendErrorNamesTheDatabase: an audit write that fails (a full disk, a closed or
+// read-only database) names the database, so the refusal it causes can be traced to it.
+func TestAppendErrorNamesTheDatabase(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	path := s.Path()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Append(context.Background(), event("ev-closed", kernel.EventToolInvoked, kernel.OutcomeSucceeded, "2026-08-03T09:00:00Z"))
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("append to a closed store: %v, want an error naming %s", err, path)
 	}
 }
