@@ -10,10 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/repoplane"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
@@ -392,11 +390,7 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 	}
 
 	res := h.Turn.InvokeTool(ctx, call)
-	if p.format != FormatTable {
-		if err := p.data(callOutput{res}); err != nil {
-			return err
-		}
-	} else if err := printResultTable(p, h.Definition(opts.Name), res); err != nil {
+	if err := printResult(p, h.Definition(opts.Name), res); err != nil {
 		return err
 	}
 	if why, ok := res.Metadata[kernel.AuditUnavailableKey]; ok {
@@ -435,22 +429,13 @@ func exitResult(res kernel.ToolResult) error {
 	return nil
 }
 
-// nsOnly is a resource provider that only names its namespace: enough to build a plane's
-// tool definitions without opening anything.
-type nsOnly string
-
-func (n nsOnly) Namespace() string { return string(n) }
-
-func (n nsOnly) Invoke(context.Context, kernel.ResourceOperation) (kernel.ResourceResult, error) {
-	return kernel.ResourceResult{}, errors.New("definition-only provider")
-}
-
 // staticDefinitions are the definitions of the tools every sharedos host registers (the
 // CLI has no per-context tool providers), built without a root, a database or a kernel.
 func staticDefinitions() []kernel.ToolDefinition {
-	files, _ := fsplane.Tools(nsOnly(fsplane.Namespace))
-	repo, _ := repoplane.Tools(nsOnly(repoplane.Namespace))
-	hs := append(append(files, repo...), kernel.EscalationTool())
+	hs, err := host.DefinitionTools()
+	if err != nil {
+		return nil // the built-in definitions are checked by the planes' tests
+	}
 	defs := make([]kernel.ToolDefinition, len(hs))
 	for i := range hs {
 		defs[i] = hs[i].Definition
@@ -484,11 +469,7 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 		// the escalation's own authorization refused it: its grant's uses are spent
 		res := kernel.DeniedResult(call, h.Ctx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
-		if p.format != FormatTable {
-			if err := p.data(callOutput{res}); err != nil {
-				return err
-			}
-		} else if err := printResultTable(p, h.Definition(call.Tool), res); err != nil {
+		if err := printResult(p, h.Definition(call.Tool), res); err != nil {
 			return err
 		}
 		return exitResult(res)
@@ -514,6 +495,15 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 		p.line("hint: nothing was granted; a reviewer resolves it by adding a grant to the grant file (see 'sharedos escalations list')")
 	}
 	return &resultExit{code: ExitEscalated}
+}
+
+// printResult prints a call's result: as data (with its gate and cause beside the
+// error), or as a table for a person.
+func printResult(p *printer, def *kernel.ToolDefinition, res kernel.ToolResult) error {
+	if p.format != FormatTable {
+		return p.data(callOutput{res})
+	}
+	return printResultTable(p, def, res)
 }
 
 // printResultTable renders a result for a person: the output of a success as YAML, or

@@ -277,16 +277,12 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 func (p *Prepared) buildTools() error {
 	s := p.Settings
 	if !p.needs.Planes {
-		fileTools, err := fsplane.Tools(definitionOnly(fsplane.Namespace))
-		if err != nil {
-			return &Error{Kind: KindInternal, Message: err.Error(), Err: err}
-		}
-		repoTools, err := repoplane.Tools(definitionOnly(repoplane.Namespace))
+		tools, err := DefinitionTools()
 		if err != nil {
 			return &Error{Kind: KindInternal, Message: err.Error(), Err: err}
 		}
 		p.index = &snapshotIndexRef{}
-		p.tools = slices.Concat(fileTools, repoTools, []kernel.ToolHandler{kernel.EscalationTool()})
+		p.tools = tools
 		return nil
 	}
 	instant := p.Instant
@@ -423,6 +419,22 @@ func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, scope kernel.Snapsho
 		return nil, errIndexNotOpen
 	}
 	return r.st.GetSnapshot(ctx, scope, id)
+}
+
+// DefinitionTools builds the tools every sharedos host registers (the planes' and
+// sharedos.escalate) over providers that open nothing: what a command that lists,
+// describes, completes or lints needs, without a root, a database or a kernel. The
+// handlers must never be invoked.
+func DefinitionTools() ([]kernel.ToolHandler, error) {
+	fileTools, err := fsplane.Tools(definitionOnly(fsplane.Namespace))
+	if err != nil {
+		return nil, err
+	}
+	repoTools, err := repoplane.Tools(definitionOnly(repoplane.Namespace))
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(fileTools, repoTools, []kernel.ToolHandler{kernel.EscalationTool()}), nil
 }
 
 // definitionOnly is a resource provider that only names its namespace: enough to build

@@ -233,12 +233,9 @@ func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *C
 	req := CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
-	d, diag := k.authz.Settle(ctx, st.auth, t.actx, &eval, true)
-	if k.cfg.Audit != nil {
-		call := ToolCall{Tool: EscalationToolName}
-		if err := t.audit(ctx, t.decisionEvent(st.auth, call, req, d, diag, true)); err != nil {
-			return Escalation{}, fmt.Errorf("record escalation: %w", err)
-		}
+	d, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval)
+	if err != nil {
+		return Escalation{}, fmt.Errorf("record escalation: %w", err)
 	}
 	if !d.Allowed {
 		return Escalation{}, &EscalationRefusedError{Code: d.ReasonCode}

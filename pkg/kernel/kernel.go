@@ -500,25 +500,14 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	p := planCall(st, call)
 	var auditErr error
 	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
-		consume := stage == StageAuthorization
-		d, diag, reservation := k.authz.settle(ctx, st.auth, t.actx, ev, consume, consume)
-		switch {
-		case reservation != nil:
-			// ADR 0029: the reserved use and its record are committed together, before
-			// the tool runs; a failure spends nothing and refuses the call
-			var rec *AuditEvent
-			if k.cfg.Audit != nil {
-				ev := k.prepare(t.withMeta(t.decisionEvent(st.auth, call, ev.Requirement, d, diag, true)))
-				rec = &ev
-			}
-			auditErr = reservation.Commit(ctx, rec)
-		case k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed):
-			rec := t.decisionEvent(st.auth, call, ev.Requirement, d, diag, consume)
-			if consume {
-				auditErr = t.audit(ctx, rec)
-			} else {
-				t.auditAfter(ctx, rec)
-			}
+		if stage == StageAuthorization {
+			d, diag, err := t.settleConsuming(ctx, st.auth, call, ev)
+			auditErr = err
+			return Settled{Decision: d, Diagnostic: diag}
+		}
+		d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, false)
+		if k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed) {
+			t.auditAfter(ctx, t.decisionEvent(st.auth, call, ev.Requirement, d, diag, false))
 		}
 		return Settled{Decision: d, Diagnostic: diag}
 	}, false)
@@ -535,6 +524,28 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	}
 	t.finish(ctx, st, p, &res)
 	return res
+}
+
+// settleConsuming settles a consuming authorization and writes its authorization.checked
+// record before any effect, in the reference's order (ADR 0029): on a reserving usage
+// store the use is reserved, then committed together with the record; otherwise the use
+// is spent and the record written after. The error is the record's (the use is then not
+// spent on a reserving store); the caller must refuse the effect.
+func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCall, ev *Evaluation) (AuthorizationDecision, Diagnostic, error) {
+	k := t.k
+	d, diag, reservation := k.authz.settle(ctx, auth, t.actx, ev, true, true)
+	if reservation != nil {
+		var rec *AuditEvent
+		if k.cfg.Audit != nil {
+			e := k.prepare(t.withMeta(t.decisionEvent(auth, call, ev.Requirement, d, diag, true)))
+			rec = &e
+		}
+		return d, diag, reservation.Commit(ctx, rec)
+	}
+	if k.cfg.Audit == nil {
+		return d, diag, nil
+	}
+	return d, diag, t.audit(ctx, t.decisionEvent(auth, call, ev.Requirement, d, diag, true))
 }
 
 // execute runs the planned, authorized call and checks what the tool returned.
