@@ -1,11 +1,15 @@
 package host
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 func TestResolveExistingAndWithin(t *testing.T) {
@@ -59,4 +63,50 @@ func TestNeeds(t *testing.T) {
 		t.Fatalf("owner as actor: %v %+v", err, p)
 	}
 	p.Close()
+}
+
+// TestCloseReleasesEverything: after Close, the files plane's root and the state
+// database the host opened are closed — a files tool fails, the store refuses writes.
+func TestCloseReleasesEverything(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a.md"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Settings{Root: root, State: filepath.Join(dir, "state", "state.db"), As: "agent:a"}
+	p, err := Prepare(s, time.Now, Needs{Planes: true, Actor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read *kernel.ToolHandler
+	for i := range p.tools {
+		if p.tools[i].Definition.Name == "files.read" {
+			read = &p.tools[i]
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	actx := h.Turn.Context()
+	raw := json.RawMessage(`{"path":["a.md"]}`)
+	parsed, err := read.ParseArguments(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := read.Invoke(context.Background(), actx, kernel.ParsedToolCall{ToolCall: kernel.ToolCall{ID: "c", Tool: "files.read", Arguments: raw}, Parsed: parsed})
+	if err == nil && res.Status == kernel.StatusSucceeded {
+		t.Fatal("the files root is still open after Close")
+	}
+	if err := h.Store.Append(context.Background(), kernel.AuditEvent{Version: "1", ID: "x", Type: kernel.EventToolInvoked,
+		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: "t", NamespaceID: "w", Actor: actx.Actor,
+		Authority: actx.Authority, Owner: actx.Owner, Purpose: "p"}); err == nil {
+		t.Fatal("the state database is still open after Close")
+	}
 }

@@ -580,3 +580,38 @@ func TestReserveAuditCommitThenRun(t *testing.T) {
 		}
 	}
 }
+
+// TestContractRefusesInvalidUTF8: invalid UTF-8 is refused in every string of a grant and
+// a context built in Go (the canonical hash writes bytes as they are, so no encoder may
+// have to repair them), and CanonicalJSON fails on what is not one JSON value.
+func TestContractRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	bad := "x\xffy"
+	for name, mod := range map[string]func(*kernel.CapabilityGrant){
+		"id":        func(g *kernel.CapabilityGrant) { g.ID = bad },
+		"world":     func(g *kernel.CapabilityGrant) { g.NamespaceID = bad },
+		"subject":   func(g *kernel.CapabilityGrant) { g.Subject.ID = bad },
+		"issuer":    func(g *kernel.CapabilityGrant) { g.Issuer.ID = bad },
+		"action":    func(g *kernel.CapabilityGrant) { g.Capabilities[0].Actions = []string{bad} },
+		"namespace": func(g *kernel.CapabilityGrant) { g.Capabilities[0].Resource.Namespace = bad },
+		"segment":   func(g *kernel.CapabilityGrant) { g.Capabilities[0].Resource.Path = []string{bad} },
+		"purpose":   func(g *kernel.CapabilityGrant) { g.Constraints.Purposes = []string{bad} },
+		"parent":    func(g *kernel.CapabilityGrant) { g.ParentGrantID = bad },
+	} {
+		g := grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")
+		mod(&g)
+		if err := g.Validate(); err == nil {
+			t.Errorf("%s: invalid UTF-8 accepted", name)
+		}
+	}
+	actx := testContext()
+	actx.Purpose = bad
+	if err := actx.Validate(); err == nil {
+		t.Error("context purpose: invalid UTF-8 accepted")
+	}
+	for _, doc := range []string{``, `{`, `{"a":1} {"b":2}`, `nope`} {
+		if out, err := kernel.CanonicalJSON([]byte(doc)); err == nil {
+			t.Errorf("CanonicalJSON(%q) = %q, want an error", doc, out)
+		}
+	}
+}
