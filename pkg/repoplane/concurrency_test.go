@@ -113,7 +113,22 @@ func gitWriter(dir, id string, n int) error {
 		if out, err := retry("add", name); err != nil {
 			return fmt.Errorf("git add: %v %s", err, out)
 		}
-		out, err := retry("commit", "-q", "-m", "git add "+name)
+		// git commit reads HEAD and the index before it takes index.lock, so when a
+		// sharedos commit lands in between it can compare a stale index with a new
+		// HEAD, decide there is nothing to commit, print a status that lists staged
+		// changes, and exit 1 having written nothing. That is git's own race; like a
+		// user, retry: the next attempt reads fresh state and commits or says
+		// "nothing to commit".
+		var out string
+		var err error
+		for race := 0; race < 50; race++ {
+			out, err = retry("commit", "-q", "-m", "git add "+name)
+			if err == nil || !strings.Contains(out, "Changes to be committed") {
+				break
+			}
+			fmt.Println("GITRACE")
+			time.Sleep(time.Millisecond)
+		}
 		if err != nil && !strings.Contains(out, "nothing to commit") && !strings.Contains(out, "nothing added") {
 			return fmt.Errorf("git commit: %v %s", err, out)
 		}
