@@ -23,7 +23,7 @@ func (t *Turn) ListToolNamespaces(ctx context.Context) (ToolNamespaceCatalog, er
 	cat := buildNamespaceCatalog(reg, t.actx.EnabledToolNamespaces)
 	ev := t.k.event(t.actx, EventNamespaceCatalogListed, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"totalNamespaces": cat.Summary.Total, "enabledNamespaces": cat.Summary.Enabled}
-	t.auditAfter(ctx, ev)
+	t.auditAfter(ctx, ev, false)
 	return cat, nil
 }
 
@@ -126,7 +126,7 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 	}
 	if err != nil {
 		ev := k.event(t.actx, EventNamespaceSelectionUpdated, OutcomeFailed)
-		t.auditAfter(ctx, ev)
+		t.auditAfter(ctx, ev, true)
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
 	}
 	if sel, err = effective(sel); err != nil {
