@@ -233,7 +233,7 @@ func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *C
 	req := CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
-	d, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval)
+	d, _, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval, false)
 	if err != nil {
 		return Escalation{}, fmt.Errorf("record escalation: %w", err)
 	}

@@ -253,3 +253,89 @@ func TestAuthorityResolvedOnce(t *testing.T) {
 		t.Errorf("after a failed record the next turn wrote %d authority.resolved records, want 1", n)
 	}
 }
+
+// batchAudit is a classAudit that can batch write-ahead records.
+type batchAudit struct {
+	classAudit
+	batches   [][]kernel.AuditEventType
+	failBatch bool
+}
+
+func (a *batchAudit) AppendWriteAheadBatch(_ context.Context, evs []kernel.AuditEvent) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failBatch {
+		return errors.New("audit down")
+	}
+	var types []kernel.AuditEventType
+	for _, ev := range evs {
+		a.events, a.durable = append(a.events, ev), append(a.durable, false)
+		types = append(types, ev.Type)
+	}
+	a.batches = append(a.batches, types)
+	return nil
+}
+
+// TestReadRecordsBatched: with a batching sink, a read-class call's decision record and
+// its tool.invoked record are written in one batch after the read; when the batch fails
+// the output is withheld (audit_unavailable). A write-class call is not batched.
+func TestReadRecordsBatched(t *testing.T) {
+	ctx := context.Background()
+	newKernel := func(audit kernel.AuditSink, reads, writes *int) *kernel.Kernel {
+		k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{grant("g", []string{"read", "create"}, kernel.ScopeDescendants)}},
+			Usage: newMemUsage(), Audit: audit})
+		read := echoTool("files.read", "read")
+		inner := read.Invoke
+		read.Invoke = func(ctx context.Context, actx kernel.AccessContext, call kernel.ParsedToolCall) (kernel.ToolResult, error) {
+			*reads++
+			return inner(ctx, actx, call)
+		}
+		for _, h := range []kernel.ToolHandler{read, writeTool("files.create", "create", writes)} {
+			if err := k.RegisterTool(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return k
+	}
+	call := func(tool string) kernel.ToolCall {
+		actx := testContext()
+		return kernel.ToolCall{ID: "c-" + tool, Tool: tool, TraceID: actx.TraceID, RequestedAt: actx.Now,
+			Arguments: json.RawMessage(`{"path":["a.md"]}`)}
+	}
+
+	audit := &batchAudit{}
+	reads, writes := 0, 0
+	k := newKernel(audit, &reads, &writes)
+	turn := mustTurn(t, k, testContext())
+	if res := turn.InvokeTool(ctx, call("files.read")); res.Status != kernel.StatusSucceeded {
+		t.Fatal(res.Error)
+	}
+	if res := turn.InvokeTool(ctx, call("files.create")); res.Status != kernel.StatusSucceeded {
+		t.Fatal(res.Error)
+	}
+	want := "[[authorization.checked tool.invoked]]"
+	if got := fmt.Sprint(audit.batches); got != want {
+		t.Errorf("batches = %s, want %s", got, want)
+	}
+	wantClasses := []string{"authority.resolved/succeeded:write-ahead", "authorization.checked/allowed:write-ahead",
+		"tool.invoked/succeeded:write-ahead", "authorization.checked/allowed:write-ahead", "tool.invoked/succeeded:durable"}
+	if got := audit.classes(); fmt.Sprint(got) != fmt.Sprint(wantClasses) {
+		t.Errorf("events\n got %q\nwant %q", got, wantClasses)
+	}
+
+	failing := &batchAudit{failBatch: true}
+	k = newKernel(failing, &reads, &writes)
+	turn = mustTurn(t, k, testContext())
+	res := turn.InvokeTool(ctx, call("files.read"))
+	if res.Status != kernel.StatusFailed || res.Error == nil || res.Error.Code != kernel.CodeAuditUnavailable || res.Output != nil {
+		t.Errorf("a read whose records failed = %+v, want failed audit_unavailable without output", res)
+	}
+	if res.Gate != kernel.GateInfrastructure {
+		t.Errorf("gate = %q, want infrastructure", res.Gate)
+	}
+	for _, ev := range failing.events {
+		if ev.Type != kernel.EventAuthorityResolved {
+			t.Errorf("a record of the failed call was written: %s", ev.Type)
+		}
+	}
+}

@@ -584,11 +584,18 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	k := t.k
 	st := t.state(ctx, true)
 	p := planCall(st, call)
+	// A read-class tool changes nothing until its output is reported, so with a sink that
+	// can batch, its decision record (when it spent no use) is written together with its
+	// tool.invoked record in one write-ahead transaction after the read and before the
+	// result is returned; if that fails the output is withheld (audit_unavailable).
+	batch, _ := k.cfg.Audit.(WriteAheadBatchAuditSink)
+	deferOK := batch != nil && p.handler != nil && p.handler.Definition.ReadWrite == ClassRead
 	var auditErr error
+	var pending *AuditEvent
 	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
 		if stage == StageAuthorization {
-			d, diag, err := t.settleConsuming(ctx, st.auth, call, ev)
-			auditErr = err
+			d, diag, rec, err := t.settleConsuming(ctx, st.auth, call, ev, deferOK)
+			auditErr, pending = err, rec
 			return Settled{Decision: d, Diagnostic: diag}
 		}
 		d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, false)
@@ -609,6 +616,18 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	default:
 		res, ran = t.execute(ctx, p), true
 	}
+	if pending != nil {
+		invoked := t.invokedEvent(st, p, &res)
+		evs := []AuditEvent{k.prepare(t.withMeta(*pending)), k.prepare(t.withMeta(invoked))}
+		if err := batch.AppendWriteAheadBatch(ctx, evs); err != nil {
+			if k.cfg.OnAuditError != nil {
+				k.cfg.OnAuditError(err)
+			}
+			res = FailedResult(call, now, CodeAuditUnavailable, "the decision could not be audited; the call was refused")
+			res.Gate = GateInfrastructure
+		}
+		return res
+	}
 	t.finish(ctx, st, p, &res, ran && p.handler.Definition.ReadWrite != ClassRead)
 	return res
 }
@@ -617,8 +636,10 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 // record before any effect, in the reference's order (ADR 0029): on a reserving usage
 // store the use is reserved, then committed together with the record; otherwise the use
 // is spent and the record written after. The error is the record's (the use is then not
-// spent on a reserving store); the caller must refuse the effect.
-func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCall, ev *Evaluation) (AuthorizationDecision, Diagnostic, error) {
+// spent on a reserving store); the caller must refuse the effect. With deferOK, a record
+// that spent no use is returned unwritten instead, for the caller to write with the
+// call's tool.invoked record before it reports anything.
+func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCall, ev *Evaluation, deferOK bool) (AuthorizationDecision, Diagnostic, *AuditEvent, error) {
 	k := t.k
 	d, diag, reservation := k.authz.settle(ctx, auth, t.actx, ev, true, true)
 	if reservation != nil {
@@ -627,16 +648,19 @@ func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCa
 			e := k.prepare(t.withMeta(t.decisionEvent(auth, call, ev.Requirement, d, diag, true)))
 			rec = &e
 		}
-		return d, diag, reservation.Commit(ctx, rec)
+		return d, diag, nil, reservation.Commit(ctx, rec)
 	}
 	if k.cfg.Audit == nil {
-		return d, diag, nil
+		return d, diag, nil, nil
 	}
 	rec := t.decisionEvent(auth, call, ev.Requirement, d, diag, true)
 	if diag.Consumed {
-		return d, diag, t.audit(ctx, rec) // a spent use: durable before the effect
+		return d, diag, nil, t.audit(ctx, rec) // a spent use: durable before the effect
 	}
-	return d, diag, t.auditWriteAhead(ctx, rec)
+	if deferOK {
+		return d, diag, &rec, nil
+	}
+	return d, diag, nil, t.auditWriteAhead(ctx, rec)
 }
 
 // execute runs the planned, authorized call and checks what the tool returned.
@@ -666,6 +690,27 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResu
 	if k.cfg.Audit == nil {
 		return
 	}
+	ev := t.invokedEvent(st, p, res)
+	write := t.auditWriteAhead
+	if durable {
+		write = t.audit
+	}
+	if err := write(ctx, ev); err != nil {
+		if k.cfg.OnAuditError != nil {
+			k.cfg.OnAuditError(err)
+		}
+		meta := make(map[string]any, len(res.Metadata)+1)
+		for key, v := range res.Metadata {
+			meta[key] = v
+		}
+		meta[AuditUnavailableKey] = err.Error()
+		res.Metadata = meta
+	}
+}
+
+// invokedEvent is the call's tool.invoked record for res.
+func (t *Turn) invokedEvent(st *turnState, p *Plan, res *ToolResult) AuditEvent {
+	k := t.k
 	ev := k.event(t.actx, EventToolInvoked, AuditOutcome(res.Status))
 	ev.OperationID = auditSafe(p.Call.ID)
 	ev.Tool = p.Call.Tool
@@ -693,21 +738,7 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResu
 		}
 		ev.Metadata["catalogHash"] = p.catalogHash
 	}
-	write := t.auditWriteAhead
-	if durable {
-		write = t.audit
-	}
-	if err := write(ctx, ev); err != nil {
-		if k.cfg.OnAuditError != nil {
-			k.cfg.OnAuditError(err)
-		}
-		meta := make(map[string]any, len(res.Metadata)+1)
-		for key, v := range res.Metadata {
-			meta[key] = v
-		}
-		meta[AuditUnavailableKey] = err.Error()
-		res.Metadata = meta
-	}
+	return ev
 }
 
 // quoteBounded is s as a Go-quoted ASCII string, cut to 256 bytes of input first.

@@ -154,6 +154,18 @@ type WriteAheadAuditSink interface {
 	AppendWriteAhead(ctx context.Context, ev AuditEvent) error
 }
 
+// WriteAheadBatchAuditSink is a WriteAheadAuditSink that can write several write-ahead
+// events in one transaction: all of them or none. With it, the decision record of a
+// read-class tool's call (when it spent no use) is not written before the read but
+// together with the call's tool.invoked record, after the read and before its result is
+// returned: a read changes nothing until its output is reported, and an output is never
+// reported without both records (when the batch fails the call fails audit_unavailable
+// and its output is withheld).
+type WriteAheadBatchAuditSink interface {
+	WriteAheadAuditSink
+	AppendWriteAheadBatch(ctx context.Context, evs []AuditEvent) error
+}
+
 // ContextToolProvider supplies the tools of exactly one trusted context (a user's MCP
 // servers, say). It is called once per operation (or turn) and must never mutate shared
 // state. An error fails the whole catalogue with tool_catalog_unavailable.

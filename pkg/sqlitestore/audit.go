@@ -73,6 +73,36 @@ func (s *Store) AppendWriteAhead(ctx context.Context, ev kernel.AuditEvent) erro
 	return nil
 }
 
+var _ kernel.WriteAheadBatchAuditSink = (*Store)(nil)
+
+// AppendWriteAheadBatch records several audit events like AppendWriteAhead, in one
+// transaction: all of them or none.
+func (s *Store) AppendWriteAheadBatch(ctx context.Context, evs []kernel.AuditEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ins, err := s.lightInsert(ctx)
+	if err != nil {
+		return fmt.Errorf("append audit events to %s: %w", s.path, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append audit events to %s: begin: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	txIns := tx.StmtContext(ctx, ins)
+	defer txIns.Close()
+	for i, ev := range evs {
+		if err := appendEvent(ctx, tx, txIns, ev); err != nil {
+			return fmt.Errorf("append audit events to %s: event %d: %w", s.path, i, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append audit events to %s: commit: %w", s.path, err)
+	}
+	return nil
+}
+
 // AppendBatch records several audit events durably in one transaction: all of them or
 // none.
 func (s *Store) AppendBatch(ctx context.Context, evs []kernel.AuditEvent) error {
@@ -110,8 +140,7 @@ func appendEvent(ctx context.Context, q execQuerier, ins *sql.Stmt, ev kernel.Au
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", ev.ID, err)
 	}
-	var back kernel.AuditEvent
-	if err := json.Unmarshal(text, &back); err != nil {
+	if err := kernel.CheckAuditEventDecodes(&ev); err != nil {
 		return fmt.Errorf("event %s would not read back: %w", ev.ID, err)
 	}
 	var atMS sql.NullInt64
