@@ -397,6 +397,21 @@ CREATE TABLE grant_usage (
 	PRIMARY KEY (world, issuer, subject, grant_id)
 ) WITHOUT ROWID;
 `,
+	// The content digests of large files (kernel.FileDigestCache): one entry per file
+	// (device, inode), replaced when the file is hashed again. A cache only: losing an
+	// entry costs a re-hash, and the files plane decides when an entry can be trusted.
+	`
+CREATE TABLE file_digests (
+	dev         INTEGER NOT NULL,
+	ino         INTEGER NOT NULL,
+	size        INTEGER NOT NULL,
+	mtime_ns    INTEGER NOT NULL,
+	ctime_ns    INTEGER NOT NULL,
+	digest      BLOB NOT NULL CHECK (length(digest) = 32),
+	recorded_ns INTEGER NOT NULL,
+	PRIMARY KEY (dev, ino)
+) WITHOUT ROWID;
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it
