@@ -52,7 +52,7 @@ func benchTool(name, ns, action string, write bool) kernel.ToolHandler {
 	}
 	return kernel.ToolHandler{
 		Definition: kernel.ToolDefinition{Name: name, Description: "bench", Namespace: ns, Source: "native", ReadWrite: class,
-			InputSchema: map[string]any{"type": "object"},
+			InputSchema:        map[string]any{"type": "object"},
 			RequiredCapability: kernel.CapabilityRequirement{Resource: kernel.ResourceRef{Namespace: ns, Path: []string{}}, Action: action}},
 		ParseArguments: func(raw json.RawMessage) (any, error) {
 			var a struct {
