@@ -218,7 +218,6 @@ func (s *Store) lightInsert(ctx context.Context) (*sql.Stmt, error) {
 	return s.prepared(ctx, insertAuditSQL)
 }
 
-
 func unavailable(path string, err error) error {
 	return fmt.Errorf("open state database %s: %w: %w", path, ErrUnavailable, err)
 }
