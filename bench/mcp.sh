@@ -65,6 +65,12 @@ if [ -n "${BASE:-}" ]; then
   node "$tmp/node/mcp-driver.mjs" base-sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
 fi
 big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp)
+# cold start without the TypeScript client's own start-up and schema compilation
+if [ -n "${BASE:-}" ]; then
+  NAME=base-sharedos python3 bench/mcp-cold.py "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
+fi
+NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
+NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
 echo "$ours"
 echo "$floor"
 echo "$peer"
