@@ -71,6 +71,10 @@ if [ -n "${BASE:-}" ]; then
 fi
 NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
 NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
+if [ -n "${BASE:-}" ]; then
+  NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
+fi
+NAME=sharedos-1000-grants python3 bench/mcp-cold.py "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp
 echo "$ours"
 echo "$floor"
 echo "$peer"
