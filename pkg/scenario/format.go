@@ -12,7 +12,7 @@
 //
 // The same files run from `go test`:
 //
-//	func TestGrants(t *testing.T) { scenario.Test(t, "sharedos-tests/*.yaml") }
+//	func TestGrants(t *testing.T) { scenario.TestFiles(t, "sharedos-tests") }
 package scenario
 
 import (
@@ -940,7 +940,7 @@ func (p *parser) stepValue(m member, sw string, s *Step) error {
 			return p.errf(m.node, "%s.namespaces: an empty patch (want enable: and/or disable:)", sw)
 		}
 		for _, nm := range ms {
-			l, err := p.strList(nm.node, sw+".namespaces."+nm.key)
+			l, err := p.namespaceList(nm.node, sw+".namespaces."+nm.key)
 			if err != nil {
 				return err
 			}
@@ -960,7 +960,7 @@ func (p *parser) stepValue(m member, sw string, s *Step) error {
 // expect keys by step kind.
 var expectKeys = map[string][]string{
 	KindCall:       {"status", "code", "gate", "cause", "grant", "rejected", "output", "audit", "exit"},
-	KindEscalate:   {"status", "code", "gate", "cause", "audit", "exit"},
+	KindEscalate:   {"status", "code", "gate", "cause", "grant", "audit", "exit"},
 	KindExplain:    {"allowed", "status", "code", "gate", "cause", "grant", "rejected", "fixes", "exit"},
 	KindList:       {"includes", "excludes", "exit"},
 	KindNamespaces: {"enabled", "exit"},
