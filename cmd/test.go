@@ -85,6 +85,9 @@ func runTest(ctx context.Context, opts *TestOptions) error {
 		format = fm
 		break
 	}
+	// A test run prints for a person (a CI log) unless -o json asks otherwise, errors
+	// included: the terminal default (json when piped) would make every CI log JSON.
+	f.Global.Output = format
 	var re *regexp.Regexp
 	if opts.Run != "" {
 		var err error
@@ -156,9 +159,13 @@ func runTest(ctx context.Context, opts *TestOptions) error {
 	return nil
 }
 
-// writeFileAtomic writes path through a temporary file in its folder and a rename.
+// writeFileAtomic writes path through a temporary file in its folder (created when
+// missing, as CI report folders often are) and a rename.
 func writeFileAtomic(path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
