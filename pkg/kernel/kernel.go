@@ -656,12 +656,13 @@ func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCa
 	if k.cfg.Audit == nil {
 		return d, diag, nil, nil
 	}
+	if deferOK && !diag.Consumed {
+		rec := t.decisionEvent(auth, call, ev.Requirement, d, diag, true)
+		return d, diag, &rec, nil
+	}
 	rec := t.decisionEvent(auth, call, ev.Requirement, d, diag, true)
 	if diag.Consumed {
 		return d, diag, nil, t.audit(ctx, rec) // a spent use: durable before the effect
-	}
-	if deferOK {
-		return d, diag, &rec, nil
 	}
 	return d, diag, nil, t.auditWriteAhead(ctx, rec)
 }
