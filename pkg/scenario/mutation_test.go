@@ -151,4 +151,3 @@ func TestMutationsAreCaught(t *testing.T) {
 		})
 	}
 }
-
