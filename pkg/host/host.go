@@ -292,7 +292,8 @@ func (p *Prepared) buildTools() error {
 	}
 	p.index = &snapshotIndexRef{}
 	files, err := fsplane.NewProvider(s.Root, fsplane.ProviderOptions{
-		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen})
+		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen,
+		Digests: (*digestCacheRef)(p.index)})
 	if err != nil {
 		return usageError("keep the state directory outside --root", "files plane: %v", err)
 	}
@@ -412,6 +413,24 @@ func (r *snapshotIndexRef) ListSnapshots(ctx context.Context, scope kernel.Snaps
 		return nil, errIndexNotOpen
 	}
 	return r.st.ListSnapshots(ctx, scope, limit)
+}
+
+// digestCacheRef is the files plane's digest cache: the state database once it is open
+// (until then every version is hashed).
+type digestCacheRef snapshotIndexRef
+
+func (r *digestCacheRef) LookupDigest(ctx context.Context, dev, ino uint64) (kernel.FileDigest, bool, error) {
+	if r.st == nil {
+		return kernel.FileDigest{}, false, errIndexNotOpen
+	}
+	return r.st.LookupDigest(ctx, dev, ino)
+}
+
+func (r *digestCacheRef) StoreDigest(ctx context.Context, d kernel.FileDigest) error {
+	if r.st == nil {
+		return errIndexNotOpen
+	}
+	return r.st.StoreDigest(ctx, d)
 }
 
 func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, scope kernel.SnapshotScope, id string) (*kernel.SnapshotRecord, error) {
