@@ -118,12 +118,18 @@ func buildEntry(s *Server, t *mcp.Tool) *Entry {
 		e.Status = StatusHidden
 		return e
 	}
-	e.Published = s.Namespace + "." + t.Name
-	def, err := definition(s, t, e.mapping, e.Published)
+	published := s.Namespace + "." + t.Name
+	if !validToolName(published) {
+		e.Status, e.mapping = StatusSkipped, nil
+		e.Note = fmt.Sprintf("%q cannot be a tool name (1 to 128 characters of A-Z a-z 0-9 _ . -)", published)
+		return e
+	}
+	def, err := definition(s, t, e.mapping, published)
 	if err != nil {
 		e.Status, e.Note, e.mapping = StatusSkipped, err.Error(), nil
 		return e
 	}
+	e.Published = published
 	sch, err := compileSchema(def.InputSchema)
 	if err != nil {
 		e.Status, e.Note, e.mapping = StatusSkipped, "its input schema cannot be compiled: "+err.Error(), nil
@@ -188,6 +194,20 @@ func definition(s *Server, t *mcp.Tool, m *ToolMap, name string) (kernel.ToolDef
 		return d, fmt.Errorf("its definition cannot be published: %v", err)
 	}
 	return d, nil
+}
+
+// validToolName is the contract's ToolName: ^[A-Za-z0-9_.-]{1,128}$.
+func validToolName(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func cutRunes(s string, max int) string {
