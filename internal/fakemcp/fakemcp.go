@@ -3,7 +3,8 @@
 // Its behaviour is chosen by FAKEMCP_MODE:
 //
 //	normal (default)  tools with resource arguments (get_file_contents, create_issue,
-//	                  search_code), echo_args, echo_env, huge, slow, fail, add_tool
+//	                  search_code), echo_args, echo_env, huge, slow, fail, add_tool,
+//	                  exit (answers, then the process exits)
 //	crash             writes to stderr and exits 3 before answering anything
 //	hang              reads its input and never answers
 //
@@ -19,6 +20,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -133,6 +135,11 @@ func NewServer() *mcp.Server {
 			s.AddTool(&mcp.Tool{Name: "late_tool", Description: "Added mid-session.", InputSchema: map[string]any{"type": "object"}},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("late"), nil })
 			return text("added")
+		})
+	add(&mcp.Tool{Name: "exit", Description: "Answer, then exit (the connection drops).", InputSchema: map[string]any{"type": "object"}},
+		func(map[string]any) *mcp.CallToolResult {
+			go func() { time.Sleep(50 * time.Millisecond); os.Exit(0) }()
+			return text("bye")
 		})
 	add(&mcp.Tool{Name: "bad name!", Description: "A name no tool name can hold.", InputSchema: map[string]any{"type": "object"}},
 		func(map[string]any) *mcp.CallToolResult { return text("never") })

@@ -506,3 +506,59 @@ func TestHTTPUpstream(t *testing.T) {
 		t.Errorf("missing credential: %v", err)
 	}
 }
+
+// A held connection that drops is reopened with backoff: the list is lost (a change),
+// then regained (another change), on a new upstream process.
+func TestHeldReconnect(t *testing.T) {
+	e := newEnv(t, fakeServer(t, "github", "normal", "    unmapped: gate\n"))
+	var changes atomic.Int64
+	g := gateway.New(e.cfg, gateway.Options{Hold: true, OnChange: func() { changes.Add(1) }})
+	defer g.Close()
+	p := g.Providers()[0]
+	alice := kernel.AccessContext{Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}, Now: "2026-01-01T00:00:00Z"}
+	run := func(name string) kernel.ToolResult {
+		hs, err := p.ListTools(context.Background(), alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			if h.Definition.Name == name {
+				parsed, err := h.ParseArguments(json.RawMessage(`{}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := h.Invoke(context.Background(), alice, kernel.ParsedToolCall{ToolCall: kernel.ToolCall{ID: "c", Tool: name}, Parsed: parsed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+		}
+		t.Fatalf("%s not listed", name)
+		return kernel.ToolResult{}
+	}
+	pidOf := func() string {
+		r := run("github.echo_env")
+		for _, l := range strings.Split(fmt.Sprint(r.Output), "\n") {
+			if strings.HasPrefix(l, "FAKEMCP_PID=") {
+				return l
+			}
+		}
+		t.Fatalf("no pid in %v", r.Output)
+		return ""
+	}
+	first := pidOf()
+	if r := run("github.exit"); r.Status != kernel.StatusSucceeded {
+		t.Fatalf("exit: %+v", r)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for changes.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d changes: the connection was not reopened", changes.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if second := pidOf(); second == first {
+		t.Errorf("the same upstream process after a reconnect: %s", second)
+	}
+}
