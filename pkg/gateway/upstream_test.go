@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 const secret = "tok-9f8e7d6c5b4a"
 
 // fakeServer is the YAML of a server that runs this binary as a fake upstream in mode.
-func fakeServer(t *testing.T, id, mode, extra string) string {
+func fakeServer(t testing.TB, id, mode, extra string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -84,14 +84,14 @@ grants:
 `
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	log   string
 	state string
 	cfg   *gateway.Config
 }
 
-func newEnv(t *testing.T, servers string) *env {
+func newEnv(t testing.TB, servers string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, log: filepath.Join(dir, "upstream.log"), state: filepath.Join(dir, "state", "state.db")}
