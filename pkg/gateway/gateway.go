@@ -251,8 +251,8 @@ type conn struct {
 	up      *upstream
 	cat     *catalog
 	closed  bool
-	retry   bool // a reconnect loop is running
-	backoff time.Duration
+	retry   bool  // a reconnect loop is running (held connections only)
+	lastErr error // why the last connection attempt failed
 }
 
 func (c *conn) cacheKey() string { return c.s.Digest() + "|" + c.owner.String() }
@@ -279,14 +279,44 @@ func (c *conn) catalog(ctx context.Context, fresh bool) (*catalog, error) {
 			}
 		}
 	}
-	if err := c.connectLocked(ctx); err != nil {
+	if err := c.ensureLocked(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.relistLocked(ctx); err != nil {
 		c.dropLocked()
+		c.failedLocked(err)
 		return nil, err
 	}
 	return c.cat, nil
+}
+
+// ensureLocked opens the upstream when it is not open. A held connection that failed is
+// retried by its reconnect loop, with backoff: until that succeeds, operations fail at
+// once with the last cause instead of each trying again.
+func (c *conn) ensureLocked(ctx context.Context) error {
+	if c.up != nil {
+		return nil
+	}
+	if c.g.opts.Hold && c.retry {
+		return fmt.Errorf("MCP server %s is unavailable, reconnecting with backoff: %w", c.s.ID, c.lastErr)
+	}
+	err := c.connectLocked(ctx)
+	if err != nil {
+		c.failedLocked(err)
+	}
+	return err
+}
+
+// failedLocked records a failed attempt; a held connection starts its reconnect loop.
+func (c *conn) failedLocked(err error) {
+	c.lastErr = errors.Unwrap(err)
+	if c.lastErr == nil {
+		c.lastErr = err
+	}
+	if c.g.opts.Hold && !c.retry && !c.closed {
+		c.retry = true
+		go c.reconnect()
+	}
 }
 
 // connectLocked opens the upstream when it is not open.
@@ -361,14 +391,10 @@ func (c *conn) watch(up *upstream) {
 	}
 	c.up = nil
 	c.cat = nil
-	start := !c.retry
-	c.retry = true
+	c.failedLocked(errors.New("the connection was lost"))
 	c.mu.Unlock()
 	c.g.opts.Logger.Warn("MCP server connection lost; reconnecting", "server", c.s.ID, "owner", c.owner.String())
 	c.g.changed()
-	if start {
-		c.reconnect()
-	}
 }
 
 const (
@@ -393,11 +419,15 @@ func (c *conn) reconnect() {
 			}
 		}
 		if err == nil {
-			c.retry = false
+			c.retry, c.lastErr = false, nil
 			c.mu.Unlock()
 			c.g.changed()
 			return
 		}
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		c.lastErr = err
 		c.mu.Unlock()
 		delay = min(2*delay, maxBackoff)
 	}
@@ -417,7 +447,7 @@ func (c *conn) session(ctx context.Context) (*upstream, error) {
 	if c.closed {
 		return nil, errors.New("the gateway is closed")
 	}
-	if err := c.connectLocked(ctx); err != nil {
+	if err := c.ensureLocked(ctx); err != nil {
 		return nil, err
 	}
 	return c.up, nil

@@ -272,7 +272,7 @@ func TestHangTimesOut(t *testing.T) {
 // callTimeout cancels the call (retryable); an upstream isError is upstream_tool_error
 // with its text capped; a result over 4 MiB is invalid_tool_result.
 func TestCallOutcomes(t *testing.T) {
-	e := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 1s\n    unmapped: gate\n"))
+	e := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 3s\n    unmapped: gate\n"))
 	h := e.open(host.Needs{})
 	r := invoke(h, "github.slow", `{}`)
 	if code(r) != "failed tool_execution_failed" || r.Error.Retryable == nil || !*r.Error.Retryable || !strings.Contains(r.Error.Message, "callTimeout") {
@@ -560,5 +560,39 @@ func TestHeldReconnect(t *testing.T) {
 	}
 	if second := pidOf(); second == first {
 		t.Errorf("the same upstream process after a reconnect: %s", second)
+	}
+}
+
+// A held connection that cannot be opened is retried in the background with backoff:
+// meanwhile operations fail at once with the cause; once the server is back, the list
+// returns and a change is signalled.
+func TestHeldBackoff(t *testing.T) {
+	e := newEnv(t, fakeServer(t, "github", "crash", "    unmapped: gate\n"))
+	var changes atomic.Int64
+	g := gateway.New(e.cfg, gateway.Options{Hold: true, OnChange: func() { changes.Add(1) }})
+	defer g.Close()
+	p := g.Providers()[0]
+	alice := kernel.AccessContext{Owner: kernel.Address{Kind: kernel.KindHuman, ID: "alice"}}
+	if _, err := p.ListTools(context.Background(), alice); err == nil || !strings.Contains(err.Error(), "missing configuration") {
+		t.Fatalf("first list: %v", err)
+	}
+	start := time.Now()
+	_, err := p.ListTools(context.Background(), alice)
+	if err == nil || !strings.Contains(err.Error(), "reconnecting with backoff") || !strings.Contains(err.Error(), "missing configuration") {
+		t.Fatalf("second list: %v", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("the second list waited %s instead of failing at once", time.Since(start))
+	}
+	t.Setenv("FAKE_MODE_GITHUB", "normal")
+	deadline := time.Now().Add(15 * time.Second)
+	for changes.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("never reconnected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if hs, err := p.ListTools(context.Background(), alice); err != nil || len(hs) == 0 {
+		t.Fatalf("after reconnect: %d, %v", len(hs), err)
 	}
 }
