@@ -50,6 +50,9 @@ type Options struct {
 	Logger *slog.Logger
 	// OnChange is called after a held tool list changed (refreshed, lost, regained).
 	OnChange func()
+	// NoConnect: never start or reach a server (shell completion, on every TAB): a
+	// cached list of any age is used, and a server without one offers no tools.
+	NoConnect bool
 }
 
 // Gateway is the configured MCP servers of one host: a ContextToolProvider per server,
@@ -271,13 +274,16 @@ func (c *conn) catalog(ctx context.Context, fresh bool) (*catalog, error) {
 	}
 	if !c.g.opts.Hold && !fresh && c.g.opts.Cache != nil {
 		data, at, ok, err := c.g.opts.Cache.GetGatewayCatalog(ctx, c.cacheKey())
-		if err == nil && ok && c.g.opts.Clock().Sub(at) < c.s.CatalogTTL {
+		if err == nil && ok && (c.g.opts.NoConnect || c.g.opts.Clock().Sub(at) < c.s.CatalogTTL) {
 			var tools []*mcp.Tool
 			if json.Unmarshal(data, &tools) == nil {
 				c.cat = buildCatalog(c.s, tools)
 				return c.cat, nil
 			}
 		}
+	}
+	if c.g.opts.NoConnect {
+		return &catalog{byName: map[string]*Entry{}}, nil
 	}
 	if err := c.ensureLocked(ctx); err != nil {
 		return nil, err
@@ -446,6 +452,9 @@ func (c *conn) session(ctx context.Context) (*upstream, error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errors.New("the gateway is closed")
+	}
+	if c.g.opts.NoConnect {
+		return nil, errors.New("this command does not connect to MCP servers")
 	}
 	if err := c.ensureLocked(ctx); err != nil {
 		return nil, err

@@ -596,3 +596,44 @@ func TestHeldBackoff(t *testing.T) {
 		t.Fatalf("after reconnect: %d, %v", len(hs), err)
 	}
 }
+
+// NoConnect (shell completion) never starts a server: a cached list of any age is used,
+// and a server without one offers nothing (no error).
+func TestNoConnect(t *testing.T) {
+	e := newEnv(t, fakeServer(t, "github", "normal", "    catalogTTL: 1ms\n"+githubTools))
+	h := e.open(host.Needs{Unaudited: true})
+	tools, err := h.Turn.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range tools {
+		if d.Source == gateway.Source {
+			t.Errorf("listed without a cache: %s", d.Name)
+		}
+	}
+	if calls := e.calls(); len(calls) != 0 {
+		t.Errorf("upstream called: %v", calls)
+	}
+	_ = h.Close()
+	h2 := e.open(host.Needs{}) // connects and caches
+	if _, err := h2.Turn.ListTools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = h2.Close()
+	t.Setenv("FAKE_MODE_GITHUB", "crash")
+	time.Sleep(5 * time.Millisecond) // the 1ms TTL has passed
+	h3 := e.open(host.Needs{Unaudited: true})
+	tools, err = h3.Turn.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range tools {
+		if d.Source == gateway.Source {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("a stale cached list was not used by a command that never connects")
+	}
+}

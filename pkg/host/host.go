@@ -386,7 +386,9 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
 		}
 	}
-	p.gw = gateway.New(s.MCPServers, gateway.Options{Cache: st, Hold: p.needs.HoldConnections, Logger: s.GatewayLogger})
+	// shell completion (unaudited) never starts a server: cached lists only
+	p.gw = gateway.New(s.MCPServers, gateway.Options{Cache: st, Hold: p.needs.HoldConnections, Logger: s.GatewayLogger,
+		NoConnect: p.needs.Unaudited})
 	p.closers = append(p.closers, p.gw)
 	if err := registerProviders(h.Kernel, p.gw); err != nil {
 		return nil, err
