@@ -9,6 +9,8 @@
 #
 #   bench/mcp.sh          # N=2000 calls per server
 #   N=500 bench/mcp.sh
+#   BASE=/tmp/old/sharedos bench/mcp.sh   # also runs another build on the same work,
+#                                         # interleaved with this one (before/after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${N:-2000}
@@ -50,8 +52,14 @@ fsserver="$tmp/node/node_modules/@modelcontextprotocol/server-filesystem/dist/in
 flags=(--root "$w/root" --grants "$w/grants.yaml" --state "$w/state.db" --namespaces files)
 args='{"path":["notes","a.md"]}'
 
+if [ -n "${BASE:-}" ]; then
+  node "$tmp/node/mcp-driver.mjs" base-sharedos files.read "$args" "$n" -- "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
+fi
 ours=$(node "$tmp/node/mcp-driver.mjs" sharedos files.read "$args" "$n" -- "$tmp/sharedos" "${flags[@]}" mcp)
 peer=$(node "$tmp/node/mcp-driver.mjs" server-filesystem read_text_file "{\"path\":\"$w/root/notes/a.md\"}" "$n" -- node "$fsserver" "$w/root")
+if [ -n "${BASE:-}" ]; then
+  node "$tmp/node/mcp-driver.mjs" base-sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
+fi
 big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp)
 echo "$ours"
 echo "$peer"

@@ -92,7 +92,9 @@ func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn,
 	if err != nil {
 		return nil, err
 	}
-	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta})
+	// A session writes authority.resolved once per authority snapshot (and identity and
+	// metadata), not once per operation: every call's records name the authorityHash.
+	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta, AuthorityResolvedOnce: true})
 	if err != nil {
 		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}

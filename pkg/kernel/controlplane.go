@@ -23,7 +23,7 @@ func (t *Turn) ListToolNamespaces(ctx context.Context) (ToolNamespaceCatalog, er
 	cat := buildNamespaceCatalog(reg, t.actx.EnabledToolNamespaces)
 	ev := t.k.event(t.actx, EventNamespaceCatalogListed, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"totalNamespaces": cat.Summary.Total, "enabledNamespaces": cat.Summary.Enabled}
-	t.auditAfter(ctx, ev)
+	t.auditAfter(ctx, ev, false)
 	return cat, nil
 }
 
@@ -126,7 +126,7 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 	}
 	if err != nil {
 		ev := k.event(t.actx, EventNamespaceSelectionUpdated, OutcomeFailed)
-		t.auditAfter(ctx, ev)
+		t.auditAfter(ctx, ev, true)
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
 	}
 	if sel, err = effective(sel); err != nil {
@@ -233,7 +233,7 @@ func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *C
 	req := CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
-	d, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval)
+	d, _, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval, false)
 	if err != nil {
 		return Escalation{}, fmt.Errorf("record escalation: %w", err)
 	}
