@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 
 	"github.com/spf13/pflag"
@@ -69,6 +71,7 @@ const (
 	kStrings
 	kInt
 	kMap
+	kMCPServers // the gateway's mcpServers: parsed by pkg/gateway
 )
 
 type keySpec struct {
@@ -94,6 +97,7 @@ var configSchema = map[string]keySpec{
 		"name": {kind: kString}, "email": {kind: kString}}}}},
 	"ceiling": {kind: kMap, children: map[string]keySpec{
 		"namespaces": {kind: kStrings}, "frozenPaths": {kind: kStrings}, "frozenActions": {kind: kStrings}}},
+	"mcpServers": {kind: kMCPServers},
 }
 
 // configPath finds the configuration file: --config, else SHAREDOS_CONFIG, else
@@ -229,6 +233,13 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 				return nil, err
 			}
 			out[k.Value] = m
+		case kMCPServers:
+			cfg, err := gateway.ParseNode(file, v, gateway.ParseOptions{})
+			if err != nil {
+				return nil, configError("fix the mcpServers section ('sharedos gateway lint' checks it); docs/gateway.md describes it",
+					"config file %v", err)
+			}
+			out[k.Value] = cfg
 		}
 	}
 	return out, nil
@@ -274,7 +285,12 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		if fileCfg, err = loadConfigFile(abs); err != nil {
 			return nil, err
 		}
-		if err := v.MergeConfigMap(fileCfg); err != nil {
+		if cfg, ok := fileCfg["mcpServers"].(*gateway.Config); ok {
+			s.MCPServers = cfg
+		}
+		viperCfg := maps.Clone(fileCfg)
+		delete(viperCfg, "mcpServers")
+		if err := v.MergeConfigMap(viperCfg); err != nil {
 			return nil, configError("", "config file %s: %v", abs, err)
 		}
 	}

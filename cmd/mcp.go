@@ -70,7 +70,10 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 		return usageError("pass --log-format text or --log-format json", "invalid --log-format %q", opts.LogFormat)
 	}
 	log := slog.New(handler)
-	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true})
+	if s, err := f.Settings(); err == nil {
+		s.GatewayLogger = log // the MCP servers' connection events
+	}
+	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true})
 	if err != nil {
 		return err
 	}
