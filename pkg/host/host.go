@@ -45,6 +45,9 @@ type Settings struct {
 	Root   string
 	State  string
 	Grants []string
+	// Tokens is the tokens file of `mcp --listen` ("" when none): authority like a grant
+	// file, so it must lie outside the root too.
+	Tokens string
 
 	As, Owner, Authority string // raw addresses ("" when unset)
 	World, Purpose       string // "" when unset (the grant files' context decides)
@@ -579,7 +582,7 @@ func unwrapPathErr(err error) error {
 }
 
 // checkTrustBoundary refuses to start when a trusted path — the config file, a grant
-// file, the state database, the validated grant cache and its key, the snapshot blobs —
+// file, the tokens file, the state database, the validated grant cache and its key, the snapshot blobs —
 // resolves (after symbolic links) inside the root, or when the root lies inside one of
 // the trusted directories: a files grant could then rewrite the very authority that
 // limits it, or forge a cached grant or a snapshot (spec 40 §1).
@@ -594,6 +597,9 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 	}
 	for _, g := range s.Grants {
 		items = append(items, item{"grant file", g, false})
+	}
+	if s.Tokens != "" {
+		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := filepath.Dir(s.State)
 	items = append(items, item{"state database", s.State, false},
