@@ -553,6 +553,18 @@ func firstNonEmpty(vals ...string) string {
 	return ""
 }
 
+// CheckTrustBoundary checks, without preparing a host, that the root is an existing
+// directory and that no trusted path of s (config, grant and tokens files, the state
+// database and its folders) lies inside it, as Prepare does for a command that reaches
+// the planes. A surface that serves several contexts checks its own files with it.
+func CheckTrustBoundary(s *Settings) error {
+	rootReal, err := checkRoot(s.Root)
+	if err != nil {
+		return err
+	}
+	return checkTrustBoundary(s, rootReal)
+}
+
 // checkRoot requires the root to be an existing directory and returns its real path.
 func checkRoot(root string) (string, error) {
 	fi, err := os.Stat(root)

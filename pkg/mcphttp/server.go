@@ -133,6 +133,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.eph = &tokens.File{Entries: []tokens.Entry{{ID: EphemeralID, SHA256: tokens.Hash(cfg.EphemeralToken)}}}
 	} else {
+		// the tokens file is authority: outside the root, even while it holds no token
+		st := cfg.Base
+		st.Tokens = cfg.Tokens
+		if err := host.CheckTrustBoundary(&st); err != nil {
+			return nil, &TokenError{Err: err}
+		}
 		s.watcher = tokens.NewWatcher(cfg.Tokens)
 	}
 	f, err := s.current()
@@ -265,13 +271,19 @@ func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, er
 	return p, nil
 }
 
-// TokenError is a token whose host could not be opened.
+// TokenError is a token whose host could not be opened (ID "": the tokens file itself is
+// refused by the host's trust boundary).
 type TokenError struct {
 	ID  string
 	Err error
 }
 
-func (e *TokenError) Error() string { return fmt.Sprintf("token %q: %v", e.ID, e.Err) }
+func (e *TokenError) Error() string {
+	if e.ID == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("token %q: %v", e.ID, e.Err)
+}
 
 // Unwrap returns the host's error.
 func (e *TokenError) Unwrap() error { return e.Err }
