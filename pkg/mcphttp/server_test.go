@@ -665,3 +665,32 @@ func TestLoadMaxUses(t *testing.T) {
 		t.Fatalf("%d consuming allowed decisions audited, want %d", consumed, maxUses)
 	}
 }
+
+// TestDrainWaitsForInFlight: Drain returns only after the in-flight requests ended (or its
+// deadline passed, which it reports).
+func TestDrainWaitsForInFlight(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.srv.inflight.Add(1) // a call being served
+	drained := make(chan error, 1)
+	go func() { drained <- f.srv.Drain(context.Background()) }()
+	select {
+	case <-drained:
+		t.Fatal("Drain returned while a call was in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	f.srv.inflight.Done()
+	select {
+	case err := <-drained:
+		must(t, err)
+	case <-time.After(2 * time.Second):
+		t.Fatal("Drain did not return after the call ended")
+	}
+	f2 := newFixture(t, fixtureOptions{})
+	f2.srv.inflight.Add(1)
+	defer f2.srv.inflight.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := f2.srv.Drain(ctx); err == nil {
+		t.Fatal("Drain past its deadline reported nothing")
+	}
+}
