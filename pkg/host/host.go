@@ -47,6 +47,9 @@ type Settings struct {
 	Root   string
 	State  string
 	Grants []string
+	// Tokens is the tokens file of `mcp --listen` ("" when none): authority like a grant
+	// file, so it must lie outside the root too.
+	Tokens string
 
 	As, Owner, Authority string // raw addresses ("" when unset)
 	World, Purpose       string // "" when unset (the grant files' context decides)
@@ -636,6 +639,18 @@ func firstNonEmpty(vals ...string) string {
 	return ""
 }
 
+// CheckTrustBoundary checks, without preparing a host, that the root is an existing
+// directory and that no trusted path of s (config, grant and tokens files, the state
+// database and its folders) lies inside it, as Prepare does for a command that reaches
+// the planes. A surface that serves several contexts checks its own files with it.
+func CheckTrustBoundary(s *Settings) error {
+	rootReal, err := checkRoot(s.Root)
+	if err != nil {
+		return err
+	}
+	return checkTrustBoundary(s, rootReal)
+}
+
 // checkRoot requires the root to be an existing directory and returns its real path.
 func checkRoot(root string) (string, error) {
 	fi, err := os.Stat(root)
@@ -665,7 +680,7 @@ func unwrapPathErr(err error) error {
 }
 
 // checkTrustBoundary refuses to start when a trusted path — the config file, a grant
-// file, the state database, the validated grant cache and its key, the snapshot blobs —
+// file, the tokens file, the state database, the validated grant cache and its key, the snapshot blobs —
 // resolves (after symbolic links) inside the root, or when the root lies inside one of
 // the trusted directories: a files grant could then rewrite the very authority that
 // limits it, or forge a cached grant or a snapshot (spec 40 §1).
@@ -688,6 +703,9 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 		for _, f := range s.MCPServers.SecretFiles() {
 			items = append(items, item{"MCP server credential file", f, false})
 		}
+	}
+	if s.Tokens != "" {
+		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := filepath.Dir(s.State)
 	items = append(items, item{"state database", s.State, false},
