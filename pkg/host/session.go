@@ -107,7 +107,8 @@ func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn,
 }
 
 // InputsDigest is a digest of everything a session's published list depends on but the
-// clock: the grant files' contents and the namespace selection. It reloads nothing and
+// clock: the grant files' contents, the namespace selection and the version of the MCP
+// servers' held tool lists. It reloads nothing and
 // writes nothing; a surface polls it to notice changes made by another process.
 func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 	_, digest, err := s.grantInputs()
@@ -119,7 +120,7 @@ func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 		return "", err
 	}
 	sum := sha256.New()
-	fmt.Fprintf(sum, "%s\x00%q", digest, sel)
+	fmt.Fprintf(sum, "%s\x00%q\x00%d", digest, sel, s.h.gw.Version())
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
@@ -278,6 +279,9 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 		if err := k.RegisterTool(t); err != nil {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
 		}
+	}
+	if err := registerProviders(k, h.gw); err != nil {
+		return nil, err
 	}
 	return k, nil
 }

@@ -62,6 +62,7 @@ type Config struct {
 type registered struct {
 	handler ToolHandler
 	digest  [32]byte
+	from    string // the provider id that supplied it ("" for a static tool)
 }
 
 // Kernel hosts the tool registry and decides every discovery and invocation. Register
@@ -207,17 +208,23 @@ func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*regi
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("context tool provider %q failed to resolve its catalog: %w", p.ID(), ErrToolCatalogUnavailable)
+			return nil, &CatalogError{Provider: p.ID(), Cause: err,
+				msg: fmt.Sprintf("context tool provider %q failed to resolve its catalog", p.ID())}
 		}
 		for i := range hs {
 			h := hs[i]
 			if err := validateHandler(&h); err != nil {
-				return nil, fmt.Errorf("context tool provider %q: %v: %w", p.ID(), err, ErrToolCatalogUnavailable)
+				return nil, &CatalogError{Provider: p.ID(), msg: fmt.Sprintf("context tool provider %q: %v", p.ID(), err)}
 			}
-			if _, dup := byName[h.Definition.Name]; dup {
-				return nil, fmt.Errorf("tool %q registered twice (provider %q): %w", h.Definition.Name, p.ID(), ErrToolCatalogUnavailable)
+			if prev, dup := byName[h.Definition.Name]; dup {
+				first := "the static tools"
+				if prev.from != "" {
+					first = fmt.Sprintf("provider %q", prev.from)
+				}
+				return nil, &CatalogError{Provider: p.ID(),
+					msg: fmt.Sprintf("tool %q is offered by both %s and provider %q", h.Definition.Name, first, p.ID())}
 			}
-			byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
+			byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition), from: p.ID()}
 		}
 	}
 	return newRegistry(byName), nil
@@ -523,6 +530,13 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		return []ToolDefinition{}, nil
 	}
 	if st.regErr != nil {
+		if k.cfg.Audit != nil {
+			ev := k.event(t.actx, EventToolCatalogListed, OutcomeFailed)
+			ev.Reason = CodeToolCatalogUnavailable
+			ev.AuthorityHash = st.auth.Hash()
+			ev.Metadata = map[string]any{"enabledNamespaces": t.actx.EnabledToolNamespaces, "catalogError": catalogCause(st.regErr)}
+			t.auditAfter(ctx, ev, false)
+		}
 		return nil, st.regErr
 	}
 	out := make([]ToolDefinition, 0, len(st.reg.names))
@@ -741,6 +755,12 @@ func (t *Turn) invokedEvent(st *turnState, p *Plan, res *ToolResult) AuditEvent 
 			ev.Metadata = map[string]any{}
 		}
 		ev.Metadata["catalogHash"] = p.catalogHash
+	}
+	if st.regErr != nil {
+		if ev.Metadata == nil {
+			ev.Metadata = map[string]any{}
+		}
+		ev.Metadata["catalogError"] = catalogCause(st.regErr)
 	}
 	return ev
 }

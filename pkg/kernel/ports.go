@@ -184,5 +184,34 @@ var ErrMissingRegistration = errors.New("the port this operation needs is not co
 // resolved: a provider failed or two tools share a name.
 var ErrToolCatalogUnavailable = errors.New("the tool catalogue could not be resolved for this context")
 
+// CatalogError is a per-context catalogue that could not be resolved: a provider failed
+// (Cause is its error), returned an invalid definition, or two tools share a name. It
+// matches ErrToolCatalogUnavailable. Its message names the provider, never the cause: a
+// provider's error is host detail, written to the audit trail (catalogError), not shown
+// to callers.
+type CatalogError struct {
+	Provider string
+	Cause    error
+	msg      string
+}
+
+func (e *CatalogError) Error() string { return e.msg }
+
+// Is reports ErrToolCatalogUnavailable.
+func (e *CatalogError) Is(target error) bool { return target == ErrToolCatalogUnavailable }
+
+// Unwrap returns the provider's error, if any.
+func (e *CatalogError) Unwrap() error { return e.Cause }
+
+// catalogCause is what the audit trail records of a catalogue failure: the message, and
+// the provider's error when there is one.
+func catalogCause(err error) string {
+	var ce *CatalogError
+	if errors.As(err, &ce) && ce.Cause != nil {
+		return ce.msg + ": " + ce.Cause.Error()
+	}
+	return err.Error()
+}
+
 // ErrInvalidUpdate is returned (wrapped in a *ContractError) for a malformed namespace patch.
 var ErrInvalidUpdate = errors.New("tool namespace update does not match the SharedOS contract")

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -64,7 +66,10 @@ func TestFileDigestsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := len(migrations) - 1
+	prev := slices.IndexFunc(migrations, func(m string) bool { return strings.Contains(m, "CREATE TABLE file_digests") })
+	if prev < 0 {
+		t.Fatal("no file_digests migration")
+	}
 	if _, err := db.Exec(fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
 		t.Fatal(err)
 	}

@@ -427,6 +427,15 @@ CREATE TABLE file_digests (
 	PRIMARY KEY (dev, ino)
 ) WITHOUT ROWID;
 `,
+	// gateway: the upstream tool lists of configured MCP servers (spec 60 §3), keyed by
+	// the server's config digest and the owner; a cache, never authority.
+	`
+CREATE TABLE gateway_catalogs (
+	key       TEXT PRIMARY KEY,
+	stored_ms INTEGER NOT NULL,
+	tools     TEXT NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it
