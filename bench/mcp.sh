@@ -67,14 +67,14 @@ fi
 big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp)
 # cold start without the TypeScript client's own start-up and schema compilation
 if [ -n "${BASE:-}" ]; then
-  NAME=base-sharedos python3 bench/mcp-cold.py "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
+  N=20 NAME=base-sharedos python3 bench/mcp-cold.py "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
 fi
-NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
-NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
+N=20 NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
+N=20 NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
 if [ -n "${BASE:-}" ]; then
-  NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
+  N=20 NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
 fi
-NAME=sharedos-1000-grants python3 bench/mcp-cold.py "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp
+N=20 NAME=sharedos-1000-grants python3 bench/mcp-cold.py "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp
 echo "$ours"
 echo "$floor"
 echo "$peer"
