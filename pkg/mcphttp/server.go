@@ -184,7 +184,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 				writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed"})
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "protocolVersion": "1"})
+			writeJSON(w, http.StatusOK, struct {
+				Status          string `json:"status"`
+				ProtocolVersion string `json:"protocolVersion"`
+			}{"ok", "1"})
 		case "/mcp":
 			mcpHandler.ServeHTTP(w, r)
 		default:

@@ -220,7 +220,7 @@ func TestHealthAndPaths(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	resp, err := http.Get(f.ts.URL + "/health")
 	must(t, err)
-	if b := body(t, resp); resp.StatusCode != 200 || b != `{"protocolVersion":"1","status":"ok"}`+"\n" || resp.Header.Get("Content-Type") != "application/json" {
+	if b := body(t, resp); resp.StatusCode != 200 || b != `{"status":"ok","protocolVersion":"1"}`+"\n" || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("health %d %q", resp.StatusCode, b)
 	}
 	resp, err = http.Post(f.ts.URL+"/health", "application/json", nil)
