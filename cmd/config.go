@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 
 	"github.com/spf13/pflag"
@@ -72,6 +74,7 @@ const (
 	kStrings
 	kInt
 	kMap
+	kMCPServers // the gateway's mcpServers: parsed by pkg/gateway
 )
 
 type keySpec struct {
@@ -97,6 +100,7 @@ var configSchema = map[string]keySpec{
 		"name": {kind: kString}, "email": {kind: kString}}}}},
 	"ceiling": {kind: kMap, children: map[string]keySpec{
 		"namespaces": {kind: kStrings}, "frozenPaths": {kind: kStrings}, "frozenActions": {kind: kStrings}}},
+	"mcpServers": {kind: kMCPServers},
 	// mcp --listen and the tokens commands (spec 50 §3)
 	"tokens": {kind: kString, path: true},
 	"mcp":    {kind: kMap, children: map[string]keySpec{"maxSessions": {kind: kInt}}},
@@ -235,6 +239,13 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 				return nil, err
 			}
 			out[k.Value] = m
+		case kMCPServers:
+			cfg, err := gateway.ParseNode(file, v, gateway.ParseOptions{})
+			if err != nil {
+				return nil, configError("fix the mcpServers section ('sharedos gateway lint' checks it); docs/gateway.md describes it",
+					"config file %v", err)
+			}
+			out[k.Value] = cfg
 		}
 	}
 	return out, nil
@@ -280,7 +291,12 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		if fileCfg, err = loadConfigFile(abs); err != nil {
 			return nil, err
 		}
-		if err := v.MergeConfigMap(fileCfg); err != nil {
+		if cfg, ok := fileCfg["mcpServers"].(*gateway.Config); ok {
+			s.MCPServers = cfg
+		}
+		viperCfg := maps.Clone(fileCfg)
+		delete(viperCfg, "mcpServers")
+		if err := v.MergeConfigMap(viperCfg); err != nil {
 			return nil, configError("", "config file %s: %v", abs, err)
 		}
 	}

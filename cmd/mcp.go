@@ -90,6 +90,9 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 		return usageError("pass --log-format text or --log-format json", "invalid --log-format %q", opts.LogFormat)
 	}
 	log := slog.New(handler)
+	if s, err := f.Settings(); err == nil {
+		s.GatewayLogger = log // the MCP servers' connection events
+	}
 	if opts.HTTP.Listen != "" {
 		return runMCPHTTP(ctx, opts, log)
 	}
@@ -102,7 +105,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 			return usageError("pass --listen HOST:PORT to serve over HTTP", "--%s applies only with --listen", fl.name)
 		}
 	}
-	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true})
+	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true})
 	if err != nil {
 		return err
 	}

@@ -238,7 +238,7 @@ func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, er
 		st.Tokens = s.cfg.Tokens
 		st.Trace, st.CallID = "", ""
 	}
-	prep, err := host.Prepare(&st, s.cfg.Clock, host.Needs{Planes: true, Actor: true})
+	prep, err := host.Prepare(&st, s.cfg.Clock, host.Needs{Planes: true, Actor: true, HoldConnections: true})
 	if err != nil {
 		return nil, &TokenError{ID: e.ID, Err: err}
 	}
@@ -448,11 +448,24 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 	}
 	p.sessions++
 	p.mu.Unlock()
+	// The place is given back before the client can see an answer that opened no
+	// session (a discovery probe, an error): otherwise its next request, sent as soon as
+	// it reads that answer, could find the place still taken and be refused 429.
+	var once sync.Once
+	unreserve := func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.sessions--
+			p.mu.Unlock()
+		})
+	}
 	rec := &recorder{ResponseWriter: w, onHeader: func(h http.Header) {
 		if id := h.Get("Mcp-Session-Id"); id != "" {
 			s.mu.Lock()
 			s.bindings[id] = p
 			s.mu.Unlock()
+		} else {
+			unreserve()
 		}
 	}}
 	next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -466,9 +479,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 		}
 	}
 	release := func() {
-		p.mu.Lock()
-		p.sessions--
-		p.mu.Unlock()
+		unreserve()
 		if id != "" {
 			s.mu.Lock()
 			delete(s.bindings, id)

@@ -15,6 +15,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -121,6 +122,12 @@ type Server struct {
 	open     int
 	lastHash string
 	stopPoll context.CancelFunc
+
+	// the last published encoding and its catalogue hash: the same encoding (the
+	// common case: the list did not change) is not canonicalized again
+	pubMu   sync.Mutex
+	pubRaw  []byte
+	pubHash string
 }
 
 // session is the state of one MCP session.
@@ -329,12 +336,18 @@ func (s *Server) publish(defs []kernel.ToolDefinition) ([]publishedTool, string,
 	if err != nil {
 		return nil, "", fmt.Errorf("encode published tools: %w", err)
 	}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if s.pubRaw != nil && bytes.Equal(raw, s.pubRaw) {
+		return out, s.pubHash, nil
+	}
 	canon, err := kernel.CanonicalJSON(raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("canonicalize published tools: %w", err)
 	}
 	sum := sha256.Sum256(canon)
-	return out, hex.EncodeToString(sum[:]), nil
+	s.pubRaw, s.pubHash = raw, hex.EncodeToString(sum[:])
+	return out, s.pubHash, nil
 }
 
 // wireTool is the MCP Tool of a published tool.

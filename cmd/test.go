@@ -1,0 +1,191 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharedos/sharedos/pkg/scenario"
+)
+
+// TestOptions are the options of `test`.
+type TestOptions struct {
+	f        *Factory
+	Args     []string
+	Run      string
+	Verbose  bool
+	JUnit    string
+	Coverage bool
+	Strict   bool
+	Update   bool
+}
+
+func newTestCmd(f *Factory) *cobra.Command {
+	opts := &TestOptions{f: f}
+	c := &cobra.Command{
+		Use:   "test [FILE|DIR|GLOB...]",
+		Short: "Run declarative authorization tests (scenario files) for CI",
+		Long: `Run scenario files: tests that call tools, list the catalogue, explain calls, toggle
+namespaces, escalate and read the audit trail, and assert the outcome, the reason code,
+the gate and cause, the deciding grant, why each other candidate was rejected, and the
+audit records. Every test runs in-process on a fresh copy of its root and a fresh state
+database; nothing touches your state database or your files. The global flags (--root,
+--grants, --as, …) do not apply: each scenario file names its own.
+
+With no argument, runs ./sharedos-tests/**/*.yaml. A DIR runs every .yaml, .yml and .json
+file below it; a GLOB may use ** for any number of folders.
+
+Output: failures only (expected and observed side by side, and the explanation of the
+failed call), then "N passed, N failed" alone on the last line. -v shows passing steps
+and skipped tests too; -o json prints one object per step (the closing line then goes
+to stderr). --junit FILE writes a JUnit report; when GITHUB_ACTIONS=true, every failure
+is also an ::error annotation and a summary table is appended to $GITHUB_STEP_SUMMARY.
+
+Exit codes: 0 all passed, 1 a test failed (or --strict found an unused grant), 2 usage
+error or an invalid scenario file.`,
+		Example: `  sharedos test
+  sharedos test examples/tests
+  sharedos test 'policies/**/*.yaml' --run 'triage/.*finance' -v
+  sharedos test --junit report.xml --coverage --strict`,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Args = args
+			return runTest(c.Context(), opts)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&opts.Run, "run", "", "run only the tests whose `REGEX` matches file/test")
+	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "show passing steps and skipped tests too")
+	fl.StringVar(&opts.JUnit, "junit", "", "write a JUnit XML report to `FILE`")
+	fl.BoolVar(&opts.Coverage, "coverage", false, "report grants no step matched and tools no step listed or called")
+	fl.BoolVar(&opts.Strict, "strict", false, "with --coverage: a grant no step matched fails the run")
+	fl.BoolVar(&opts.Update, "update", false, "write the observed values into the expect blocks of failing steps (golden mode)")
+	return c
+}
+
+func runTest(ctx context.Context, opts *TestOptions) error {
+	f := opts.f
+	ios := f.IOStreams
+	format := FormatTable
+	for _, v := range []string{f.Global.Output, f.Env("SHAREDOS_OUTPUT")} {
+		if v == "" {
+			continue
+		}
+		fm, err := parseFormat(v)
+		if err != nil {
+			return err
+		}
+		if fm == FormatYAML {
+			return usageError("pass -o table (the default) or -o json", "sharedos test prints table or json, not yaml")
+		}
+		format = fm
+		break
+	}
+	// A test run prints for a person (a CI log) unless -o json asks otherwise, errors
+	// included: the terminal default (json when piped) would make every CI log JSON.
+	f.Global.Output = format
+	var re *regexp.Regexp
+	if opts.Run != "" {
+		var err error
+		if re, err = regexp.Compile(opts.Run); err != nil {
+			return usageError("--run takes a Go regular expression matched against file/test", "invalid --run %q: %v", opts.Run, err)
+		}
+	}
+	if opts.Strict {
+		opts.Coverage = true
+	}
+	paths, err := scenario.Expand(opts.Args)
+	if err != nil {
+		hint := "name scenario files, directories or globs (default: ./sharedos-tests/**/*.yaml)"
+		return usageError(hint, "%v", err)
+	}
+	rep := scenario.RunFiles(ctx, paths, scenario.Options{Run: re, Clock: f.Clock, Explain: opts.Verbose || format == FormatJSON})
+
+	if opts.Update {
+		changed, err := scenario.Update(rep)
+		if err != nil {
+			return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: "--update: " + err.Error(), Err: err}
+		}
+		for _, c := range changed {
+			fmt.Fprintf(ios.ErrOut, "updated %s\n", c)
+		}
+	}
+	if format == FormatJSON {
+		if err := rep.WriteJSON(ios.Out); err != nil {
+			return internalError(err)
+		}
+	} else {
+		rep.WriteText(ios.Out, opts.Verbose)
+	}
+	unused := false
+	if opts.Coverage {
+		w := ios.Out
+		if format == FormatJSON {
+			w = ios.ErrOut
+		}
+		unused = rep.WriteCoverage(w)
+	}
+	if opts.JUnit != "" {
+		if err := writeFileAtomic(opts.JUnit, rep.WriteJUnit); err != nil {
+			return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: fmt.Sprintf("--junit %s: %v", opts.JUnit, err), Err: err}
+		}
+	}
+	if f.Env("GITHUB_ACTIONS") == "true" {
+		rep.WriteGitHubAnnotations(ios.Out)
+		if p := f.Env("GITHUB_STEP_SUMMARY"); p != "" {
+			if err := appendFile(p, rep.WriteGitHubSummary); err != nil {
+				warn(ios, "GITHUB_STEP_SUMMARY %s: %v", p, err)
+			}
+		}
+	}
+	closing := ios.Out
+	if format == FormatJSON {
+		closing = ios.ErrOut
+	}
+	fmt.Fprintln(closing, rep.Summary())
+	switch {
+	case rep.Invalid > 0:
+		return &resultExit{code: ExitUsage}
+	case rep.Failed > 0:
+		return &resultExit{code: ExitCommandFailed}
+	case opts.Strict && unused:
+		warn(ios, "--strict: a grant no step matched fails the run")
+		return &resultExit{code: ExitCommandFailed}
+	}
+	return nil
+}
+
+// writeFileAtomic writes path through a temporary file in its folder (created when
+// missing, as CI report folders often are) and a rename.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func appendFile(path string, write func(io.Writer)) error {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	write(fh)
+	return fh.Close()
+}
