@@ -87,8 +87,9 @@ type Server struct {
 	handler http.Handler
 
 	mu         sync.Mutex
-	principals map[string]*principal // by fingerprint
-	bindings   map[string]*principal // session id → the principal that created it
+	principals map[string]*principal    // by fingerprint
+	building   map[string]chan struct{} // fingerprints whose host is being opened
+	bindings   map[string]*principal    // session id → the principal that created it
 	lastFile   *tokens.File
 	draining   bool
 	inflight   sync.WaitGroup
@@ -126,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.SessionIdleTimeout <= 0 {
 		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, principals: map[string]*principal{}, bindings: map[string]*principal{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, principals: map[string]*principal{}, building: map[string]chan struct{}{}, bindings: map[string]*principal{}}
 	if cfg.Tokens == "" {
 		if cfg.EphemeralToken == "" {
 			return nil, errors.New("no tokens file and no ephemeral token")
@@ -217,13 +218,43 @@ func fingerprint(e *tokens.Entry) string {
 }
 
 // principal returns the principal of an entry, opening its host on first use.
+// Hosts are opened outside the server's lock (one build per entry at a time), so a slow
+// host (a gateway connection) delays only its own token's first request; the host outlives
+// the request that opened it, so it is opened without the request's cancellation.
 func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, error) {
 	key := fingerprint(e)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p := s.principals[key]; p != nil {
-		return p, nil
+	for {
+		s.mu.Lock()
+		if p := s.principals[key]; p != nil {
+			s.mu.Unlock()
+			return p, nil
+		}
+		if ch, ok := s.building[key]; ok {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue // built, or failed: look again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		s.building[key] = ch
+		s.mu.Unlock()
+		p, err := s.build(context.WithoutCancel(ctx), key, e)
+		s.mu.Lock()
+		delete(s.building, key)
+		if err == nil {
+			s.principals[key] = p
+		}
+		s.mu.Unlock()
+		close(ch)
+		return p, err
 	}
+}
+
+// build opens the host and MCP server of an entry.
+func (s *Server) build(ctx context.Context, key string, e *tokens.Entry) (*principal, error) {
 	st := s.cfg.Base
 	if s.eph == nil {
 		st.As, st.Owner, st.Authority = e.Context.Actor.String(), "", ""
@@ -267,7 +298,6 @@ func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, er
 	p.srv = mcpserver.New(mcpserver.Options{Backend: sess, Version: s.cfg.Version, Logger: log, Hint: s.cfg.Hint,
 		Escalations: EscalationResolver(sess), PollInterval: s.cfg.PollInterval,
 		Metadata: map[string]any{"token": e.ID}})
-	s.principals[key] = p
 	actx := h.Turn.Context()
 	log.Info("token ready", "actor", actx.Actor.String(), "owner", actx.Owner.String(), "world", actx.World,
 		"namespaces", strings.Join(actx.EnabledToolNamespaces, ","))

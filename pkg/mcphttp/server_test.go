@@ -694,3 +694,63 @@ func TestDrainWaitsForInFlight(t *testing.T) {
 		t.Fatal("Drain past its deadline reported nothing")
 	}
 }
+
+// TestTokenAddedWhileRunning: a token appended by `tokens create` while the server runs
+// works on its first requests, concurrent ones included (one host is kept for it);
+// a token whose grant file lies inside the root is refused 503 and the others go on.
+func TestTokenAddedWhileRunning(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	tok, err := tokens.New()
+	must(t, err)
+	actor, _ := kernel.ParseAddress("agent:alice-bot")
+	owner, _ := kernel.ParseAddress("human:alice")
+	must(t, tokens.Append(f.tokensPath, tokens.NewEntry{ID: "carol", SHA256: tokens.Hash(tok),
+		Context: tokens.Context{Actor: actor, Owner: &owner}, Grants: []string{"grants/alice.yaml"}}))
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", f.ts.URL+"/mcp", strings.NewReader(initBody))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				codes[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Fatalf("first request %d of a new token: %d", i, c)
+		}
+	}
+	f.srv.mu.Lock()
+	n := 0
+	for _, p := range f.srv.principals {
+		if p.id == "carol" {
+			n++
+		}
+	}
+	f.srv.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d hosts for one token", n)
+	}
+	// a grant file inside the root: that token is 503, the others are served
+	inside := filepath.Join(f.root, "g.yaml")
+	must(t, os.WriteFile(inside, []byte(aliceGrants), 0o600))
+	bad, err := tokens.New()
+	must(t, err)
+	must(t, tokens.Append(f.tokensPath, tokens.NewEntry{ID: "leaky", SHA256: tokens.Hash(bad),
+		Context: tokens.Context{Actor: actor}, Grants: []string{inside}}))
+	if resp := f.raw("POST", bad, "", []byte(initBody), nil); resp.StatusCode != 503 {
+		t.Fatalf("token with a grant file inside the root: %d", resp.StatusCode)
+	}
+	if resp := f.raw("POST", f.tok["alice"], "", []byte(initBody), nil); resp.StatusCode != 200 {
+		t.Fatalf("alice beside a broken token: %d", resp.StatusCode)
+	}
+}
