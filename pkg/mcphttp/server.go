@@ -91,6 +91,9 @@ type Server struct {
 	building   map[string]chan struct{} // fingerprints whose host is being opened
 	bindings   map[string]*principal    // session id → the principal that created it
 	lastFile   *tokens.File
+	nextExpiry time.Time // the earliest expiry of an entry not yet expired at the last sweep
+	stopSweep  chan struct{}
+	closeOnce  sync.Once
 	draining   bool
 	inflight   sync.WaitGroup
 }
@@ -156,7 +159,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.lastFile = f
+	s.sweep(f)
+	s.stopSweep = make(chan struct{})
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stopSweep:
+				return
+			case <-tick.C:
+				if f, err := s.current(); err == nil {
+					s.sweep(f)
+				}
+			}
+		}
+	}()
 	s.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
 			return p.srv.MCP()
@@ -321,18 +339,30 @@ func (e *TokenError) Error() string {
 // Unwrap returns the host's error.
 func (e *TokenError) Unwrap() error { return e.Err }
 
-// sweep retires the principals whose entry is gone from f (revoked, or changed): their
-// sessions are closed, and their host once their in-flight requests ended.
+// sweep retires the principals whose entry is gone from f (revoked, or changed) or has
+// expired: their sessions are closed, and their host once their in-flight requests
+// ended. It runs on every request and every second (so that an idle session of a revoked
+// or expired token is closed too), and does work only when the file changed or an expiry
+// passed.
 func (s *Server) sweep(f *tokens.File) {
+	now := s.cfg.Clock()
 	s.mu.Lock()
-	if f == s.lastFile {
+	if f == s.lastFile && (s.nextExpiry.IsZero() || now.Before(s.nextExpiry)) {
 		s.mu.Unlock()
 		return
 	}
 	s.lastFile = f
 	keep := map[string]bool{}
+	s.nextExpiry = time.Time{}
 	for i := range f.Entries {
-		keep[fingerprint(&f.Entries[i])] = true
+		e := &f.Entries[i]
+		if e.Expired(now) {
+			continue
+		}
+		keep[fingerprint(e)] = true
+		if !e.ExpiresAt.IsZero() && (s.nextExpiry.IsZero() || e.ExpiresAt.Before(s.nextExpiry)) {
+			s.nextExpiry = e.ExpiresAt
+		}
 	}
 	var gone []*principal
 	for k, p := range s.principals {
@@ -343,7 +373,7 @@ func (s *Server) sweep(f *tokens.File) {
 	}
 	s.mu.Unlock()
 	for _, p := range gone {
-		s.log.Info("token revoked or changed; its sessions are closed", "token", p.id)
+		s.log.Info("token revoked, changed or expired; its sessions are closed", "token", p.id)
 		go s.retire(p)
 	}
 }
@@ -604,6 +634,11 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // Close closes every session and releases every token's host.
 func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		if s.stopSweep != nil {
+			close(s.stopSweep)
+		}
+	})
 	s.mu.Lock()
 	ps := make([]*principal, 0, len(s.principals))
 	for k, p := range s.principals {

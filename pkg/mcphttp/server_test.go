@@ -236,7 +236,8 @@ func TestHealthAndPaths(t *testing.T) {
 }
 
 // TestUnauthorized: a missing, malformed, unknown or expired token is 401 with the spec's
-// body and header, before any session work: nothing is audited, no session is created.
+// body and header, before any session work: nothing is audited, no session is created; an
+// expired token's open sessions are closed.
 func TestUnauthorized(t *testing.T) {
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
@@ -247,6 +248,24 @@ func TestUnauthorized(t *testing.T) {
 	// the token is still valid for a second: it works
 	if resp := f.raw("POST", expired, "", []byte(initBody), nil); resp.StatusCode != 200 {
 		t.Fatalf("valid token %d", resp.StatusCode)
+	}
+	var old *principal
+	f.srv.mu.Lock()
+	for _, p := range f.srv.principals {
+		if p.id == "old" {
+			old = p
+		}
+	}
+	f.srv.mu.Unlock()
+	open := func() int {
+		n := 0
+		for range old.srv.MCP().Sessions() {
+			n++
+		}
+		return n
+	}
+	if old == nil || open() != 1 {
+		t.Fatal("no session of the token while valid")
 	}
 	mu.Lock()
 	now = now.Add(time.Second)
@@ -277,8 +296,13 @@ func TestUnauthorized(t *testing.T) {
 	if after := len(f.audit()); after != before {
 		t.Fatalf("refused requests wrote %d audit events", after-before)
 	}
-	if n := f.srv.Sessions("old"); n != 1 {
-		t.Fatalf("sessions of old %d, want the one made while valid", n)
+	// the session made while the token was valid is closed once it expired
+	deadline := time.Now().Add(3 * time.Second)
+	for (f.srv.Sessions("old") != 0 || open() != 0) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n, m := f.srv.Sessions("old"), open(); n != 0 || m != 0 {
+		t.Fatalf("the expired token still has %d sessions (%d open in the SDK)", n, m)
 	}
 }
 
