@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 
 	"github.com/spf13/pflag"
@@ -59,6 +61,9 @@ func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
 type Settings struct {
 	host.Settings
 	Output string // "" = default for the terminal
+	// MCPMaxSessions is config mcp.maxSessions: sessions per token of `mcp --listen`
+	// (0: the default).
+	MCPMaxSessions int
 }
 
 // keyKind is the type of a configuration key.
@@ -69,6 +74,7 @@ const (
 	kStrings
 	kInt
 	kMap
+	kMCPServers // the gateway's mcpServers: parsed by pkg/gateway
 )
 
 type keySpec struct {
@@ -94,6 +100,10 @@ var configSchema = map[string]keySpec{
 		"name": {kind: kString}, "email": {kind: kString}}}}},
 	"ceiling": {kind: kMap, children: map[string]keySpec{
 		"namespaces": {kind: kStrings}, "frozenPaths": {kind: kStrings}, "frozenActions": {kind: kStrings}}},
+	"mcpServers": {kind: kMCPServers},
+	// mcp --listen and the tokens commands (spec 50 §3)
+	"tokens": {kind: kString, path: true},
+	"mcp":    {kind: kMap, children: map[string]keySpec{"maxSessions": {kind: kInt}}},
 }
 
 // configPath finds the configuration file: --config, else SHAREDOS_CONFIG, else
@@ -229,6 +239,13 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 				return nil, err
 			}
 			out[k.Value] = m
+		case kMCPServers:
+			cfg, err := gateway.ParseNode(file, v, gateway.ParseOptions{})
+			if err != nil {
+				return nil, configError("fix the mcpServers section ('sharedos gateway lint' checks it); docs/gateway.md describes it",
+					"config file %v", err)
+			}
+			out[k.Value] = cfg
 		}
 	}
 	return out, nil
@@ -274,7 +291,12 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		if fileCfg, err = loadConfigFile(abs); err != nil {
 			return nil, err
 		}
-		if err := v.MergeConfigMap(fileCfg); err != nil {
+		if cfg, ok := fileCfg["mcpServers"].(*gateway.Config); ok {
+			s.MCPServers = cfg
+		}
+		viperCfg := maps.Clone(fileCfg)
+		delete(viperCfg, "mcpServers")
+		if err := v.MergeConfigMap(viperCfg); err != nil {
 			return nil, configError("", "config file %s: %v", abs, err)
 		}
 	}
@@ -317,6 +339,21 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	s.ForbiddenNamespaces = v.GetStringSlice("ceiling.namespaces")
 	s.FrozenPaths = v.GetStringSlice("ceiling.frozenPaths")
 	s.FrozenActions = v.GetStringSlice("ceiling.frozenActions")
+	s.MCPMaxSessions = v.GetInt("mcp.maxSessions")
+	if v.IsSet("mcp.maxSessions") && s.MCPMaxSessions < 1 {
+		return nil, configError("set mcp.maxSessions to a positive integer", "config file %s: mcp.maxSessions must be positive", s.ConfigFile)
+	}
+	// The tokens file: SHAREDOS_TOKENS, else the config file (--tokens, a flag of the
+	// commands that use it, overrides both there).
+	if err := v.BindEnv("tokens", envName("tokens")); err != nil {
+		return nil, internalError(err)
+	}
+	if t := v.GetString("tokens"); t != "" {
+		var err error
+		if s.Tokens, err = absPath(t, getwd); err != nil {
+			return nil, usageError("", "tokens file %s: %v", t, err)
+		}
+	}
 
 	// Grant files: --grants, else SHAREDOS_GRANTS (":"-separated), else the config file.
 	switch {

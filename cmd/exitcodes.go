@@ -76,8 +76,14 @@ func internalError(err error) *ExitError {
 // catalogError maps a kernel catalogue failure: tool_catalog_unavailable, exit 1.
 func catalogError(err error) *ExitError {
 	if errors.Is(err, kernel.ErrToolCatalogUnavailable) {
+		hint := "a tool provider failed or two tools share a name; no partial catalogue is served"
+		var ce *kernel.CatalogError
+		if errors.As(err, &ce) && ce.Cause != nil {
+			// the operator at the terminal sees the cause (the audit trail has it too)
+			hint = ce.Cause.Error() + "; no partial catalogue is served"
+		}
 		return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeToolCatalogUnavailable, Message: err.Error(),
-			Hint: "a tool provider failed or two tools share a name; no partial catalogue is served", Err: err}
+			Hint: hint, Err: err}
 	}
 	return internalError(err)
 }

@@ -45,7 +45,8 @@ func TestFixGrantNamesTheAuthority(t *testing.T) {
 // TestEffectWithoutAuditExitsNonZero: when a call took effect but its tool.invoked
 // record could not be written (here a trigger makes the audit table refuse it, as a full
 // disk would), tools call prints the result, warns on stderr and exits 1 — never a quiet
-// success.
+// success. A read changes nothing until its output is reported, so a read whose records
+// cannot be written reports no output: it fails audit_unavailable (exit 4).
 func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
 	dir, env := sandbox(t)
 	root := filepath.Join(dir, "root")
@@ -58,7 +59,7 @@ func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
 	grants := filepath.Join(dir, "grants.yaml")
 	if err := os.WriteFile(grants, []byte("version: 1\ncontext: {actor: agent:a, owner: human:o}\ngrants:\n"+
 		"  - id: g\n    subject: agent:a\n    issuer: human:o\n    capabilities:\n"+
-		"      - resource: {namespace: files, path: []}\n        actions: [read]\n        scope: descendants\n"), 0o644); err != nil {
+		"      - resource: {namespace: files, path: []}\n        actions: [read, create]\n        scope: descendants\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--root", root, "--grants", grants, "--namespaces", "files"}
@@ -74,12 +75,19 @@ func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	code, out, errOut := run1(t, env, append(args, "tools", "call", "files.read", "-a", "path=a.md")...)
+	code, out, errOut := run1(t, env, append(args, "tools", "call", "files.create", "-a", "path=b.md", "-a", "content=hi")...)
 	if code != ExitCommandFailed || !strings.Contains(out, `"status": "succeeded"`) ||
 		!strings.Contains(errOut, "took effect but its audit record could not be written") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 	if !strings.Contains(out, kernel.AuditUnavailableKey) {
 		t.Fatalf("the result is not marked: %s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "b.md")); err != nil || string(b) != "hi" {
+		t.Fatalf("the effect: %q, %v", b, err)
+	}
+	code, out, errOut = run1(t, env, append(args, "tools", "call", "files.read", "-a", "path=a.md")...)
+	if code != ExitToolFailed || !strings.Contains(out, `"code": "audit_unavailable"`) || strings.Contains(out, "hello") {
+		t.Fatalf("read without its records: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }

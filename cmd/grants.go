@@ -65,7 +65,13 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 	for i, name := range opts.Files {
 		paths[i] = filepath.Clean(name)
 	}
-	findings := grantfile.LintWithOptions(paths, grantfile.LintOptions{Tools: staticDefinitions()})
+	tools := staticDefinitions()
+	if s, err := f.Settings(); err == nil {
+		// the configured MCP servers' namespaces and actions are known too (a broken
+		// config file does not stop the lint: the grant files are checked without them)
+		tools = append(tools, gatewayDefinitions(s.MCPServers)...)
+	}
+	findings := grantfile.LintWithOptions(paths, grantfile.LintOptions{Tools: tools})
 	if findings == nil {
 		findings = []grantfile.Finding{}
 	}

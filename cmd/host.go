@@ -48,7 +48,7 @@ func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 		warnGrants(f.IOStreams, f.prep.GrantErr)
 	}
 	if s.NamespacesSet {
-		known := registeredNamespaces()
+		known := append(registeredNamespaces(), f.prep.GatewayNamespaces()...)
 		for _, n := range s.Namespaces {
 			if !slices.Contains(known, n) {
 				msg := fmt.Sprintf("--namespaces names %q, which no registered tool uses", n)

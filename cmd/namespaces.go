@@ -149,6 +149,10 @@ func checkNamespaceNames(f *Factory, defs []kernel.ToolDefinition, u kernel.Tool
 			known = append(known, d.Namespace)
 		}
 	}
+	if f.prep != nil {
+		// an MCP server's namespace has tools once its list is read
+		known = append(known, f.prep.GatewayNamespaces()...)
+	}
 	for _, n := range slices.Concat(u.Enable, u.Disable) {
 		if slices.Contains(known, n) {
 			continue

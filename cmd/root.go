@@ -85,11 +85,14 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 
 	root.AddGroup(&cobra.Group{ID: "kernel", Title: "Tools and authority:"}, &cobra.Group{ID: "other", Title: "Other commands:"})
 	for _, c := range []*cobra.Command{newToolsCmd(f), newExplainCmd(f), newNamespacesCmd(f), newGrantsCmd(f),
-		newEscalationsCmd(f), newAuditCmd(f), newTestCmd(f)} {
+		newEscalationsCmd(f), newAuditCmd(f), newTestCmd(f), newGatewayCmd(f)} {
 		c.GroupID = "kernel"
 		root.AddCommand(c)
 	}
 	root.AddCommand(newMCPCmd(f)) // mcp: the MCP surface (cmd/mcp.go)
+	tokensCmd := newTokensCmd(f)  // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
+	tokensCmd.GroupID = "kernel"
+	root.AddCommand(tokensCmd)
 	for _, c := range []*cobra.Command{newCompletionCmd(f), newVersionCmd(f)} {
 		c.GroupID = "other"
 		root.AddCommand(c)

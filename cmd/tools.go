@@ -359,7 +359,7 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	for _, n := range a.Notes {
 		warn(f.IOStreams, "%s", n)
 	}
-	if prep.Definition(name) == nil {
+	if prep.Definition(name) == nil && !prep.MayProvide(name) {
 		// Not refused here: the kernel refuses and audits it (tool_unavailable).
 		warn(f.IOStreams, "%s", unknownToolMessage(prep.Definitions(), name))
 	}

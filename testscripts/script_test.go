@@ -12,11 +12,14 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/sharedos/sharedos/cmd"
+	"github.com/sharedos/sharedos/internal/fakemcp"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"sharedos": func() { os.Exit(cmd.Main()) },
+		// fakemcp: the gateway's fake upstream MCP server (FAKEMCP_MODE picks it)
+		"fakemcp": func() { os.Exit(fakemcp.Main()) },
 	})
 }
 

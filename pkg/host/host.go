@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/fsplane"
+	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/hostceiling"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -45,6 +47,9 @@ type Settings struct {
 	Root   string
 	State  string
 	Grants []string
+	// Tokens is the tokens file of `mcp --listen` ("" when none): authority like a grant
+	// file, so it must lie outside the root too.
+	Tokens string
 
 	As, Owner, Authority string // raw addresses ("" when unset)
 	World, Purpose       string // "" when unset (the grant files' context decides)
@@ -62,6 +67,11 @@ type Settings struct {
 	ForbiddenNamespaces []string
 	FrozenPaths         []string
 	FrozenActions       []string
+	// GatewayLogger receives the gateway's connection events (nil: discarded).
+	GatewayLogger *slog.Logger
+	// MCPServers is the configuration's mcpServers (nil: none): external MCP servers
+	// whose tools the host publishes through the gateway (spec 60).
+	MCPServers *gateway.Config
 }
 
 // Kind classifies a host error for the surface that reports it.
@@ -138,6 +148,7 @@ type Prepared struct {
 	tools      []kernel.ToolHandler
 	index      *snapshotIndexRef
 	closers    []io.Closer
+	gw         *gateway.Gateway // the MCP servers' providers (nil before Open)
 }
 
 // Host is an opened host: the kernel of the run and the turn of its context.
@@ -172,6 +183,11 @@ type Needs struct {
 	// kernel which tools the context may use on every TAB: a keystroke is not an action,
 	// and recording it would bury the real calls. Nothing is ever invoked.
 	Unaudited bool
+	// HoldConnections: a long-lived surface (mcp). The gateway holds one connection per
+	// (owner, MCP server), reconnects with backoff and refreshes the tool list when the
+	// upstream says it changed; without it, a command reads the upstream tool lists from
+	// the state database's cache and connects only when it must (spec 60 §3).
+	HoldConnections bool
 }
 
 // LocalOperator is the identity of a command that needs no actor when nothing names one
@@ -292,7 +308,8 @@ func (p *Prepared) buildTools() error {
 	}
 	p.index = &snapshotIndexRef{}
 	files, err := fsplane.NewProvider(s.Root, fsplane.ProviderOptions{
-		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen})
+		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen,
+		Digests: (*digestCacheRef)(p.index)})
 	if err != nil {
 		return usageError("keep the state directory outside --root", "files plane: %v", err)
 	}
@@ -373,11 +390,65 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
 		}
 	}
+	// shell completion (unaudited) never starts a server: cached lists only
+	p.gw = gateway.New(s.MCPServers, gateway.Options{Cache: st, Hold: p.needs.HoldConnections, Logger: s.GatewayLogger,
+		NoConnect: p.needs.Unaudited})
+	p.closers = append(p.closers, p.gw)
+	if err := registerProviders(h.Kernel, p.gw); err != nil {
+		return nil, err
+	}
 	if h.Turn, err = h.Kernel.BeginTurn(p.Context); err != nil {
 		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}
 	p.Context = h.Turn.Context()
 	return h, nil
+}
+
+// registerProviders registers the gateway's per-context providers on k.
+func registerProviders(k *kernel.Kernel, gw *gateway.Gateway) error {
+	for _, pr := range gw.Providers() {
+		if err := k.RegisterToolProvider(pr); err != nil {
+			return &Error{Kind: KindInternal, Message: fmt.Sprintf("register MCP server %s: %v", pr.ID(), err), Err: err}
+		}
+	}
+	return nil
+}
+
+// Gateway returns the host's MCP gateway (nil before Open).
+func (p *Prepared) Gateway() *gateway.Gateway { return p.gw }
+
+// GatewayNamespaces returns the tool namespaces of the MCP servers that serve the
+// context's owner.
+func (p *Prepared) GatewayNamespaces() []string {
+	if p.Settings.MCPServers == nil {
+		return nil
+	}
+	var out []string
+	for _, sv := range p.Settings.MCPServers.Servers {
+		if sv.ServesOwner(p.Context.Owner) {
+			out = append(out, sv.Namespace)
+		}
+	}
+	return out
+}
+
+// MayProvide reports whether name lies in the namespace of an MCP server that serves the
+// context's owner (its definition is known only once the server's list is read).
+func (p *Prepared) MayProvide(name string) bool {
+	ns, _, ok := strings.Cut(name, ".")
+	return ok && slices.Contains(p.GatewayNamespaces(), ns)
+}
+
+// Definition returns the definition of a registered tool — a plane's, or an MCP
+// server's from the tool lists this host has read — or nil.
+func (h *Host) Definition(name string) *kernel.ToolDefinition {
+	if d := h.Prepared.Definition(name); d != nil {
+		return d
+	}
+	if h.gw != nil {
+		return h.gw.Definition(h.Prepared.Context.Owner, name)
+	}
+	return nil
 }
 
 // Close releases everything the host opened (the planes' roots, the state database), in
@@ -412,6 +483,24 @@ func (r *snapshotIndexRef) ListSnapshots(ctx context.Context, scope kernel.Snaps
 		return nil, errIndexNotOpen
 	}
 	return r.st.ListSnapshots(ctx, scope, limit)
+}
+
+// digestCacheRef is the files plane's digest cache: the state database once it is open
+// (until then every version is hashed).
+type digestCacheRef snapshotIndexRef
+
+func (r *digestCacheRef) LookupDigest(ctx context.Context, dev, ino uint64) (kernel.FileDigest, bool, error) {
+	if r.st == nil {
+		return kernel.FileDigest{}, false, errIndexNotOpen
+	}
+	return r.st.LookupDigest(ctx, dev, ino)
+}
+
+func (r *digestCacheRef) StoreDigest(ctx context.Context, d kernel.FileDigest) error {
+	if r.st == nil {
+		return errIndexNotOpen
+	}
+	return r.st.StoreDigest(ctx, d)
 }
 
 func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, scope kernel.SnapshotScope, id string) (*kernel.SnapshotRecord, error) {
@@ -550,6 +639,18 @@ func firstNonEmpty(vals ...string) string {
 	return ""
 }
 
+// CheckTrustBoundary checks, without preparing a host, that the root is an existing
+// directory and that no trusted path of s (config, grant and tokens files, the state
+// database and its folders) lies inside it, as Prepare does for a command that reaches
+// the planes. A surface that serves several contexts checks its own files with it.
+func CheckTrustBoundary(s *Settings) error {
+	rootReal, err := checkRoot(s.Root)
+	if err != nil {
+		return err
+	}
+	return checkTrustBoundary(s, rootReal)
+}
+
 // checkRoot requires the root to be an existing directory and returns its real path.
 func checkRoot(root string) (string, error) {
 	fi, err := os.Stat(root)
@@ -579,7 +680,7 @@ func unwrapPathErr(err error) error {
 }
 
 // checkTrustBoundary refuses to start when a trusted path — the config file, a grant
-// file, the state database, the validated grant cache and its key, the snapshot blobs —
+// file, the tokens file, the state database, the validated grant cache and its key, the snapshot blobs —
 // resolves (after symbolic links) inside the root, or when the root lies inside one of
 // the trusted directories: a files grant could then rewrite the very authority that
 // limits it, or forge a cached grant or a snapshot (spec 40 §1).
@@ -594,6 +695,17 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 	}
 	for _, g := range s.Grants {
 		items = append(items, item{"grant file", g, false})
+	}
+	if s.MCPServers != nil {
+		if s.MCPServers.File != s.ConfigFile {
+			items = append(items, item{"mcpServers file", s.MCPServers.File, false})
+		}
+		for _, f := range s.MCPServers.SecretFiles() {
+			items = append(items, item{"MCP server credential file", f, false})
+		}
+	}
+	if s.Tokens != "" {
+		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := filepath.Dir(s.State)
 	items = append(items, item{"state database", s.State, false},

@@ -31,6 +31,11 @@ import (
 // conflicting contexts) makes the authority unavailable, so every call is denied
 // authority_unavailable until the files are fixed (fail-closed).
 //
+// Every operation's turn writes its authority.resolved record only when the kernel has
+// not written one for the same grant snapshot, identity and audit metadata (an MCP
+// session's), so a session records its authority once per snapshot, not once per call;
+// every call's own records name that authorityHash (kernel.TurnOptions).
+//
 // Like the host, a session never authorizes, filters or audits on its own. It is safe for
 // concurrent use.
 type Session struct {
@@ -92,7 +97,9 @@ func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn,
 	if err != nil {
 		return nil, err
 	}
-	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta})
+	// A session writes authority.resolved once per authority snapshot (and identity and
+	// metadata), not once per operation: every call's records name the authorityHash.
+	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta, AuthorityResolvedOnce: true})
 	if err != nil {
 		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}
@@ -100,7 +107,8 @@ func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn,
 }
 
 // InputsDigest is a digest of everything a session's published list depends on but the
-// clock: the grant files' contents and the namespace selection. It reloads nothing and
+// clock: the grant files' contents, the namespace selection and the version of the MCP
+// servers' held tool lists. It reloads nothing and
 // writes nothing; a surface polls it to notice changes made by another process.
 func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 	_, digest, err := s.grantInputs()
@@ -112,7 +120,7 @@ func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 		return "", err
 	}
 	sum := sha256.New()
-	fmt.Fprintf(sum, "%s\x00%q", digest, sel)
+	fmt.Fprintf(sum, "%s\x00%q\x00%d", digest, sel, s.h.gw.Version())
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
@@ -271,6 +279,9 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 		if err := k.RegisterTool(t); err != nil {
 			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
 		}
+	}
+	if err := registerProviders(k, h.gw); err != nil {
+		return nil, err
 	}
 	return k, nil
 }

@@ -23,49 +23,65 @@ func (t *Turn) ListToolNamespaces(ctx context.Context) (ToolNamespaceCatalog, er
 	cat := buildNamespaceCatalog(reg, t.actx.EnabledToolNamespaces)
 	ev := t.k.event(t.actx, EventNamespaceCatalogListed, OutcomeSucceeded)
 	ev.Metadata = map[string]any{"totalNamespaces": cat.Summary.Total, "enabledNamespaces": cat.Summary.Enabled}
-	t.auditAfter(ctx, ev)
+	t.auditAfter(ctx, ev, false)
 	return cat, nil
 }
 
 func buildNamespaceCatalog(reg *registry, enabled []string) ToolNamespaceCatalog {
-	type acc struct {
-		sources map[string]bool
-		count   int
-	}
-	byNS := map[string]*acc{}
-	for _, n := range reg.names {
-		d := &reg.byName[n].handler.Definition
-		a := byNS[d.Namespace]
-		if a == nil {
-			a = &acc{sources: map[string]bool{}}
-			byNS[d.Namespace] = a
-		}
-		a.sources[d.Source] = true
-		a.count++
-	}
-	names := make([]string, 0, len(byNS))
-	for n := range byNS {
-		names = append(names, n)
-	}
-	jscompat.SortLocale(names)
-	cat := ToolNamespaceCatalog{Namespaces: make([]ToolNamespaceDescriptor, 0, len(names))}
-	for _, n := range names {
-		a := byNS[n]
-		srcs := make([]string, 0, len(a.sources))
-		for s := range a.sources {
-			srcs = append(srcs, s)
-		}
-		jscompat.SortLocale(srcs)
-		on := slices.Contains(enabled, n)
-		cat.Namespaces = append(cat.Namespaces, ToolNamespaceDescriptor{Namespace: n, Sources: srcs, ToolCount: a.count, Enabled: on})
+	summary := reg.namespaceSummary()
+	cat := ToolNamespaceCatalog{Namespaces: make([]ToolNamespaceDescriptor, 0, len(summary))}
+	for _, d := range summary {
+		d.Enabled = slices.Contains(enabled, d.Namespace)
+		d.Sources = slices.Clone(d.Sources)
+		cat.Namespaces = append(cat.Namespaces, d)
 		cat.Summary.Total++
-		if on {
+		if d.Enabled {
 			cat.Summary.Enabled++
 		} else {
 			cat.Summary.Disabled++
 		}
 	}
 	return cat
+}
+
+// namespaceSummary is the registry's namespaces (sorted), each with its sources (sorted)
+// and tool count, Enabled unset: computed once per registry (a static registry lives as
+// long as its registrations), not per catalogue.
+func (r *registry) namespaceSummary() []ToolNamespaceDescriptor {
+	r.nsOnce.Do(func() {
+		type acc struct {
+			sources map[string]bool
+			count   int
+		}
+		byNS := map[string]*acc{}
+		for _, n := range r.names {
+			d := &r.byName[n].handler.Definition
+			a := byNS[d.Namespace]
+			if a == nil {
+				a = &acc{sources: map[string]bool{}}
+				byNS[d.Namespace] = a
+			}
+			a.sources[d.Source] = true
+			a.count++
+		}
+		names := make([]string, 0, len(byNS))
+		for n := range byNS {
+			names = append(names, n)
+		}
+		jscompat.SortLocale(names)
+		out := make([]ToolNamespaceDescriptor, 0, len(names))
+		for _, n := range names {
+			a := byNS[n]
+			srcs := make([]string, 0, len(a.sources))
+			for s := range a.sources {
+				srcs = append(srcs, s)
+			}
+			jscompat.SortLocale(srcs)
+			out = append(out, ToolNamespaceDescriptor{Namespace: n, Sources: srcs, ToolCount: a.count})
+		}
+		r.namespaces = out
+	})
+	return r.namespaces
 }
 
 // UpdateToolNamespaces validates update, drops from its enable list the namespaces the
@@ -126,7 +142,7 @@ func (t *Turn) UpdateToolNamespaces(ctx context.Context, update ToolNamespaceUpd
 	}
 	if err != nil {
 		ev := k.event(t.actx, EventNamespaceSelectionUpdated, OutcomeFailed)
-		t.auditAfter(ctx, ev)
+		t.auditAfter(ctx, ev, true)
 		return ToolNamespaceCatalog{}, nil, fmt.Errorf("apply tool namespace update: %w", err)
 	}
 	if sel, err = effective(sel); err != nil {
@@ -233,7 +249,7 @@ func (t *Turn) RecordEscalation(ctx context.Context, reason string, requested *C
 	req := CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
-	d, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval)
+	d, _, _, err := t.settleConsuming(ctx, st.auth, ToolCall{Tool: EscalationToolName}, &eval, false)
 	if err != nil {
 		return Escalation{}, fmt.Errorf("record escalation: %w", err)
 	}

@@ -3,6 +3,8 @@ package kernel
 import (
 	"encoding/json"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 )
@@ -260,4 +262,61 @@ func (s *ToolNamespaceSummary) UnmarshalJSON(data []byte) error {
 	}
 	*s = ToolNamespaceSummary(p)
 	return nil
+}
+
+// CheckAuditEventDecodes reports whether ev survives a JSON round trip through
+// AuditEvent (json.Marshal, then the strict UnmarshalJSON), as a store that must always
+// read its trail back requires, at a fraction of the cost of one: the encoding of the
+// struct itself cannot fail the strict decoding (its keys are fixed, unique and allowed,
+// the required ones are never omitted, and nothing it emits is null), so only the
+// version and the nested contract values with decoders of their own (the three
+// addresses, the resource, the requested authority) are decoded again. Metadata is
+// decoded as plain JSON, which any encodable value survives. The error is the one the
+// round trip would give (which of them fails first may differ).
+func CheckAuditEventDecodes(ev *AuditEvent) error {
+	if ev.Version != "1" {
+		return contractErr("version", "must be \"1\"")
+	}
+	for _, f := range []struct {
+		key string
+		a   Address
+	}{{"actor", ev.Actor}, {"authority", ev.Authority}, {"owner", ev.Owner}} {
+		if _, ok := decodableAddresses.Load(f.a); ok {
+			continue
+		}
+		if err := roundTrip(f.a, new(Address)); err != nil {
+			return contractErr(f.key, "%v", err)
+		}
+		if decodableCount.Add(1) <= maxDecodableAddresses {
+			decodableAddresses.Store(f.a, struct{}{})
+		}
+	}
+	if ev.Resource != nil {
+		if err := roundTrip(ev.Resource, new(ResourceRef)); err != nil {
+			return contractErr("resource", "%v", err)
+		}
+	}
+	if ev.RequestedAuthority != nil {
+		if err := roundTrip(ev.RequestedAuthority, new(CapabilityRequest)); err != nil {
+			return contractErr("requestedAuthority", "%v", err)
+		}
+	}
+	return nil
+}
+
+// decodableAddresses are addresses that survived a round trip (an event's three rarely
+// change), at most maxDecodableAddresses of them.
+var (
+	decodableAddresses sync.Map // Address → struct{}
+	decodableCount     atomic.Int64
+)
+
+const maxDecodableAddresses = 4096
+
+func roundTrip(v any, into any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
 }

@@ -62,6 +62,7 @@ type Config struct {
 type registered struct {
 	handler ToolHandler
 	digest  [32]byte
+	from    string // the provider id that supplied it ("" for a static tool)
 }
 
 // Kernel hosts the tool registry and decides every discovery and invocation. Register
@@ -74,6 +75,9 @@ type Kernel struct {
 	static    map[string]*registered
 	staticReg *registry // newRegistry(static), built on first use after registrations
 	providers []ContextToolProvider
+
+	memoMu   sync.Mutex
+	recorded map[string]struct{} // authority.resolved records written (TurnOptions.AuthorityResolvedOnce)
 }
 
 // New creates a kernel with cfg's ports.
@@ -155,6 +159,9 @@ type registry struct {
 	byName map[string]*registered
 	names  []string
 	hash   string
+
+	nsOnce     sync.Once
+	namespaces []ToolNamespaceDescriptor // namespaceSummary
 }
 
 func newRegistry(byName map[string]*registered) *registry {
@@ -201,17 +208,23 @@ func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*regi
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("context tool provider %q failed to resolve its catalog: %w", p.ID(), ErrToolCatalogUnavailable)
+			return nil, &CatalogError{Provider: p.ID(), Cause: err,
+				msg: fmt.Sprintf("context tool provider %q failed to resolve its catalog", p.ID())}
 		}
 		for i := range hs {
 			h := hs[i]
 			if err := validateHandler(&h); err != nil {
-				return nil, fmt.Errorf("context tool provider %q: %v: %w", p.ID(), err, ErrToolCatalogUnavailable)
+				return nil, &CatalogError{Provider: p.ID(), msg: fmt.Sprintf("context tool provider %q: %v", p.ID(), err)}
 			}
-			if _, dup := byName[h.Definition.Name]; dup {
-				return nil, fmt.Errorf("tool %q registered twice (provider %q): %w", h.Definition.Name, p.ID(), ErrToolCatalogUnavailable)
+			if prev, dup := byName[h.Definition.Name]; dup {
+				first := "the static tools"
+				if prev.from != "" {
+					first = fmt.Sprintf("provider %q", prev.from)
+				}
+				return nil, &CatalogError{Provider: p.ID(),
+					msg: fmt.Sprintf("tool %q is offered by both %s and provider %q", h.Definition.Name, first, p.ID())}
 			}
-			byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
+			byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition), from: p.ID()}
 		}
 	}
 	return newRegistry(byName), nil
@@ -236,6 +249,7 @@ type Turn struct {
 	actx    AccessContext
 	instant int64 // actx.Now, parsed once
 	meta    map[string]any
+	once    bool // TurnOptions.AuthorityResolvedOnce
 
 	authOnce sync.Once
 	auth     *Authority
@@ -255,6 +269,16 @@ type TurnOptions struct {
 	// (a surface's name, its session id, the client: "surface", "session", "client").
 	// Keys the kernel sets itself win. The map is not copied; do not change it after.
 	AuditMetadata map[string]any
+	// AuthorityResolvedOnce is for a long-lived session that begins a turn per operation
+	// (an MCP session): the turn writes its authority.resolved record only when this
+	// kernel has not yet written one for the same authority (its snapshot hash and grant
+	// count), the same context identity (actor, authority, owner, world, purpose, trace)
+	// and the same AuditMetadata. Every later record of the session names that
+	// authorityHash, which the session's first authority.resolved record describes; a
+	// changed grant set is a new hash and is recorded again. An unavailable authority is
+	// recorded by every turn, and a record that could not be written is tried again by
+	// the next turn.
+	AuthorityResolvedOnce bool
 }
 
 // BeginTurn starts a turn for actx. It fails (matching ErrInvalidContext) when actx does
@@ -275,7 +299,7 @@ func (k *Kernel) BeginTurnWith(actx AccessContext, opts TurnOptions) (*Turn, err
 		})
 	}
 	instant, _ := ParseTimestamp(actx.Now) // Validate parsed it already
-	return &Turn{k: k, actx: actx, instant: instant, meta: opts.AuditMetadata}, nil
+	return &Turn{k: k, actx: actx, instant: instant, meta: opts.AuditMetadata, once: opts.AuthorityResolvedOnce}, nil
 }
 
 // Context returns a copy of the turn's context.
@@ -298,6 +322,13 @@ func (t *Turn) auditedAuthority(ctx context.Context) *Authority {
 		if k.cfg.Audit == nil {
 			return
 		}
+		memo := ""
+		if t.once && auth.unavailable == "" {
+			memo = t.authorityMemoKey(auth)
+			if k.authorityRecorded(memo) {
+				return
+			}
+		}
 		ev := k.event(t.actx, EventAuthorityResolved, OutcomeSucceeded)
 		if auth.unavailable != "" {
 			ev.Outcome = OutcomeFailed
@@ -310,12 +341,51 @@ func (t *Turn) auditedAuthority(ctx context.Context) *Authority {
 			ev.Metadata = map[string]any{"grantCount": len(auth.grants)}
 		}
 		ev.Metadata["hostCeiling"] = map[bool]string{true: "installed", false: "absent"}[k.cfg.Ceiling != nil]
-		if err := t.audit(ctx, ev); err != nil {
+		if err := t.auditWriteAhead(ctx, ev); err != nil {
 			t.audited = UnavailableAuthority(string(CodeAuditUnavailable))
 			t.auditErr = err
+			return
+		}
+		if memo != "" {
+			k.markAuthorityRecorded(memo)
 		}
 	})
 	return t.audited
+}
+
+// maxAuthorityMemo bounds the authority.resolved memo (see TurnOptions.AuthorityResolvedOnce);
+// when full it is emptied, which only means records written again.
+const maxAuthorityMemo = 1024
+
+// authorityMemoKey identifies what a turn's authority.resolved record says but its
+// instant and id.
+func (t *Turn) authorityMemoKey(auth *Authority) string {
+	a := &t.actx
+	meta, err := json.Marshal(t.meta) // sorted keys: a stable identity
+	if err != nil {
+		return "" // unencodable metadata: record every turn
+	}
+	return fmt.Sprintf("%s %d %q %q %q %q %q %q %s", auth.Hash(), len(auth.grants), a.Actor.String(),
+		a.Authority.String(), a.Owner.String(), a.World, a.Purpose, a.TraceID, meta)
+}
+
+func (k *Kernel) authorityRecorded(key string) bool {
+	if key == "" {
+		return false
+	}
+	k.memoMu.Lock()
+	defer k.memoMu.Unlock()
+	_, ok := k.recorded[key]
+	return ok
+}
+
+func (k *Kernel) markAuthorityRecorded(key string) {
+	k.memoMu.Lock()
+	defer k.memoMu.Unlock()
+	if k.recorded == nil || len(k.recorded) >= maxAuthorityMemo {
+		k.recorded = make(map[string]struct{})
+	}
+	k.recorded[key] = struct{}{}
 }
 
 func (t *Turn) registry(ctx context.Context) (*registry, error) {
@@ -374,8 +444,24 @@ func (k *Kernel) prepare(ev AuditEvent) AuditEvent {
 	return ev
 }
 
-func (k *Kernel) auditAfter(ctx context.Context, ev AuditEvent) {
-	if err := k.audit(ctx, ev); err != nil && k.cfg.OnAuditError != nil {
+// auditWriteAhead writes the record of work that changed nothing: without forcing it to
+// the disk when the sink can (WriteAheadAuditSink), durably otherwise.
+func (k *Kernel) auditWriteAhead(ctx context.Context, ev AuditEvent) error {
+	if k.cfg.Audit == nil {
+		return nil
+	}
+	if wa, ok := k.cfg.Audit.(WriteAheadAuditSink); ok {
+		return wa.AppendWriteAhead(ctx, k.prepare(ev))
+	}
+	return k.cfg.Audit.Append(ctx, k.prepare(ev))
+}
+
+func (k *Kernel) auditAfter(ctx context.Context, ev AuditEvent, durable bool) {
+	write := k.auditWriteAhead
+	if durable {
+		write = k.audit
+	}
+	if err := write(ctx, ev); err != nil && k.cfg.OnAuditError != nil {
 		k.cfg.OnAuditError(err)
 	}
 }
@@ -396,11 +482,21 @@ func (t *Turn) withMeta(ev AuditEvent) AuditEvent {
 	return ev
 }
 
-// audit writes one of the turn's events (pre-effect: its error refuses the operation).
+// audit writes one of the turn's events durably (pre-effect: its error refuses the
+// operation).
 func (t *Turn) audit(ctx context.Context, ev AuditEvent) error { return t.k.audit(ctx, t.withMeta(ev)) }
 
-// auditAfter writes one of the turn's events after its effect.
-func (t *Turn) auditAfter(ctx context.Context, ev AuditEvent) { t.k.auditAfter(ctx, t.withMeta(ev)) }
+// auditWriteAhead writes one of the turn's records of work that changed nothing (see
+// WriteAheadAuditSink; pre-effect: its error refuses the operation).
+func (t *Turn) auditWriteAhead(ctx context.Context, ev AuditEvent) error {
+	return t.k.auditWriteAhead(ctx, t.withMeta(ev))
+}
+
+// auditAfter writes one of the turn's events after its effect (durably when the effect
+// may have changed state).
+func (t *Turn) auditAfter(ctx context.Context, ev AuditEvent, durable bool) {
+	t.k.auditAfter(ctx, t.withMeta(ev), durable)
+}
 
 // ErrInvalidContext is returned (wrapped) when an access context fails the contract.
 var ErrInvalidContext = errors.New("the access context does not match the SharedOS contract")
@@ -430,10 +526,17 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		ev := k.event(t.actx, EventToolCatalogListed, OutcomeDenied)
 		ev.Reason = ErrorCodeOf(ReasonAuthorityUnavailable)
 		ev.Metadata = map[string]any{"enabledNamespaces": t.actx.EnabledToolNamespaces, "withheldCount": 0}
-		t.auditAfter(ctx, ev)
+		t.auditAfter(ctx, ev, false)
 		return []ToolDefinition{}, nil
 	}
 	if st.regErr != nil {
+		if k.cfg.Audit != nil {
+			ev := k.event(t.actx, EventToolCatalogListed, OutcomeFailed)
+			ev.Reason = CodeToolCatalogUnavailable
+			ev.AuthorityHash = st.auth.Hash()
+			ev.Metadata = map[string]any{"enabledNamespaces": t.actx.EnabledToolNamespaces, "catalogError": catalogCause(st.regErr)}
+			t.auditAfter(ctx, ev, false)
+		}
 		return nil, st.regErr
 	}
 	out := make([]ToolDefinition, 0, len(st.reg.names))
@@ -460,7 +563,7 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		ev.FailClosed = outage
 		ev.Metadata = map[string]any{"catalogHash": st.reg.hash, "enabledNamespaces": t.actx.EnabledToolNamespaces,
 			"withheldCount": withheld}
-		if err := t.audit(ctx, ev); err != nil {
+		if err := t.auditWriteAhead(ctx, ev); err != nil {
 			return nil, fmt.Errorf("write audit: %w", err)
 		}
 	}
@@ -498,21 +601,29 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	k := t.k
 	st := t.state(ctx, true)
 	p := planCall(st, call)
+	// A read-class tool changes nothing until its output is reported, so with a sink that
+	// can batch, its decision record (when it spent no use) is written together with its
+	// tool.invoked record in one write-ahead transaction after the read and before the
+	// result is returned; if that fails the output is withheld (audit_unavailable).
+	batch, _ := k.cfg.Audit.(WriteAheadBatchAuditSink)
+	deferOK := batch != nil && p.handler != nil && p.handler.Definition.ReadWrite == ClassRead
 	var auditErr error
+	var pending *AuditEvent
 	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
 		if stage == StageAuthorization {
-			d, diag, err := t.settleConsuming(ctx, st.auth, call, ev)
-			auditErr = err
+			d, diag, rec, err := t.settleConsuming(ctx, st.auth, call, ev, deferOK)
+			auditErr, pending = err, rec
 			return Settled{Decision: d, Diagnostic: diag}
 		}
 		d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, false)
 		if k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed) {
-			t.auditAfter(ctx, t.decisionEvent(st.auth, call, ev.Requirement, d, diag, false))
+			t.auditAfter(ctx, t.decisionEvent(st.auth, call, ev.Requirement, d, diag, false), false)
 		}
 		return Settled{Decision: d, Diagnostic: diag}
 	}, false)
 	now := t.actx.Now
 	var res ToolResult
+	ran := false
 	switch {
 	case auditErr != nil:
 		res = FailedResult(call, now, CodeAuditUnavailable, "the decision could not be audited; the call was refused")
@@ -520,9 +631,21 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	case len(findings) > 0:
 		res = findings[0].Result(call, now)
 	default:
-		res = t.execute(ctx, p)
+		res, ran = t.execute(ctx, p), true
 	}
-	t.finish(ctx, st, p, &res)
+	if pending != nil {
+		invoked := t.invokedEvent(st, p, &res)
+		evs := []AuditEvent{k.prepare(t.withMeta(*pending)), k.prepare(t.withMeta(invoked))}
+		if err := batch.AppendWriteAheadBatch(ctx, evs); err != nil {
+			if k.cfg.OnAuditError != nil {
+				k.cfg.OnAuditError(err)
+			}
+			res = FailedResult(call, now, CodeAuditUnavailable, "the decision could not be audited; the call was refused")
+			res.Gate = GateInfrastructure
+		}
+		return res
+	}
+	t.finish(ctx, st, p, &res, ran && p.handler.Definition.ReadWrite != ClassRead)
 	return res
 }
 
@@ -530,8 +653,10 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 // record before any effect, in the reference's order (ADR 0029): on a reserving usage
 // store the use is reserved, then committed together with the record; otherwise the use
 // is spent and the record written after. The error is the record's (the use is then not
-// spent on a reserving store); the caller must refuse the effect.
-func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCall, ev *Evaluation) (AuthorizationDecision, Diagnostic, error) {
+// spent on a reserving store); the caller must refuse the effect. With deferOK, a record
+// that spent no use is returned unwritten instead, for the caller to write with the
+// call's tool.invoked record before it reports anything.
+func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCall, ev *Evaluation, deferOK bool) (AuthorizationDecision, Diagnostic, *AuditEvent, error) {
 	k := t.k
 	d, diag, reservation := k.authz.settle(ctx, auth, t.actx, ev, true, true)
 	if reservation != nil {
@@ -540,12 +665,19 @@ func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCa
 			e := k.prepare(t.withMeta(t.decisionEvent(auth, call, ev.Requirement, d, diag, true)))
 			rec = &e
 		}
-		return d, diag, reservation.Commit(ctx, rec)
+		return d, diag, nil, reservation.Commit(ctx, rec)
 	}
 	if k.cfg.Audit == nil {
-		return d, diag, nil
+		return d, diag, nil, nil
 	}
-	return d, diag, t.audit(ctx, t.decisionEvent(auth, call, ev.Requirement, d, diag, true))
+	rec := t.decisionEvent(auth, call, ev.Requirement, d, diag, true)
+	if diag.Consumed {
+		return d, diag, nil, t.audit(ctx, rec) // a spent use: durable before the effect
+	}
+	if deferOK {
+		return d, diag, &rec, nil
+	}
+	return d, diag, nil, t.auditWriteAhead(ctx, rec)
 }
 
 // execute runs the planned, authorized call and checks what the tool returned.
@@ -567,13 +699,35 @@ func (t *Turn) execute(ctx context.Context, p *Plan) ToolResult {
 // missing, and the host must say so (the CLI warns and exits non-zero).
 const AuditUnavailableKey = "sharedos/auditUnavailable"
 
-// finish writes the call's tool.invoked audit record. When it cannot be written the
-// result is marked (AuditUnavailableKey) and OnAuditError is told.
-func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult) {
+// finish writes the call's tool.invoked audit record, durably when the call may have
+// changed state (a tool of any class but read ran). When it cannot be written the result
+// is marked (AuditUnavailableKey) and OnAuditError is told.
+func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult, durable bool) {
 	k := t.k
 	if k.cfg.Audit == nil {
 		return
 	}
+	ev := t.invokedEvent(st, p, res)
+	write := t.auditWriteAhead
+	if durable {
+		write = t.audit
+	}
+	if err := write(ctx, ev); err != nil {
+		if k.cfg.OnAuditError != nil {
+			k.cfg.OnAuditError(err)
+		}
+		meta := make(map[string]any, len(res.Metadata)+1)
+		for key, v := range res.Metadata {
+			meta[key] = v
+		}
+		meta[AuditUnavailableKey] = err.Error()
+		res.Metadata = meta
+	}
+}
+
+// invokedEvent is the call's tool.invoked record for res.
+func (t *Turn) invokedEvent(st *turnState, p *Plan, res *ToolResult) AuditEvent {
+	k := t.k
 	ev := k.event(t.actx, EventToolInvoked, AuditOutcome(res.Status))
 	ev.OperationID = auditSafe(p.Call.ID)
 	ev.Tool = p.Call.Tool
@@ -601,17 +755,13 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResu
 		}
 		ev.Metadata["catalogHash"] = p.catalogHash
 	}
-	if err := t.audit(ctx, ev); err != nil {
-		if k.cfg.OnAuditError != nil {
-			k.cfg.OnAuditError(err)
+	if st.regErr != nil {
+		if ev.Metadata == nil {
+			ev.Metadata = map[string]any{}
 		}
-		meta := make(map[string]any, len(res.Metadata)+1)
-		for key, v := range res.Metadata {
-			meta[key] = v
-		}
-		meta[AuditUnavailableKey] = err.Error()
-		res.Metadata = meta
+		ev.Metadata["catalogError"] = catalogCause(st.regErr)
 	}
+	return ev
 }
 
 // quoteBounded is s as a Go-quoted ASCII string, cut to 256 bytes of input first.

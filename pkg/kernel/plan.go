@@ -144,7 +144,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 	}
 	if st.regErr != nil {
 		refuse(StageCatalogue, GateInfrastructure, StatusFailed, CodeToolCatalogUnavailable, "",
-			"the tool catalogue could not be resolved for this context", true)
+			"the tool catalogue could not be resolved for this context: "+st.regErr.Error(), true)
 		return p
 	}
 	p.catalogHash = st.reg.hash

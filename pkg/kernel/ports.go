@@ -132,6 +132,40 @@ type AuditSink interface {
 	Append(ctx context.Context, ev AuditEvent) error
 }
 
+// WriteAheadAuditSink is an AuditSink with a second, cheaper way to write an event: one
+// that is atomic and visible to every reader when AppendWriteAhead returns, like Append,
+// but need not be forced to stable storage yet (a power failure before the sink's next
+// durable write may lose it; a crash of the process may not). The kernel uses it only for
+// the records of work that changed nothing, so that a read-only operation forces nothing
+// to the disk:
+//
+//   - write-ahead: authority.resolved, tool.catalog.listed, tool.namespace.catalog.listed,
+//     an authorization.checked that spent no use (discovery, denials, non-consuming
+//     decisions), and the tool.invoked record of a call that changed nothing (refused
+//     before it ran, or of a read-class tool);
+//   - durable (Append): everything else — an authorization.checked that spent a use, the
+//     tool.invoked record of a tool that may have written (any class but read) once it
+//     ran, a namespace selection update, an escalation — each written before the effect
+//     is reported, as ADR 0029's reserve → audit → commit order requires.
+//
+// An error of either refuses or fails exactly as an Append error would.
+type WriteAheadAuditSink interface {
+	AuditSink
+	AppendWriteAhead(ctx context.Context, ev AuditEvent) error
+}
+
+// WriteAheadBatchAuditSink is a WriteAheadAuditSink that can write several write-ahead
+// events in one transaction: all of them or none. With it, the decision record of a
+// read-class tool's call (when it spent no use) is not written before the read but
+// together with the call's tool.invoked record, after the read and before its result is
+// returned: a read changes nothing until its output is reported, and an output is never
+// reported without both records (when the batch fails the call fails audit_unavailable
+// and its output is withheld).
+type WriteAheadBatchAuditSink interface {
+	WriteAheadAuditSink
+	AppendWriteAheadBatch(ctx context.Context, evs []AuditEvent) error
+}
+
 // ContextToolProvider supplies the tools of exactly one trusted context (a user's MCP
 // servers, say). It is called once per operation (or turn) and must never mutate shared
 // state. An error fails the whole catalogue with tool_catalog_unavailable.
@@ -149,6 +183,35 @@ var ErrMissingRegistration = errors.New("the port this operation needs is not co
 // ErrToolCatalogUnavailable is returned (wrapped) when the per-context catalogue cannot be
 // resolved: a provider failed or two tools share a name.
 var ErrToolCatalogUnavailable = errors.New("the tool catalogue could not be resolved for this context")
+
+// CatalogError is a per-context catalogue that could not be resolved: a provider failed
+// (Cause is its error), returned an invalid definition, or two tools share a name. It
+// matches ErrToolCatalogUnavailable. Its message names the provider, never the cause: a
+// provider's error is host detail, written to the audit trail (catalogError), not shown
+// to callers.
+type CatalogError struct {
+	Provider string
+	Cause    error
+	msg      string
+}
+
+func (e *CatalogError) Error() string { return e.msg }
+
+// Is reports ErrToolCatalogUnavailable.
+func (e *CatalogError) Is(target error) bool { return target == ErrToolCatalogUnavailable }
+
+// Unwrap returns the provider's error, if any.
+func (e *CatalogError) Unwrap() error { return e.Cause }
+
+// catalogCause is what the audit trail records of a catalogue failure: the message, and
+// the provider's error when there is one.
+func catalogCause(err error) string {
+	var ce *CatalogError
+	if errors.As(err, &ce) && ce.Cause != nil {
+		return ce.msg + ": " + ce.Cause.Error()
+	}
+	return err.Error()
+}
 
 // ErrInvalidUpdate is returned (wrapped in a *ContractError) for a malformed namespace patch.
 var ErrInvalidUpdate = errors.New("tool namespace update does not match the SharedOS contract")

@@ -21,16 +21,32 @@ func BenchmarkTryConsume(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendAudit is one audit record: durable (Append, fsynced) and write-ahead
+// (AppendWriteAhead, no fsync; see Store).
 func BenchmarkAppendAudit(b *testing.B) {
-	s := openTest(b, Options{})
-	ctx := context.Background()
-	ev := fullEvent()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		ev.ID = "ev-" + strconv.Itoa(i)
-		if err := s.Append(ctx, ev); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name  string
+		write func(*Store, context.Context, kernel.AuditEvent) error
+	}{{"durable", (*Store).Append}, {"write-ahead", (*Store).AppendWriteAhead},
+		{"write-ahead-batch-of-2", func(s *Store, ctx context.Context, ev kernel.AuditEvent) error {
+			ev2 := ev
+			ev2.ID += "-b"
+			return s.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{ev, ev2})
+		}}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := openTest(b, Options{})
+			ctx := context.Background()
+			ev := fullEvent()
+			ev.RequestedAuthority = nil // as most records: only escalations and some refusals carry one
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ev.ID = "ev-" + strconv.Itoa(i)
+				if err := c.write(s, ctx, ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -74,7 +74,11 @@ func (s *Store) RecordEscalation(ctx context.Context, rec EscalationRecord) erro
 	if err := json.Unmarshal(text, &back); err != nil {
 		return fmt.Errorf("record escalation: it would not read back: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO escalations (world, owner, trace_id, call_id, escalation)
+	db, err := s.durable()
+	if err != nil {
+		return fmt.Errorf("record escalation: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO escalations (world, owner, trace_id, call_id, escalation)
 		VALUES (?, ?, ?, ?, ?)`, rec.World, rec.Owner.String(), rec.TraceID, rec.CallID, string(text)); err != nil {
 		return fmt.Errorf("record escalation: write: %w", err)
 	}
@@ -171,7 +175,7 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res EscalationR
 	if err := res.ResolvedBy.Validate(); err != nil {
 		return EscalationRecord{}, fmt.Errorf("resolve escalation %d: resolved by: %w", id, err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil) // immediate (see dsnParams)
+	tx, err := s.beginDurable(ctx)
 	if err != nil {
 		return EscalationRecord{}, fmt.Errorf("resolve escalation %d: begin: %w", id, err)
 	}
@@ -190,7 +194,7 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res EscalationR
 		VALUES (?, ?, ?, ?, ?)`, id, res.Status, res.ResolvedBy.String(), res.ResolvedAt, res.Note); err != nil {
 		return EscalationRecord{}, fmt.Errorf("resolve escalation %d: write: %w", id, err)
 	}
-	if err := appendEvent(ctx, tx, ev); err != nil {
+	if err := appendEvent(ctx, tx, nil, ev); err != nil {
 		return EscalationRecord{}, fmt.Errorf("resolve escalation %d: audit: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -37,7 +37,7 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 		return nil, fmt.Errorf("apply namespace update: %w", err)
 	}
 	owner := actx.Owner.String()
-	tx, err := s.db.BeginTx(ctx, nil) // immediate (see dsnParams)
+	tx, err := s.beginDurable(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("apply namespace update: begin: %w", err)
 	}
@@ -63,7 +63,7 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 		return nil, fmt.Errorf("apply namespace update: write: %w", err)
 	}
 	if event != nil {
-		if err := appendEvent(ctx, tx, event(next)); err != nil {
+		if err := appendEvent(ctx, tx, nil, event(next)); err != nil {
 			return nil, fmt.Errorf("apply namespace update: audit: %w", err)
 		}
 	}

@@ -28,7 +28,11 @@ func (s *Store) PutSnapshot(ctx context.Context, rec kernel.SnapshotRecord) erro
 	if rec.Label != nil {
 		label = sql.NullString{String: *rec.Label, Valid: true}
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO snapshots (world, owner, root, path, id, kind, label, created_ms, entries)
+	db, err := s.durable()
+	if err != nil {
+		return fmt.Errorf("put snapshot %s: %w", rec.ID, err)
+	}
+	res, err := db.ExecContext(ctx, `INSERT INTO snapshots (world, owner, root, path, id, kind, label, created_ms, entries)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (world, owner, root, path, id) DO NOTHING`,
 		rec.World, ownerKey(rec.Owner), rec.Root, path, rec.ID, rec.Kind, label, rec.CreatedAt, string(entries))
 	if err != nil {

@@ -174,7 +174,7 @@ func TestSnapshotMigrationFromVersion1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := sql.Open("sqlite", dsn(path))
+	db, err := sql.Open("sqlite", dsn(path, dsnParams))
 	if err != nil {
 		t.Fatal(err)
 	}

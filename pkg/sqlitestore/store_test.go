@@ -275,7 +275,7 @@ func TestOpenRejectsInvalidDefaults(t *testing.T) {
 
 func TestDSNEscapesPath(t *testing.T) {
 	t.Parallel()
-	got := dsn("/tmp/a?b#c%d/state.db")
+	got := dsn("/tmp/a?b#c%d/state.db", dsnParams)
 	if !strings.HasPrefix(got, "file:/tmp/a%3fb%23c%25d/state.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)") {
 		t.Errorf("dsn = %q", got)
 	}

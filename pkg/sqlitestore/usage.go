@@ -23,7 +23,11 @@ func (s *Store) TryConsume(ctx context.Context, key kernel.UsageKey, max int64) 
 	if max < 1 {
 		return false, nil
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO grant_usage (world, issuer, subject, grant_id, uses)
+	db, err := s.durable()
+	if err != nil {
+		return false, fmt.Errorf("consume use of grant %s: %w", key.GrantID, err)
+	}
+	res, err := db.ExecContext(ctx, `INSERT INTO grant_usage (world, issuer, subject, grant_id, uses)
 		SELECT ?1, ?2, ?3, ?4, 1 WHERE `+legacyUses+` < ?5
 		ON CONFLICT (world, issuer, subject, grant_id) DO UPDATE SET uses = uses + 1 WHERE uses + `+legacyUses+` < ?5`,
 		key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max)
@@ -84,7 +88,7 @@ func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) 
 	if max < 1 {
 		return nil, false, nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil) // immediate (see dsnParams)
+	tx, err := s.beginDurable(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("reserve use of grant %s: begin: %w", key.GrantID, err)
 	}
@@ -115,7 +119,7 @@ type reservation struct {
 // Commit appends ev (when non-nil) and spends the use, in the reservation's transaction.
 func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 	if ev != nil {
-		if err := appendEvent(ctx, r.tx, *ev); err != nil {
+		if err := appendEvent(ctx, r.tx, nil, *ev); err != nil {
 			_ = r.tx.Rollback()
 			return fmt.Errorf("commit use of grant %s: audit: %w", r.grant, err)
 		}

@@ -1,0 +1,155 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/internal/fakemcp"
+)
+
+// TestMCPGateway serves `sharedos mcp` over pipes with an external MCP server (the fake
+// upstream, over streamable HTTP with a bearer token given by reference) and drives it
+// with the go-sdk client: per-resource gating (acme/app allowed, acme/other denied
+// no_matching_grant), structured output passed through, and the upstream's list_changed
+// forwarded as our own list_changed with the new tool listed after it. The token is in
+// no log line.
+func TestMCPGateway(t *testing.T) {
+	const token = "tok-mcp-0a9b8c7d"
+	upstream := httptest.NewServer(fakemcp.Handler(token))
+	t.Cleanup(upstream.Close)
+	t.Setenv("GW_TOKEN", token)
+
+	dir, env := sandbox(t)
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`mcpServers:
+  - id: github
+    url: %s
+    headers: {Authorization: {fromEnv: GW_TOKEN, prefix: "Bearer "}}
+    unmapped: gate
+    tools:
+      get_file_contents:
+        action: read
+        resource: {path: [{arg: /owner}, {arg: /repo}, contents, {arg: /path, split: "/"}]}
+      create_issue:
+        action: "issue:create"
+        resource: {path: [{arg: /owner}, {arg: /repo}, issues]}
+`, upstream.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grants := filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(grants, []byte(`version: 1
+context: {actor: agent:helper, owner: human:alice}
+grants:
+  - id: g-app
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: github, path: [acme, app]}
+        actions: [read, "issue:create"]
+        scope: descendants
+      - resource: {namespace: github, path: []}
+        actions: [call]
+        scope: descendants
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	ios := &IOStreams{In: inR, Out: outW, ErrOut: stderr}
+	code := make(chan int, 1)
+	go func() {
+		code <- MainWith([]string{"mcp", "--config", cfg, "--root", root, "--grants", grants, "--namespaces", "github",
+			"--state", filepath.Join(dir, "state", "state.db")}, ios, env)
+		_ = outW.Close()
+	}()
+	ctx := context.Background()
+	changed := make(chan struct{}, 8)
+	client := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		list, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range list.Tools {
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	if got := names(); !slices.Contains(got, "github.get_file_contents") || slices.Contains(got, "github.late_tool") {
+		t.Fatalf("tools %v", got)
+	}
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return r
+	}
+	r := call("github.get_file_contents", map[string]any{"owner": "acme", "repo": "app", "path": "src/main.go"})
+	if r.IsError || r.Content[0].(*mcp.TextContent).Text != "contents of acme/app/src/main.go" {
+		t.Errorf("allowed call: %+v", r)
+	}
+	r = call("github.get_file_contents", map[string]any{"owner": "acme", "repo": "other", "path": "src/main.go"})
+	if !r.IsError || r.Meta["sharedos/code"] != "no_matching_grant" {
+		t.Errorf("denied call: %+v", r)
+	}
+	r = call("github.create_issue", map[string]any{"owner": "acme", "repo": "app", "title": "t"})
+	if r.IsError || r.StructuredContent == nil {
+		t.Errorf("structured output: %+v", r)
+	}
+	for len(changed) > 0 {
+		<-changed
+	}
+	if r := call("github.add_tool", map[string]any{}); r.IsError {
+		t.Fatalf("add_tool: %+v", r)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no list_changed after the upstream's list changed")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(names(), "github.late_tool") {
+		if time.Now().After(deadline) {
+			t.Fatal("github.late_tool not listed after list_changed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := call("github.late_tool", map[string]any{}); r.IsError {
+		t.Errorf("late_tool: %+v", r)
+	}
+	_ = inW.Close()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d, stderr %s", c, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("sharedos mcp did not exit at end of input")
+	}
+	_ = cs.Close()
+	if strings.Contains(stderr.String(), token) {
+		t.Errorf("the token is in the logs: %s", stderr.String())
+	}
+}

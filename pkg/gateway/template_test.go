@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParsePointer(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Pointer
+		err  bool
+	}{
+		{"", Pointer{}, false},
+		{"/", Pointer{""}, false},
+		{"/owner", Pointer{"owner"}, false},
+		{"/a/b", Pointer{"a", "b"}, false},
+		{"/a~1b", Pointer{"a/b"}, false},
+		{"/m~0n", Pointer{"m~n"}, false},
+		{"/~01", Pointer{"~1"}, false},
+		{"owner", nil, true},
+		{"/a~", nil, true},
+		{"/a~2", nil, true},
+	}
+	for _, c := range cases {
+		got, err := ParsePointer(c.in)
+		if (err != nil) != c.err || (!c.err && !reflect.DeepEqual(got, c.want)) {
+			t.Errorf("ParsePointer(%q) = %q, %v", c.in, got, err)
+		}
+		if err == nil && got.String() != c.in {
+			t.Errorf("String(%q) = %q", c.in, got.String())
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	doc, err := DecodeArguments([]byte(`{"a":{"b":[10,"x",{"c":1}]},"":"empty","a/b":"slash"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		ptr  string
+		want any
+		ok   bool
+	}{
+		{"/a/b/1", "x", true},
+		{"/a/b/2/c", "1", true},
+		{"/", "empty", true},
+		{"/a~1b", "slash", true},
+		{"/a/b/3", nil, false},
+		{"/a/b/01", nil, false},
+		{"/a/b/-", nil, false},
+		{"/a/b/+1", nil, false},
+		{"/a/x", nil, false},
+		{"/a/b/1/z", nil, false},
+	}
+	for _, c := range cases {
+		p, _ := ParsePointer(c.ptr)
+		v, ok := p.Lookup(doc)
+		if ok != c.ok || (ok && stringOf(v) != c.want) {
+			t.Errorf("Lookup(%s) = %v, %v", c.ptr, v, ok)
+		}
+	}
+}
+
+func stringOf(v any) any {
+	if s, ok := v.(interface{ String() string }); ok {
+		return s.String()
+	}
+	return v
+}
+
+func ptr(s string) *Pointer { p, _ := ParsePointer(s); return &p }
+
+func TestResolve(t *testing.T) {
+	m := &ToolMap{Namespace: "github", Path: []Elem{{Arg: ptr("/owner")}, {Arg: ptr("/repo")}, {Literal: "contents"}, {Arg: ptr("/path"), Split: "/"}}}
+	num := &ToolMap{Path: []Elem{{Arg: ptr("/n")}}}
+	cases := []struct {
+		m    *ToolMap
+		args string
+		want []string
+		err  string
+	}{
+		{m, `{"owner":"acme","repo":"app","path":"src/main.go"}`, []string{"acme", "app", "contents", "src", "main.go"}, ""},
+		{m, `{"owner":"acme","repo":"app","path":"README"}`, []string{"acme", "app", "contents", "README"}, ""},
+		{m, `{"owner":"acme","repo":"app"}`, nil, "argument /path is required"},
+		{m, `{"owner":"acme","repo":"app","path":"a//b"}`, nil, "empty piece"},
+		{m, `{"owner":"acme","repo":"app","path":"/a"}`, nil, "empty piece"},
+		{m, `{"owner":"acme","repo":"app","path":"a/"}`, nil, "empty piece"},
+		{m, `{"owner":"acme","repo":"app","path":"a/../b"}`, nil, "traversal marker"},
+		{m, `{"owner":"acme","repo":"..","path":"x"}`, nil, "traversal marker"},
+		{m, `{"owner":"acme","repo":" app","path":"x"}`, nil, "white space"},
+		{m, `{"owner":"acme","repo":"a\\b","path":"x"}`, nil, "separator"},
+		{m, `{"owner":"acme","repo":"a\u0001","path":"x"}`, nil, "control character"},
+		{m, `{"owner":"acme","repo":"","path":"x"}`, nil, "1 to 256"},
+		{m, `{"owner":"acme/evil","repo":"app","path":"x"}`, nil, "separator"},
+		{m, `{"owner":true,"repo":"app","path":"x"}`, nil, "must be a string or a number"},
+		{m, `{"owner":null,"repo":"app","path":"x"}`, nil, "must be a string or a number"},
+		{m, `{"owner":["a"],"repo":"app","path":"x"}`, nil, "must be a string or a number"},
+		{m, `{"owner":{"a":1},"repo":"app","path":"x"}`, nil, "must be a string or a number"},
+		{num, `{"n":42}`, []string{"42"}, ""},
+		{num, `{"n":42.0}`, []string{"42"}, ""},
+		{num, `{"n":-1.5e3}`, []string{"-1500"}, ""},
+		{num, `{"n":1e400}`, nil, "not a valid number"},
+		{&ToolMap{Path: []Elem{{Arg: ptr("/p"), Split: "/"}}}, `{"p":"` + strings.Repeat("a/", 64) + `a"}`, nil, "at most 64"},
+	}
+	for _, c := range cases {
+		args, err := DecodeArguments([]byte(c.args))
+		if err != nil {
+			t.Fatalf("%s: %v", c.args, err)
+		}
+		got, err := c.m.Resolve(args)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Resolve(%s) = %q, %v; want error %q", c.args, got, err, c.err)
+			}
+			if got != nil {
+				t.Errorf("Resolve(%s): a partial path beside the error", c.args)
+			}
+		case err != nil || !reflect.DeepEqual(got, c.want):
+			t.Errorf("Resolve(%s) = %q, %v; want %q", c.args, got, err, c.want)
+		}
+	}
+}
+
+func TestDecodeArguments(t *testing.T) {
+	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, `null`} {
+		if v, err := DecodeArguments([]byte(bad)); err == nil {
+			t.Errorf("DecodeArguments(%q) = %v", bad, v)
+		}
+	}
+}
