@@ -45,7 +45,8 @@ type Options struct {
 	// failed ones, and every step's audit records (for -v and -o json).
 	Explain bool
 
-	emptyDB string // a migrated empty state database to copy (set by the run)
+	emptyDB     string // a migrated empty state database to copy (set by the run)
+	rootEntries int    // bound of a fixture root (0: MaxRootEntries; tests lower it)
 }
 
 // Outcome of a test.
@@ -401,7 +402,7 @@ func (r *runner) open(ctx context.Context, dir string) error {
 		return err
 	}
 	if f.Root != "" {
-		if err := copyTree(f.Root, root); err != nil {
+		if err := copyTree(f.Root, root, r.opts.rootEntries); err != nil {
 			return fmt.Errorf("copy root %s: %v", f.Root, err)
 		}
 	}
@@ -844,11 +845,32 @@ func checkOutput(e *OutputExpect, o *Observed) []Mismatch {
 	return out
 }
 
+// Bounds of a fixture root (copied for every test): a root beyond them is refused, naming
+// the bound, rather than copied (a scenario naming root: / by mistake).
+const (
+	MaxRootEntries = 20_000
+	MaxRootBytes   = 256 << 20
+)
+
 // copyTree copies the directories, regular files and symbolic links of src into dst.
-func copyTree(src, dst string) error {
+func copyTree(src, dst string, maxEntries int) error {
+	if maxEntries <= 0 {
+		maxEntries = MaxRootEntries
+	}
+	entries, size := 0, int64(0)
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if entries++; entries > maxEntries {
+			return fmt.Errorf("more than %d entries (a fixture root is copied for every test; keep it small)", maxEntries)
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				if size += fi.Size(); size > MaxRootBytes {
+					return fmt.Errorf("more than %d MiB (a fixture root is copied for every test; keep it small)", MaxRootBytes>>20)
+				}
+			}
 		}
 		rel, err := filepath.Rel(src, p)
 		if err != nil || rel == "." {
