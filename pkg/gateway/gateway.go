@@ -179,6 +179,7 @@ func (g *Gateway) List(ctx context.Context, id string, owner kernel.Address, fre
 			if err != nil {
 				return nil, err
 			}
+			cat = cat.compiled(s)
 			return &Listing{Server: id, Entries: cat.entries, Warnings: cat.warnings}, nil
 		}
 	}
@@ -277,7 +278,7 @@ func (c *conn) catalog(ctx context.Context, fresh bool) (*catalog, error) {
 		if err == nil && ok && (c.g.opts.NoConnect || c.g.opts.Clock().Sub(at) < c.s.CatalogTTL) {
 			var tools []*mcp.Tool
 			if json.Unmarshal(data, &tools) == nil {
-				c.cat = buildCatalog(c.s, tools)
+				c.cat = buildCatalog(c.s, tools, false)
 				return c.cat, nil
 			}
 		}
@@ -349,7 +350,7 @@ func (c *conn) relistLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("MCP server %s could not be listed: %w", c.s.ID, err)
 	}
-	c.cat = buildCatalog(c.s, tools)
+	c.cat = buildCatalog(c.s, tools, c.g.opts.Hold)
 	for _, w := range c.cat.warnings {
 		c.g.opts.Logger.Warn(w)
 	}
