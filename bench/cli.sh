@@ -70,7 +70,6 @@ done
 
 peer=()
 if command -v git >/dev/null 2>&1; then peer=(-n "git --version (peer process floor)" "$(command -v git) --version"); fi
-cache="$PWD/$out/xdg/state/sharedos/cache"
 g="$PWD/$out"
 cases=() # name, command, prepare ("-" for none)
 add() { cases+=("$1" "$2" "$3"); }
@@ -79,12 +78,19 @@ if [ -n "${BASE:-}" ]; then bins=("base=$BASE" "${bins[@]}"); fi
 for nb in "${bins[@]}"; do
   tag=${nb%%=*} b=${nb#*=}
   p=""; [ -n "${BASE:-}" ] && p="[$tag] "
-  add "${p}tools list, 1,000-grant YAML" "$b --root $root --grants $g/grants.yaml tools list -o json" -
-  add "${p}tools list, 1,000-grant JSON" "$b --root $root --grants $g/grants.json tools list -o json" -
-  add "${p}tools call files.read, 1,000-grant YAML" "$b --root $root --grants $g/grants.yaml tools call files.read -a path=team-00/proj-0000/a.md -o json" -
-  add "${p}namespaces list, 1,000-grant YAML" "$b --root $root --grants $g/grants.yaml namespaces list -o json" -
-  add "${p}tools list, 1,000-grant YAML, cache removed" "$b --root $root --grants $g/grants.yaml tools list -o json" "rm -rf $cache"
-  add "${p}tools list, 10,000-grant YAML, cache removed" "$b --root $root --grants $g/grants10k.yaml tools list -o json" "rm -rf $cache"
+  # each build its own state database (a newer schema is refused by an older build) and
+  # grant cache beside it
+  st="$g/state-$tag/state.db" cache="$g/state-$tag/cache"
+  f="--root $root --state $st"
+  "$b" $f --grants "$g/grants.yaml" namespaces enable files repo >/dev/null
+  # the call must succeed before it is timed
+  "$b" $f --grants "$g/grants.yaml" tools call files.read -a path=team-00/proj-0000/a.md -o json >/dev/null
+  add "${p}tools list, 1,000-grant YAML" "$b $f --grants $g/grants.yaml tools list -o json" -
+  add "${p}tools list, 1,000-grant JSON" "$b $f --grants $g/grants.json tools list -o json" -
+  add "${p}tools call files.read, 1,000-grant YAML" "$b $f --grants $g/grants.yaml tools call files.read -a path=team-00/proj-0000/a.md -o json" -
+  add "${p}namespaces list, 1,000-grant YAML" "$b $f --grants $g/grants.yaml namespaces list -o json" -
+  add "${p}tools list, 1,000-grant YAML, cache removed" "$b $f --grants $g/grants.yaml tools list -o json" "rm -rf $cache"
+  add "${p}tools list, 10,000-grant YAML, cache removed" "$b $f --grants $g/grants10k.yaml tools list -o json" "rm -rf $cache"
   add "${p}version (process floor)" "$b version -o json" -
 done
 args=()
@@ -93,8 +99,6 @@ for ((i = 0; i < ${#cases[@]}; i += 3)); do
   args+=(-n "${cases[i]}" "${cases[i+1]}")
 done
 if [ ${#peer[@]} -gt 0 ]; then args+=(--prepare true "${peer[@]}"); fi
-# the call must succeed before it is timed
-"$bin" --root "$root" --grants "$out/grants.yaml" tools call files.read -a path=team-00/proj-0000/a.md -o json >/dev/null
 hyperfine --warmup 3 --runs "$runs" -N --export-json "$out/hyperfine.json" "${args[@]}" >&2
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (timings scale with it)"

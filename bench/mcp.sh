@@ -5,7 +5,9 @@
 # each server's cold start to the first tools/list answer, tools/list p50 (after the first)
 # and tools/call p50/p99 over N sequential calls, then the ratios; and the same figures for
 # sharedos with 1,000 grants (files.list). The TypeScript client's own cost (it validates
-# every result against the tool's outputSchema) is in every figure, for both servers. Needs node and npm (packages go to a temp dir with --no-save).
+# every result against the tool's outputSchema) is in every figure, for both servers; the
+# floor (bench/mcpfloor: the same go-sdk answering a constant, nothing authorized or
+# audited) shows how much of each figure is the client, the transport and the SDK. Needs node and npm (packages go to a temp dir with --no-save).
 #
 #   bench/mcp.sh          # N=2000 calls per server
 #   N=500 bench/mcp.sh
@@ -24,6 +26,7 @@ w="$tmp/work"
 mkdir -p "$w/root/notes" "$w/root/d1" "$w/home" "$w/xdg/config" "$w/xdg/state" "$tmp/node"
 head -c 2048 /dev/zero | tr '\0' 'x' > "$w/root/notes/a.md"
 go build -o "$tmp/sharedos" .
+go build -o "$tmp/mcpfloor" ./bench/mcpfloor
 (cd "$tmp/node" && echo '{"private":true,"type":"module"}' > package.json &&
   npm install --no-save --no-audit --no-fund --loglevel=error @modelcontextprotocol/sdk@1.32 @modelcontextprotocol/server-filesystem >/dev/null 2>&1)
 # The servers run with HOME and XDG_* under the temp dir (after the build, which needs the
@@ -56,16 +59,30 @@ if [ -n "${BASE:-}" ]; then
   node "$tmp/node/mcp-driver.mjs" base-sharedos files.read "$args" "$n" -- "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
 fi
 ours=$(node "$tmp/node/mcp-driver.mjs" sharedos files.read "$args" "$n" -- "$tmp/sharedos" "${flags[@]}" mcp)
+floor=$(node "$tmp/node/mcp-driver.mjs" go-sdk-floor files.read "$args" "$n" -- "$tmp/mcpfloor")
 peer=$(node "$tmp/node/mcp-driver.mjs" server-filesystem read_text_file "{\"path\":\"$w/root/notes/a.md\"}" "$n" -- node "$fsserver" "$w/root")
 if [ -n "${BASE:-}" ]; then
   node "$tmp/node/mcp-driver.mjs" base-sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
 fi
 big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp)
+# cold start without the TypeScript client's own start-up and schema compilation
+if [ -n "${BASE:-}" ]; then
+  NAME=base-sharedos python3 bench/mcp-cold.py "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
+fi
+NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
+NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
+if [ -n "${BASE:-}" ]; then
+  NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
+fi
+NAME=sharedos-1000-grants python3 bench/mcp-cold.py "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp
 echo "$ours"
+echo "$floor"
 echo "$peer"
 echo "$big"
 node -e '
 const [a, b] = [JSON.parse(process.argv[1]), JSON.parse(process.argv[2])];
 const r = (x, y) => (x / y).toFixed(2);
 console.log(`ratios (server-filesystem / sharedos, >1 means sharedos is faster): call p50 ${r(b.callP50Us, a.callP50Us)}x, call p99 ${r(b.callP99Us, a.callP99Us)}x, cold start ${r(b.coldStartUs, a.coldStartUs)}x, tools/list p50 ${r(b.listP50Us, a.listP50Us)}x`);
-' "$ours" "$peer"
+const f = JSON.parse(process.argv[3]);
+console.log(`sharedos over the go-sdk floor (a constant answer, nothing authorized or audited): call p50 +${a.callP50Us - f.callP50Us} µs, cold start +${((a.coldStartUs - f.coldStartUs) / 1000).toFixed(1)} ms`);
+' "$ours" "$peer" "$floor"

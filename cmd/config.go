@@ -61,6 +61,9 @@ func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
 type Settings struct {
 	host.Settings
 	Output string // "" = default for the terminal
+	// MCPMaxSessions is config mcp.maxSessions: sessions per token of `mcp --listen`
+	// (0: the default).
+	MCPMaxSessions int
 }
 
 // keyKind is the type of a configuration key.
@@ -98,6 +101,9 @@ var configSchema = map[string]keySpec{
 	"ceiling": {kind: kMap, children: map[string]keySpec{
 		"namespaces": {kind: kStrings}, "frozenPaths": {kind: kStrings}, "frozenActions": {kind: kStrings}}},
 	"mcpServers": {kind: kMCPServers},
+	// mcp --listen and the tokens commands (spec 50 §3)
+	"tokens": {kind: kString, path: true},
+	"mcp":    {kind: kMap, children: map[string]keySpec{"maxSessions": {kind: kInt}}},
 }
 
 // configPath finds the configuration file: --config, else SHAREDOS_CONFIG, else
@@ -333,6 +339,21 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	s.ForbiddenNamespaces = v.GetStringSlice("ceiling.namespaces")
 	s.FrozenPaths = v.GetStringSlice("ceiling.frozenPaths")
 	s.FrozenActions = v.GetStringSlice("ceiling.frozenActions")
+	s.MCPMaxSessions = v.GetInt("mcp.maxSessions")
+	if v.IsSet("mcp.maxSessions") && s.MCPMaxSessions < 1 {
+		return nil, configError("set mcp.maxSessions to a positive integer", "config file %s: mcp.maxSessions must be positive", s.ConfigFile)
+	}
+	// The tokens file: SHAREDOS_TOKENS, else the config file (--tokens, a flag of the
+	// commands that use it, overrides both there).
+	if err := v.BindEnv("tokens", envName("tokens")); err != nil {
+		return nil, internalError(err)
+	}
+	if t := v.GetString("tokens"); t != "" {
+		var err error
+		if s.Tokens, err = absPath(t, getwd); err != nil {
+			return nil, usageError("", "tokens file %s: %v", t, err)
+		}
+	}
 
 	// Grant files: --grants, else SHAREDOS_GRANTS (":"-separated), else the config file.
 	switch {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mcphttp"
 	"github.com/sharedos/sharedos/pkg/mcpserver"
 )
 
@@ -27,13 +30,14 @@ import (
 type MCPOptions struct {
 	f         *Factory
 	LogFormat string
+	HTTP      MCPHTTPOptions
 }
 
 func newMCPCmd(f *Factory) *cobra.Command {
 	opts := &MCPOptions{f: f}
 	c := &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve the context's tools to an agent over MCP (stdio)",
+		Short: "Serve the context's tools to an agent over MCP (stdio, or streamable HTTP with --listen)",
 		Long: `Serve one MCP session on stdin/stdout to an agent (Claude Code, Codex, Cursor, VS Code,
 or any MCP client): tools/list is the context's usable tools, and every tools/call is
 decided by the kernel at its own instant against the grant files and namespace selection
@@ -45,15 +49,31 @@ published list changes. An offered sharedos.escalate latches the session: later 
 denied escalation_pending until an operator resolves the escalation.
 
 The command exits on end of input or SIGTERM. Logs go to stderr, never stdout. Use
-'sharedos mcp config --client NAME' to print the snippet a client reads.`,
+'sharedos mcp config --client NAME' to print the snippet a client reads.
+
+With --listen HOST:PORT it serves MCP over streamable HTTP at /mcp (and /health) instead:
+every request carries 'Authorization: Bearer TOKEN', and each token of the tokens file
+(--tokens FILE, see 'sharedos tokens') runs under its own context and grant files. Without
+a tokens file one ephemeral token, bound to this invocation's context, is printed on stderr
+with a ready client configuration. Off loopback it needs --tls-cert and --tls-key (or
+--insecure-listen). At most --max-sessions sessions per token (default 64); request bodies
+up to 4 MiB; SIGTERM or SIGINT lets in-flight calls finish (up to 10 s) and stops.`,
 		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp
-  sharedos mcp config --client claude-code`,
+  sharedos mcp config --client claude-code
+  sharedos --root ~/project mcp --listen 127.0.0.1:8765 --tokens ~/.config/sharedos/tokens.yaml
+  sharedos --root ~/project --grants ~/grants/helper.yaml mcp --listen 127.0.0.1:8765`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runMCP(c.Context(), opts) },
 	}
 	c.GroupID = "kernel"
 	c.Flags().StringVar(&opts.LogFormat, "log-format", "text", "log format on stderr: text or json")
 	_ = c.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringVar(&opts.HTTP.Listen, "listen", "", "serve MCP over streamable HTTP on HOST:PORT (path /mcp) instead of stdio")
+	c.Flags().StringVar(&opts.HTTP.Tokens, "tokens", "", "tokens file of --listen (default SHAREDOS_TOKENS, else the config key tokens; none: one ephemeral token)")
+	c.Flags().StringVar(&opts.HTTP.TLSCert, "tls-cert", "", "PEM certificate of --listen (with --tls-key)")
+	c.Flags().StringVar(&opts.HTTP.TLSKey, "tls-key", "", "PEM private key of --listen (with --tls-cert)")
+	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
+	c.Flags().IntVar(&opts.HTTP.MaxSessions, "max-sessions", 0, "open sessions per token of --listen (default: config mcp.maxSessions, else 64)")
 	c.AddCommand(newMCPConfigCmd(f))
 	return c
 }
@@ -73,6 +93,18 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	if s, err := f.Settings(); err == nil {
 		s.GatewayLogger = log // the MCP servers' connection events
 	}
+	if opts.HTTP.Listen != "" {
+		return runMCPHTTP(ctx, opts, log)
+	}
+	for _, fl := range []struct {
+		name string
+		set  bool
+	}{{"tokens", opts.HTTP.Tokens != ""}, {"tls-cert", opts.HTTP.TLSCert != ""}, {"tls-key", opts.HTTP.TLSKey != ""},
+		{"insecure-listen", opts.HTTP.InsecureListen}, {"max-sessions", opts.HTTP.MaxSessions != 0}} {
+		if fl.set {
+			return usageError("pass --listen HOST:PORT to serve over HTTP", "--%s applies only with --listen", fl.name)
+		}
+	}
 	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true})
 	if err != nil {
 		return err
@@ -90,7 +122,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	}
 	srv := mcpserver.New(mcpserver.Options{
 		Backend: sess, Version: buildVersion().Version, Logger: log, Hint: mcpHint,
-		Escalations: escalationStatus{sess},
+		Escalations: mcphttp.EscalationResolver(sess),
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
@@ -116,18 +148,6 @@ func mcpHint(def *kernel.ToolDefinition, res kernel.ToolResult) string {
 	return failureHint(res)
 }
 
-// escalationStatus resolves a latched escalation from the state database: the record of
-// the escalate call, once its status is no longer pending (`escalations resolve` sets it).
-type escalationStatus struct{ s *host.Session }
-
-func (e escalationStatus) Resolution(ctx context.Context, id string) (mcpserver.Resolution, bool, error) {
-	status, note, err := e.s.EscalationStatus(ctx, id)
-	if err != nil || status == "" || status == "pending" {
-		return mcpserver.Resolution{}, false, err
-	}
-	return mcpserver.Resolution{Status: status, Note: note}, true, nil
-}
-
 type nopReadCloser struct{ io.Reader }
 
 func (nopReadCloser) Close() error { return nil }
@@ -140,9 +160,12 @@ func (nopWriteCloser) Close() error { return nil }
 
 // MCPConfigOptions are the options of `mcp config`.
 type MCPConfigOptions struct {
-	f      *Factory
-	Client string
-	Name   string
+	f         *Factory
+	Client    string
+	Name      string
+	HTTP      string
+	TokenEnv  string
+	ShowToken bool
 }
 
 // mcpClients are the clients `mcp config` knows, and the file each reads.
@@ -161,14 +184,24 @@ func newMCPConfigCmd(f *Factory) *cobra.Command {
 		Short: "Print the snippet an MCP client reads to start 'sharedos mcp' with this invocation's flags",
 		Long: `Print the configuration snippet a client reads to start 'sharedos mcp': the absolute
 path of this binary and the flags (and SHAREDOS_* variables) of this invocation, paths made
-absolute. The snippet goes to stdout, where it belongs, to stderr.`,
+absolute. The snippet goes to stdout, where it belongs, to stderr.
+
+With --http URL the snippet connects to a running 'sharedos mcp --listen' instead: the URL
+and an Authorization header that reads the token from the environment variable
+--token-env NAME (default SHAREDOS_TOKEN) in each client's own syntax (Claude Code \${NAME},
+Cursor and VS Code \${env:NAME}, Codex bearer_token_env_var). The token itself is written
+only with --show-token (it is then read from that variable now).`,
 		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp config --client claude-code > .mcp.json
-  sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml`,
+  sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
+  sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runMCPConfig(opts) },
 	}
 	c.Flags().StringVar(&opts.Client, "client", "", "client: claude-code, codex, cursor, vscode or generic")
 	c.Flags().StringVar(&opts.Name, "name", "sharedos", "server name in the client's configuration")
+	c.Flags().StringVar(&opts.HTTP, "http", "", "connect to 'sharedos mcp --listen' at this URL (http or https, path /mcp) instead of starting it")
+	c.Flags().StringVar(&opts.TokenEnv, "token-env", "SHAREDOS_TOKEN", "with --http: the environment variable the client reads the bearer token from")
+	c.Flags().BoolVar(&opts.ShowToken, "show-token", false, "with --http: write the token (read from --token-env now) into the snippet instead of a reference")
 	_ = c.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "codex", "cursor", "vscode", "generic"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
@@ -188,6 +221,12 @@ func runMCPConfig(opts *MCPConfigOptions) error {
 	}
 	if strings.TrimSpace(opts.Name) == "" {
 		return usageError("pass --name NAME", "empty --name")
+	}
+	if opts.HTTP != "" {
+		return runMCPConfigHTTP(opts, where)
+	}
+	if opts.ShowToken || opts.TokenEnv != "SHAREDOS_TOKEN" {
+		return usageError("pass --http URL to print an HTTP snippet", "--token-env and --show-token apply only with --http")
 	}
 	l, err := launchOf(f)
 	if err != nil {
@@ -335,4 +374,84 @@ func tomlKey(k string) string {
 		return `""`
 	}
 	return k
+}
+
+// envNameRE is a portable environment variable name.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// runMCPConfigHTTP prints the snippet that connects a client to `mcp --listen` at a URL.
+func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
+	f := opts.f
+	u, err := url.Parse(opts.HTTP)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return usageError("pass --http as http://HOST:PORT/mcp (or https://…)", "invalid --http %q", opts.HTTP)
+	}
+	if !envNameRE.MatchString(opts.TokenEnv) {
+		return usageError("pass --token-env NAME with a variable name (letters, digits, _)", "invalid --token-env %q", opts.TokenEnv)
+	}
+	token := ""
+	if opts.ShowToken {
+		if token = f.Env(opts.TokenEnv); token == "" {
+			token = os.Getenv(opts.TokenEnv)
+		}
+		if token == "" {
+			return usageError("export the token in "+opts.TokenEnv+" (e.g. the output of 'sharedos tokens create')",
+				"--show-token: %s is not set", opts.TokenEnv)
+		}
+	}
+	var out []byte
+	if opts.Client == "codex" {
+		out = codexHTTPSnippet(opts.Name, opts.HTTP, opts.TokenEnv, token)
+	} else if out, err = httpJSONSnippet(opts.Client, opts.Name, opts.HTTP, opts.TokenEnv, token); err != nil {
+		return internalError(err)
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "# %s reads this from %s\n", opts.Client, where)
+	if token == "" {
+		fmt.Fprintf(f.IOStreams.ErrOut, "# the client reads the token from $%s: export it where the client starts\n", opts.TokenEnv)
+	}
+	_, err = f.IOStreams.Out.Write(out)
+	return err
+}
+
+// httpJSONSnippet is the JSON an HTTP client reads: the URL and an Authorization header,
+// with the token or the client's own reference to the environment variable tokenEnv.
+func httpJSONSnippet(client, name, url, tokenEnv, token string) ([]byte, error) {
+	auth := "Bearer " + token
+	if token == "" {
+		switch client {
+		case "cursor", "vscode":
+			auth = "Bearer ${env:" + tokenEnv + "}"
+		default: // claude-code and the common form expand ${NAME}
+			auth = "Bearer ${" + tokenEnv + "}"
+		}
+	}
+	server := map[string]any{"url": url, "headers": map[string]string{"Authorization": auth}}
+	key := "mcpServers"
+	switch client {
+	case "claude-code", "generic":
+		server["type"] = "http"
+	case "vscode":
+		server["type"] = "http"
+		key = "servers"
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(map[string]any{key: map[string]any{name: server}})
+	return buf.Bytes(), err
+}
+
+// codexHTTPSnippet is the [mcp_servers.NAME] table of a streamable HTTP server in Codex's
+// config.toml: url and bearer_token_env_var (or, with the token, a static header).
+func codexHTTPSnippet(name, url, tokenEnv, token string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[mcp_servers.%s]\n", tomlKey(name))
+	fmt.Fprintf(&b, "url = %s\n", tomlString(url))
+	if token != "" {
+		fmt.Fprintf(&b, "http_headers = { Authorization = %s }\n", tomlString("Bearer "+token))
+	} else {
+		fmt.Fprintf(&b, "bearer_token_env_var = %s\n", tomlString(tokenEnv))
+	}
+	return []byte(b.String())
 }

@@ -90,6 +90,9 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		root.AddCommand(c)
 	}
 	root.AddCommand(newMCPCmd(f)) // mcp: the MCP surface (cmd/mcp.go)
+	tokensCmd := newTokensCmd(f)  // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
+	tokensCmd.GroupID = "kernel"
+	root.AddCommand(tokensCmd)
 	for _, c := range []*cobra.Command{newCompletionCmd(f), newVersionCmd(f)} {
 		c.GroupID = "other"
 		root.AddCommand(c)

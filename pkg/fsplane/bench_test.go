@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 // Bench cases shared with bench/files.sh (which times rg and grep on the same
@@ -130,5 +132,57 @@ func BenchmarkReadSmallFloor(b *testing.B) {
 		if c, err := os.ReadFile(f); err != nil || len(c) != 20 {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReadLarge times files.read of a 100 MB file (256 KiB returned) through the
+// provider: without a digest cache (the whole file hashed for its version), and with the
+// state database's cache (sqlitestore) once its entry is trusted (issue 16: <= 5 ms,
+// O(returned bytes)).
+func BenchmarkReadLarge(b *testing.B) {
+	root := b.TempDir()
+	big := make([]byte, 100<<20)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	if err := os.WriteFile(filepath.Join(root, "big.txt"), big, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "state.db"), sqlitestore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	time.Sleep(RacyGranularity + 100*time.Millisecond) // the file's times out of the racy window
+	op := kernel.ResourceOperation{OperationID: "b",
+		Resource: kernel.ResourceRef{Namespace: "files", Path: []string{"big.txt"}}, Action: ActionRead}
+	for _, c := range []struct {
+		name  string
+		cache kernel.FileDigestCache
+	}{{"no-cache", nil}, {"sqlite-cache", st}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := NewProvider(root, ProviderOptions{Digests: c.cache})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			want := ""
+			for i := 0; i < b.N+1; i++ {
+				if i == 1 {
+					b.ResetTimer() // the first read stores the entry
+				}
+				rr, err := p.Invoke(context.Background(), op)
+				if err != nil || rr.Status != kernel.StatusSucceeded {
+					b.Fatalf("%v %+v", err, rr)
+				}
+				out := rr.Output.(ReadOutput)
+				if want == "" {
+					want = Version(big)
+				}
+				if out.Version != want || !out.Truncated || len(out.Content) != DefaultMaxReadBytes {
+					b.Fatalf("version %s (want %s), truncated %v, %d bytes", out.Version, want, out.Truncated, len(out.Content))
+				}
+			}
+		})
 	}
 }

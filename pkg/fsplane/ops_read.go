@@ -214,13 +214,15 @@ func (p *Provider) stat(ctx context.Context, path []string) (any, error) {
 			return nil, err
 		}
 		defer f.Close()
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
+		var ust unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &ust); err != nil {
+			return nil, &os.PathError{Op: "fstat", Path: name, Err: err}
+		}
+		if out.Version, err = p.wholeVersion(ctx, int(f.Fd()), &ust, nil); err != nil {
 			return nil, err
 		}
 		out.SizeBytes = st.Size()
 		out.ModifiedAt = kernel.FormatTimestamp(st.ModTime().UnixMilli())
-		out.Version = versionOfDigest(h.Sum(nil))
 	}
 	if !fi.Mode().IsRegular() && !fi.IsDir() {
 		out.SizeBytes = 0
@@ -308,13 +310,14 @@ func (r fdReader) Read(b []byte) (int, error) {
 // opened), opened with O_NOFOLLOW|O_NONBLOCK and its handle compared with what was
 // examined, re-examined when a concurrent rename replaced it (as openFileIn). The same
 // rules as the os.Root path of the other operations, with fewer system calls (8 per
-// small read one directory down instead of 11). It returns the descriptor and the size
-// seen at open.
-func (p *Provider) openForRead(path []string) (int, int64, error) {
+// small read one directory down instead of 11). It returns the descriptor and its stat
+// at open.
+func (p *Provider) openForRead(path []string) (int, unix.Stat_t, error) {
+	var none unix.Stat_t
 	p.fdMu.RLock()
 	defer p.fdMu.RUnlock()
 	if p.rootFd < 0 {
-		return -1, 0, errors.New("files provider is closed")
+		return -1, none, errors.New("files provider is closed")
 	}
 	dfd := p.rootFd
 	closeDir := func() {
@@ -329,18 +332,18 @@ func (p *Provider) openForRead(path []string) (int, int64, error) {
 			sub := path[:i+1]
 			switch err {
 			case unix.ELOOP:
-				return -1, 0, escapeErr(sub, false)
+				return -1, none, escapeErr(sub, false)
 			case unix.ENOENT:
-				return -1, 0, failed(CodeNotFound, "%s does not exist", show(sub))
+				return -1, none, failed(CodeNotFound, "%s does not exist", show(sub))
 			case unix.ENOTDIR:
 				// Linux reports a link opened with O_DIRECTORY|O_NOFOLLOW as ENOTDIR.
 				var st unix.Stat_t
 				if unix.Fstatat(dfd, seg, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-					return -1, 0, escapeErr(sub, false)
+					return -1, none, escapeErr(sub, false)
 				}
-				return -1, 0, failed(CodeNotFound, "%s is not a directory", show(sub))
+				return -1, none, failed(CodeNotFound, "%s is not a directory", show(sub))
 			}
-			return -1, 0, &os.PathError{Op: "openat", Path: seg, Err: err}
+			return -1, none, &os.PathError{Op: "openat", Path: seg, Err: err}
 		}
 		closeDir()
 		dfd = nfd
@@ -350,18 +353,18 @@ func (p *Provider) openForRead(path []string) (int, int64, error) {
 		var fi unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &fi, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if err == unix.ENOENT {
-				return -1, 0, failed(CodeNotFound, "%s does not exist", show(path))
+				return -1, none, failed(CodeNotFound, "%s does not exist", show(path))
 			}
-			return -1, 0, &os.PathError{Op: "fstatat", Path: name, Err: err}
+			return -1, none, &os.PathError{Op: "fstatat", Path: name, Err: err}
 		}
 		switch fi.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
 		case unix.S_IFLNK:
-			return -1, 0, escapeErr(path, false)
+			return -1, none, escapeErr(path, false)
 		case unix.S_IFDIR:
-			return -1, 0, failed(CodeNotAFile, "%s is a directory, not a file (use files.list for a directory)", show(path))
+			return -1, none, failed(CodeNotAFile, "%s is a directory, not a file (use files.list for a directory)", show(path))
 		default:
-			return -1, 0, failed(CodeNotAFile, "%s is not a regular file (use files.list for a directory)", show(path))
+			return -1, none, failed(CodeNotAFile, "%s is not a regular file (use files.list for a directory)", show(path))
 		}
 		if p.beforeOpen != nil {
 			p.beforeOpen()
@@ -371,19 +374,19 @@ func (p *Provider) openForRead(path []string) (int, int64, error) {
 			var st unix.Stat_t
 			if err := unix.Fstat(fd, &st); err != nil {
 				unix.Close(fd)
-				return -1, 0, &os.PathError{Op: "fstat", Path: name, Err: err}
+				return -1, none, &os.PathError{Op: "fstat", Path: name, Err: err}
 			}
 			if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == fi.Dev && st.Ino == fi.Ino {
-				return fd, st.Size, nil
+				return fd, st, nil
 			}
 			unix.Close(fd) // replaced after the examination: look again
 		} else if err != unix.ELOOP && err != unix.ENOENT && err != unix.ENOTDIR {
-			return -1, 0, &os.PathError{Op: "openat", Path: name, Err: err}
+			return -1, none, &os.PathError{Op: "openat", Path: name, Err: err}
 		}
 		if attempt == openAttempts {
 			e := failed(CodeProviderError, "%s was replaced %d times while it was being opened (concurrent writes); nothing was read, try again", show(path), openAttempts)
 			e.retryable = true
-			return -1, 0, e
+			return -1, none, e
 		}
 	}
 }
@@ -392,27 +395,28 @@ func (p *Provider) read(ctx context.Context, path []string) (any, error) {
 	if len(path) == 0 {
 		return nil, failed(CodeNotAFile, "the root is a directory, not a file (use files.list)")
 	}
-	fd, size, err := p.openForRead(path)
+	fd, st, err := p.openForRead(path)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	f := fdReader(fd)
-	h := sha256.New()
-	head, err := readHead(f, size, p.maxRead+1)
+	head, err := readHead(fdReader(fd), st.Size, p.maxRead+1)
 	if err != nil {
 		return nil, err
 	}
-	n := len(head)
-	h.Write(head)
-	truncated := n > p.maxRead
+	truncated := len(head) > p.maxRead
+	var version string
 	if truncated {
-		if _, err := io.Copy(h, f); err != nil {
+		// The version is of the whole file: the rest is hashed, or its cached digest used
+		// (O(returned bytes) for a large file that did not change).
+		if version, err = p.wholeVersion(ctx, fd, &st, head); err != nil {
 			return nil, err
 		}
 		head = head[:p.maxRead]
+	} else {
+		version = Version(head)
 	}
-	out := ReadOutput{Path: path, Version: versionOfDigest(h.Sum(nil)), Truncated: truncated}
+	out := ReadOutput{Path: path, Version: version, Truncated: truncated}
 	text := head
 	if truncated {
 		// Do not count a rune cut by the limit against the text.

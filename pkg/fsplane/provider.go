@@ -84,6 +84,13 @@ type ProviderOptions struct {
 	// and the least budget of read. 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int
 
+	// Digests remembers content digests of large files (DigestCacheMinSize or more), so
+	// that files.read and files.stat report the version of such a file without hashing
+	// all of it when it has not changed (see RacyGranularity for when an entry is
+	// trusted). Nil: every version is hashed. Write preconditions (expectedVersion) never
+	// use it.
+	Digests kernel.FileDigestCache
+
 	// probe replaces the probe of a directory's name equivalence (tests).
 	probe func(dir []string) nameEquivalence
 }
@@ -102,6 +109,9 @@ type Provider struct {
 	maxOut      int
 	workers     int
 	frozen      *frozenTree // nil: nothing frozen
+	digests     kernel.FileDigestCache
+	digestMin   int64            // DigestCacheMinSize (tests lower it)
+	wallClock   func() time.Time // the racy rule's clock (tests); nil: time.Now
 	// beforeOpen, when set (tests only), runs in read and stat between examining the
 	// file's name and opening it.
 	beforeOpen func()
@@ -143,7 +153,7 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, fmt.Errorf("files root %s is not a directory", root)
 	}
 	p := &Provider{rootPath: real, index: opts.Index, now: opts.Now, maxRead: opts.MaxReadBytes,
-		workers: runtime.GOMAXPROCS(0)}
+		workers: runtime.GOMAXPROCS(0), digests: opts.Digests, digestMin: DigestCacheMinSize}
 	if p.now == nil {
 		p.now = time.Now
 	}

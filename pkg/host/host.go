@@ -47,6 +47,9 @@ type Settings struct {
 	Root   string
 	State  string
 	Grants []string
+	// Tokens is the tokens file of `mcp --listen` ("" when none): authority like a grant
+	// file, so it must lie outside the root too.
+	Tokens string
 
 	As, Owner, Authority string // raw addresses ("" when unset)
 	World, Purpose       string // "" when unset (the grant files' context decides)
@@ -305,7 +308,8 @@ func (p *Prepared) buildTools() error {
 	}
 	p.index = &snapshotIndexRef{}
 	files, err := fsplane.NewProvider(s.Root, fsplane.ProviderOptions{
-		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen})
+		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen,
+		Digests: (*digestCacheRef)(p.index)})
 	if err != nil {
 		return usageError("keep the state directory outside --root", "files plane: %v", err)
 	}
@@ -481,6 +485,24 @@ func (r *snapshotIndexRef) ListSnapshots(ctx context.Context, scope kernel.Snaps
 	return r.st.ListSnapshots(ctx, scope, limit)
 }
 
+// digestCacheRef is the files plane's digest cache: the state database once it is open
+// (until then every version is hashed).
+type digestCacheRef snapshotIndexRef
+
+func (r *digestCacheRef) LookupDigest(ctx context.Context, dev, ino uint64) (kernel.FileDigest, bool, error) {
+	if r.st == nil {
+		return kernel.FileDigest{}, false, errIndexNotOpen
+	}
+	return r.st.LookupDigest(ctx, dev, ino)
+}
+
+func (r *digestCacheRef) StoreDigest(ctx context.Context, d kernel.FileDigest) error {
+	if r.st == nil {
+		return errIndexNotOpen
+	}
+	return r.st.StoreDigest(ctx, d)
+}
+
 func (r *snapshotIndexRef) GetSnapshot(ctx context.Context, scope kernel.SnapshotScope, id string) (*kernel.SnapshotRecord, error) {
 	if r.st == nil {
 		return nil, errIndexNotOpen
@@ -617,6 +639,18 @@ func firstNonEmpty(vals ...string) string {
 	return ""
 }
 
+// CheckTrustBoundary checks, without preparing a host, that the root is an existing
+// directory and that no trusted path of s (config, grant and tokens files, the state
+// database and its folders) lies inside it, as Prepare does for a command that reaches
+// the planes. A surface that serves several contexts checks its own files with it.
+func CheckTrustBoundary(s *Settings) error {
+	rootReal, err := checkRoot(s.Root)
+	if err != nil {
+		return err
+	}
+	return checkTrustBoundary(s, rootReal)
+}
+
 // checkRoot requires the root to be an existing directory and returns its real path.
 func checkRoot(root string) (string, error) {
 	fi, err := os.Stat(root)
@@ -646,7 +680,7 @@ func unwrapPathErr(err error) error {
 }
 
 // checkTrustBoundary refuses to start when a trusted path — the config file, a grant
-// file, the state database, the validated grant cache and its key, the snapshot blobs —
+// file, the tokens file, the state database, the validated grant cache and its key, the snapshot blobs —
 // resolves (after symbolic links) inside the root, or when the root lies inside one of
 // the trusted directories: a files grant could then rewrite the very authority that
 // limits it, or forge a cached grant or a snapshot (spec 40 §1).
@@ -669,6 +703,9 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 		for _, f := range s.MCPServers.SecretFiles() {
 			items = append(items, item{"MCP server credential file", f, false})
 		}
+	}
+	if s.Tokens != "" {
+		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := filepath.Dir(s.State)
 	items = append(items, item{"state database", s.State, false},

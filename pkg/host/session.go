@@ -31,6 +31,11 @@ import (
 // conflicting contexts) makes the authority unavailable, so every call is denied
 // authority_unavailable until the files are fixed (fail-closed).
 //
+// Every operation's turn writes its authority.resolved record only when the kernel has
+// not written one for the same grant snapshot, identity and audit metadata (an MCP
+// session's), so a session records its authority once per snapshot, not once per call;
+// every call's own records name that authorityHash (kernel.TurnOptions).
+//
 // Like the host, a session never authorizes, filters or audits on its own. It is safe for
 // concurrent use.
 type Session struct {

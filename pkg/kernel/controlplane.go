@@ -28,44 +28,60 @@ func (t *Turn) ListToolNamespaces(ctx context.Context) (ToolNamespaceCatalog, er
 }
 
 func buildNamespaceCatalog(reg *registry, enabled []string) ToolNamespaceCatalog {
-	type acc struct {
-		sources map[string]bool
-		count   int
-	}
-	byNS := map[string]*acc{}
-	for _, n := range reg.names {
-		d := &reg.byName[n].handler.Definition
-		a := byNS[d.Namespace]
-		if a == nil {
-			a = &acc{sources: map[string]bool{}}
-			byNS[d.Namespace] = a
-		}
-		a.sources[d.Source] = true
-		a.count++
-	}
-	names := make([]string, 0, len(byNS))
-	for n := range byNS {
-		names = append(names, n)
-	}
-	jscompat.SortLocale(names)
-	cat := ToolNamespaceCatalog{Namespaces: make([]ToolNamespaceDescriptor, 0, len(names))}
-	for _, n := range names {
-		a := byNS[n]
-		srcs := make([]string, 0, len(a.sources))
-		for s := range a.sources {
-			srcs = append(srcs, s)
-		}
-		jscompat.SortLocale(srcs)
-		on := slices.Contains(enabled, n)
-		cat.Namespaces = append(cat.Namespaces, ToolNamespaceDescriptor{Namespace: n, Sources: srcs, ToolCount: a.count, Enabled: on})
+	summary := reg.namespaceSummary()
+	cat := ToolNamespaceCatalog{Namespaces: make([]ToolNamespaceDescriptor, 0, len(summary))}
+	for _, d := range summary {
+		d.Enabled = slices.Contains(enabled, d.Namespace)
+		d.Sources = slices.Clone(d.Sources)
+		cat.Namespaces = append(cat.Namespaces, d)
 		cat.Summary.Total++
-		if on {
+		if d.Enabled {
 			cat.Summary.Enabled++
 		} else {
 			cat.Summary.Disabled++
 		}
 	}
 	return cat
+}
+
+// namespaceSummary is the registry's namespaces (sorted), each with its sources (sorted)
+// and tool count, Enabled unset: computed once per registry (a static registry lives as
+// long as its registrations), not per catalogue.
+func (r *registry) namespaceSummary() []ToolNamespaceDescriptor {
+	r.nsOnce.Do(func() {
+		type acc struct {
+			sources map[string]bool
+			count   int
+		}
+		byNS := map[string]*acc{}
+		for _, n := range r.names {
+			d := &r.byName[n].handler.Definition
+			a := byNS[d.Namespace]
+			if a == nil {
+				a = &acc{sources: map[string]bool{}}
+				byNS[d.Namespace] = a
+			}
+			a.sources[d.Source] = true
+			a.count++
+		}
+		names := make([]string, 0, len(byNS))
+		for n := range byNS {
+			names = append(names, n)
+		}
+		jscompat.SortLocale(names)
+		out := make([]ToolNamespaceDescriptor, 0, len(names))
+		for _, n := range names {
+			a := byNS[n]
+			srcs := make([]string, 0, len(a.sources))
+			for s := range a.sources {
+				srcs = append(srcs, s)
+			}
+			jscompat.SortLocale(srcs)
+			out = append(out, ToolNamespaceDescriptor{Namespace: n, Sources: srcs, ToolCount: a.count})
+		}
+		r.namespaces = out
+	})
+	return r.namespaces
 }
 
 // UpdateToolNamespaces validates update, drops from its enable list the namespaces the

@@ -159,6 +159,9 @@ type registry struct {
 	byName map[string]*registered
 	names  []string
 	hash   string
+
+	nsOnce     sync.Once
+	namespaces []ToolNamespaceDescriptor // namespaceSummary
 }
 
 func newRegistry(byName map[string]*registered) *registry {

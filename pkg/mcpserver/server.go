@@ -7,12 +7,15 @@
 // a turn of its own, begun through the Backend at that operation's instant; the server
 // never authorizes, filters or audits on its own — a name it cannot map is passed to the
 // kernel as sent, so that the kernel refuses it tool_unavailable and audits the attempt.
-// The only answers it gives without a call reaching the kernel are the JSON-RPC errors of
-// malformed params (spec 30 §3.3) and the escalation latch's (spec 30 §3.7), which follow a
-// kernel-recorded escalation.
+// The only answers it gives without a call reaching the kernel's pipeline are the JSON-RPC
+// errors of malformed params (spec 30 §3.3, not audited: no call was made) and the
+// escalation latch's escalation_pending (spec 30 §3.7): the latch is the session's envelope
+// and only removes authority, and its refusals are recorded by the kernel
+// (kernel.Turn.RefuseInEnvelope: tool.invoked, source envelope).
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -100,6 +103,10 @@ type Options struct {
 	PollInterval time.Duration
 	// NewID mints session and call ids (default: random UUIDs).
 	NewID func() string
+	// Metadata is added to the audit metadata of every event of every session (the HTTP
+	// surface puts the token id there); the server's own keys (surface, session, client)
+	// win.
+	Metadata map[string]any
 }
 
 // Server is one MCP server over one Backend; every session it serves runs under the
@@ -111,9 +118,16 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
+	tracked  map[*mcp.ServerSession]bool
 	open     int
 	lastHash string
 	stopPoll context.CancelFunc
+
+	// the last published encoding and its catalogue hash: the same encoding (the
+	// common case: the list did not change) is not canonicalized again
+	pubMu   sync.Mutex
+	pubRaw  []byte
+	pubHash string
 }
 
 // session is the state of one MCP session.
@@ -154,10 +168,12 @@ func New(opts Options) *Server {
 	if opts.NewID == nil {
 		opts.NewID = uuid.New
 	}
-	s := &Server{opts: opts, log: opts.Logger, sessions: map[*mcp.ServerSession]*session{}}
+	s := &Server{opts: opts, log: opts.Logger, sessions: map[*mcp.ServerSession]*session{}, tracked: map[*mcp.ServerSession]bool{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       opts.Logger,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// A session the SDK connected itself (streamable HTTP) is tracked once initialized.
+		InitializedHandler: func(_ context.Context, r *mcp.InitializedRequest) { s.track(r.Session) },
 	})
 	s.mcp.AddReceivingMiddleware(s.middleware)
 	return s
@@ -191,7 +207,21 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 	if err != nil {
 		return nil, err
 	}
+	s.track(ss)
+	return ss, nil
+}
+
+// track counts ss as open (once) until it ends; the inputs are polled while any is.
+func (s *Server) track(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
 	s.mu.Lock()
+	if s.tracked[ss] {
+		s.mu.Unlock()
+		return
+	}
+	s.tracked[ss] = true
 	s.open++
 	if s.open == 1 {
 		pctx, cancel := context.WithCancel(context.Background())
@@ -203,6 +233,7 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 		_ = ss.Wait()
 		s.mu.Lock()
 		delete(s.sessions, ss)
+		delete(s.tracked, ss)
 		s.open--
 		if s.open == 0 && s.stopPoll != nil {
 			s.stopPoll()
@@ -210,7 +241,20 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 		}
 		s.mu.Unlock()
 	}()
-	return ss, nil
+}
+
+// OpenSessions is the number of sessions being served.
+func (s *Server) OpenSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
+}
+
+// CloseSessions ends every session of the server (their clients see the session gone).
+func (s *Server) CloseSessions() {
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
 }
 
 // state returns the session state of ss, creating it on first use.
@@ -227,8 +271,12 @@ func (s *Server) state(ss *mcp.ServerSession) *session {
 	if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
 		st.clientName, st.clientVer = ip.ClientInfo.Name, ip.ClientInfo.Version
 	}
-	st.meta = map[string]any{"surface": "mcp", "session": st.id,
-		"client": map[string]any{"name": st.clientName, "version": st.clientVer}}
+	st.meta = make(map[string]any, len(s.opts.Metadata)+3)
+	for k, v := range s.opts.Metadata {
+		st.meta[k] = v
+	}
+	st.meta["surface"], st.meta["session"] = "mcp", st.id
+	st.meta["client"] = map[string]any{"name": st.clientName, "version": st.clientVer}
 	s.sessions[ss] = st
 	return st
 }
@@ -288,12 +336,18 @@ func (s *Server) publish(defs []kernel.ToolDefinition) ([]publishedTool, string,
 	if err != nil {
 		return nil, "", fmt.Errorf("encode published tools: %w", err)
 	}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if s.pubRaw != nil && bytes.Equal(raw, s.pubRaw) {
+		return out, s.pubHash, nil
+	}
 	canon, err := kernel.CanonicalJSON(raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("canonicalize published tools: %w", err)
 	}
 	sum := sha256.Sum256(canon)
-	return out, hex.EncodeToString(sum[:]), nil
+	s.pubRaw, s.pubHash = raw, hex.EncodeToString(sum[:])
+	return out, s.pubHash, nil
 }
 
 // wireTool is the MCP Tool of a published tool.
@@ -360,6 +414,9 @@ func (s *Server) poll(ctx context.Context) {
 	tick := time.NewTicker(s.opts.PollInterval)
 	defer tick.Stop()
 	meta := map[string]any{"surface": "mcp"}
+	for k, v := range s.opts.Metadata {
+		meta[k] = v
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -440,23 +497,26 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 	if err != nil {
 		s.log.Warn("escalation resolution unavailable; the latch stays closed", "err", err)
 	}
-	if latched != "" {
-		// The kernel has no port for a surface's envelope refusal, so this one is logged,
-		// not audited; the escalation itself is in the audit trail.
-		s.log.Info("call refused: escalation pending", "session", st.id, "escalation", latched, "tool", params.Name,
-			"callsAfterEscalation", st.calledAfter())
-		return refusal(kernel.ToolResult{Status: kernel.StatusDenied, Tool: params.Name, Gate: kernel.GateEnvelope,
-			Error: &kernel.ProtocolError{Code: CodeEscalationPending, Retryable: kernel.BoolPtr(false),
-				Message: "this session asked a human reviewer (escalation " + latched + "); no tool call runs until an operator resolves it"}},
-			"make no further tool calls; an operator resolves the escalation with 'sharedos escalations resolve'", extraMeta), nil
-	}
-
 	turn, err := s.opts.Backend.Begin(ctx, st.meta)
 	if err != nil {
 		s.log.Error("tools/call: begin turn", "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the kernel turn could not begin: " + err.Error()}
 	}
 	actx := turn.Context()
+
+	if latched != "" {
+		// The latch is the session's envelope (spec 30 §3.7): it only removes authority.
+		// The kernel records the refusal (tool.invoked, source envelope) — the surface
+		// decides nothing about grants and audits nothing itself.
+		after := st.calledAfter()
+		s.log.Info("call refused: escalation pending", "session", st.id, "escalation", latched, "tool", params.Name,
+			"callsAfterEscalation", after)
+		call := kernel.ToolCall{ID: s.opts.NewID(), Tool: params.Name, Arguments: args, TraceID: actx.TraceID, RequestedAt: actx.Now}
+		res := turn.RefuseInEnvelope(ctx, call, CodeEscalationPending,
+			"this session asked a human reviewer (escalation "+latched+"); no tool call runs until an operator resolves it",
+			map[string]any{"escalation": latched, "callsAfterEscalation": after})
+		return refusal(res, "make no further tool calls; an operator resolves the escalation with 'sharedos escalations resolve'", extraMeta), nil
+	}
 
 	// 2. Name mapping: exact, else exactly one published tool's portable form, else raw.
 	name := params.Name

@@ -734,6 +734,22 @@ func TestEscalationLatch(t *testing.T) {
 	if e.srv.afterCalls() != 3 {
 		t.Fatalf("callsAfterEscalation %d, want 3", e.srv.afterCalls())
 	}
+	// The latch's three refusals are in the audit trail, recorded by the kernel: denied
+	// tool.invoked, source envelope, with the session's metadata and the escalation.
+	pending := 0
+	for _, ev := range e.audit() {
+		if ev.Reason == CodeEscalationPending {
+			pending++
+			if ev.Type != kernel.EventToolInvoked || ev.Outcome != kernel.OutcomeDenied || ev.Source != "envelope" ||
+				ev.Tool != "files.read" || ev.Metadata["surface"] != "mcp" || ev.Metadata["escalation"] != escID ||
+				kernel.ClassifyRefusal(ev) != kernel.GateEnvelope {
+				t.Fatalf("latch refusal event %+v", ev)
+			}
+		}
+	}
+	if pending != 3 {
+		t.Fatalf("%d escalation_pending events audited, want 3", pending)
+	}
 }
 
 // TestEscalateNotOffered: without an escalation grant the name passes through and is

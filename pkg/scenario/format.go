@@ -179,7 +179,11 @@ type Expect struct {
 
 // OutputExpect asserts on a call's output.
 type OutputExpect struct {
-	Contains  *string
+	// Contains: every string must occur in the output (one string or a list).
+	Contains []string
+	// Excludes: no string may occur anywhere in the result (its output, or the message
+	// of a refusal or failure): a secret that must not leak.
+	Excludes  []string
 	Equals    any
 	EqualsSet bool
 	JSONPath  []PathExpect
@@ -232,6 +236,11 @@ func Parse(name string, data []byte) (*File, error) {
 	if i := firstInvalidUTF8(data); i >= 0 {
 		return nil, &Error{File: name, Line: bytes.Count(data[:i], []byte("\n")) + 1, Message: "invalid UTF-8"}
 	}
+	if i := firstControl(data); i >= 0 {
+		r, _ := utf8.DecodeRune(data[i:])
+		return nil, &Error{File: name, Line: bytes.Count(data[:i], []byte("\n")) + 1,
+			Message: fmt.Sprintf("control character U+%04X is not allowed; write it as an escape in a double-quoted string", r)}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -259,6 +268,19 @@ func firstInvalidUTF8(b []byte) int {
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// firstControl is the offset of the first character YAML refuses in a stream (C0 but
+// tab, line feed and carriage return; DEL; C1), or -1.
+func firstControl(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f || r >= 0x80 && r <= 0x9f {
 			return i
 		}
 		i += n
@@ -1070,22 +1092,40 @@ func (p *parser) expect(n *yaml.Node, what, kind string) (*Expect, error) {
 }
 
 func (p *parser) outputExpect(n *yaml.Node, what string) (*OutputExpect, error) {
-	ms, err := p.members(n, what, "contains", "equals", "jsonpath")
+	ms, err := p.members(n, what, "contains", "excludes", "equals", "jsonpath")
 	if err != nil {
 		return nil, err
 	}
 	if len(ms) == 0 {
-		return nil, p.errf(n, "%s: want contains, equals or jsonpath", what)
+		return nil, p.errf(n, "%s: want contains, excludes, equals or jsonpath", what)
 	}
 	o := &OutputExpect{}
 	for _, m := range ms {
 		switch m.key {
 		case "contains":
+			if m.node.Kind == yaml.SequenceNode {
+				if o.Contains, err = p.strList(m.node, what+".contains"); err != nil {
+					return nil, err
+				}
+				break
+			}
 			s, err := p.str(m.node, what+".contains")
 			if err != nil {
 				return nil, err
 			}
-			o.Contains = &s
+			o.Contains = []string{s}
+		case "excludes":
+			if m.node.Kind == yaml.SequenceNode {
+				if o.Excludes, err = p.strList(m.node, what+".excludes"); err != nil {
+					return nil, err
+				}
+				break
+			}
+			s, err := p.str(m.node, what+".excludes")
+			if err != nil {
+				return nil, err
+			}
+			o.Excludes = []string{s}
 		case "equals":
 			if o.Equals, err = p.value(m.node, what+".equals"); err != nil {
 				return nil, err

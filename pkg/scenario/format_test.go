@@ -57,6 +57,7 @@ func TestParseErrors(t *testing.T) {
 		{"alias", "version: 1\ncontext: &c {as: agent:a}\ntests: [{name: x, steps: [{list: {}}]}]\n", "anchors (&c) are not supported"},
 		{"yaml syntax", "version: 1\ntests: [\n", "s.yaml:"},
 		{"two documents", "version: 1\ntests: [{name: x, steps: [{list: {}}]}]\n---\nversion: 1\n", "more than one YAML document"},
+		{"control character", "version: 1\nname: a\x7fb\n", "s.yaml:2: control character U+007F is not allowed"},
 		{"invalid utf8", "version: 1\nname: \xff\n", "s.yaml:2: invalid UTF-8"},
 		{"inline grant refused", "version: 1\ngrants:\n  - id: g1\n    subject: agent:a\n    issuer: human:o\n    capabilities: []\ntests: [{name: x, steps: [{list: {}}]}]\n", "s.yaml:3: inline grant: grant \"g1\""},
 		{"inline grant without id", "version: 1\ngrants:\n  - subject: agent:a\ntests: [{name: x, steps: [{list: {}}]}]\n", "s.yaml:3: grants[0]: an inline grant needs an id"},

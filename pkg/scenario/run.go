@@ -119,6 +119,7 @@ type Observed struct {
 	Grant    string            `json:"grant,omitempty"`
 	Rejected map[string]string `json:"rejected,omitempty"`
 	Output   any               `json:"output,omitempty"`
+	Message  string            `json:"message,omitempty"`
 	Exit     int               `json:"exit"`
 	Allowed  *bool             `json:"allowed,omitempty"`
 	Fixes    []string          `json:"fixes,omitempty"`
@@ -581,7 +582,7 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		res := t.InvokeTool(ctx, call)
 		o.Status, o.Gate, o.Cause = string(res.Status), string(res.Gate), string(res.Cause)
 		if res.Error != nil {
-			o.Code = string(res.Error.Code)
+			o.Code, o.Message = string(res.Error.Code), res.Error.Message
 		}
 		if res.Status == kernel.StatusSucceeded {
 			o.Output = normalize(res.Output)
@@ -749,11 +750,21 @@ func check(e *Expect, o *Observed) []Mismatch {
 
 func checkOutput(e *OutputExpect, o *Observed) []Mismatch {
 	var out []Mismatch
-	if o.Status != string(kernel.StatusSucceeded) {
-		return []Mismatch{{Key: "output", Expected: "a succeeded call's output", Observed: "status " + o.Status}}
+	for _, no := range e.Excludes {
+		if outputContains(o.Output, no) || strings.Contains(o.Message, no) {
+			out = append(out, Mismatch{Key: "output.excludes", Expected: no, Observed: map[string]any{"output": o.Output, "message": o.Message}})
+		}
 	}
-	if e.Contains != nil && !outputContains(o.Output, *e.Contains) {
-		out = append(out, Mismatch{Key: "output.contains", Expected: *e.Contains, Observed: o.Output})
+	if e.Contains == nil && !e.EqualsSet && e.JSONPath == nil {
+		return out
+	}
+	if o.Status != string(kernel.StatusSucceeded) {
+		return append(out, Mismatch{Key: "output", Expected: "a succeeded call's output", Observed: "status " + o.Status})
+	}
+	for _, want := range e.Contains {
+		if !outputContains(o.Output, want) {
+			out = append(out, Mismatch{Key: "output.contains", Expected: want, Observed: o.Output})
+		}
 	}
 	if e.EqualsSet && !jsonEqual(e.Equals, o.Output) {
 		out = append(out, Mismatch{Key: "output.equals", Expected: normalize(e.Equals), Observed: o.Output})

@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // AuditFilter selects audit events for ListAudit. Zero fields select everything.
@@ -76,10 +79,32 @@ func (s *Store) AppendWriteAhead(ctx context.Context, ev kernel.AuditEvent) erro
 var _ kernel.WriteAheadBatchAuditSink = (*Store)(nil)
 
 // AppendWriteAheadBatch records several audit events like AppendWriteAhead, in one
-// transaction: all of them or none.
+// transaction: all of them or none. The common case is one multi-row INSERT statement
+// (atomic on its own, no BEGIN/COMMIT round trips); when an id is recorded already it is
+// done again in a transaction that tells a repeated event (a no-op) from another event
+// with a recorded id (ErrDuplicate, nothing written).
 func (s *Store) AppendWriteAheadBatch(ctx context.Context, evs []kernel.AuditEvent) error {
 	if len(evs) == 0 {
 		return nil
+	}
+	args := make([]any, 0, len(evs)*auditColumns)
+	for i := range evs {
+		a, err := eventArgs(&evs[i])
+		if err != nil {
+			return fmt.Errorf("append audit events to %s: event %d: %w", s.path, i, err)
+		}
+		args = append(args, a...)
+	}
+	if len(evs) <= maxMultiInsert {
+		ins, err := s.prepared(ctx, multiInsertSQL(len(evs)))
+		if err == nil {
+			if _, err = ins.ExecContext(ctx, args...); err == nil {
+				return nil
+			}
+			if !isConstraint(err) {
+				return fmt.Errorf("append audit events to %s: %w", s.path, err)
+			}
+		}
 	}
 	ins, err := s.lightInsert(ctx)
 	if err != nil {
@@ -101,6 +126,31 @@ func (s *Store) AppendWriteAheadBatch(ctx context.Context, evs []kernel.AuditEve
 		return fmt.Errorf("append audit events to %s: commit: %w", s.path, err)
 	}
 	return nil
+}
+
+// maxMultiInsert bounds the rows of one multi-row audit insert (the kernel batches two).
+const maxMultiInsert = 4
+
+const auditColumns = 10
+
+// multiInsertSQL inserts n audit events in one statement; a recorded id fails it whole
+// (a constraint error: no ON CONFLICT clause).
+func multiInsertSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO audit_events (id, type, outcome, at, at_ms, tool, operation_id, trace_id, world, event) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.String()
+}
+
+// isConstraint reports whether err is SQLite's SQLITE_CONSTRAINT (any extended code).
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
 // AppendBatch records several audit events durably in one transaction: all of them or
@@ -125,6 +175,27 @@ func (s *Store) AppendBatch(ctx context.Context, evs []kernel.AuditEvent) error 
 	return nil
 }
 
+// eventArgs checks ev and returns the values of its audit_events row, in insertAuditSQL's
+// order (the encoded event last).
+func eventArgs(ev *kernel.AuditEvent) ([]any, error) {
+	if ev.ID == "" {
+		return nil, errors.New("event has no id")
+	}
+	text, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
+	}
+	if err := kernel.CheckAuditEventDecodes(ev); err != nil {
+		return nil, fmt.Errorf("event %s would not read back: %w", ev.ID, err)
+	}
+	var atMS sql.NullInt64
+	if ms, err := kernel.ParseTimestamp(ev.At); err == nil {
+		atMS = sql.NullInt64{Int64: ms, Valid: true}
+	}
+	return []any{ev.ID, string(ev.Type), string(ev.Outcome), ev.At, atMS, ev.Tool, ev.OperationID,
+		ev.TraceID, ev.NamespaceID, string(text)}, nil
+}
+
 // insertAuditSQL inserts one audit event (a no-op when its id is recorded already).
 const insertAuditSQL = `INSERT INTO audit_events
 		(id, type, outcome, at, at_ms, tool, operation_id, trace_id, world, event)
@@ -133,22 +204,11 @@ const insertAuditSQL = `INSERT INTO audit_events
 // appendEvent writes ev through q, with ins (insertAuditSQL prepared on q's pool) when
 // not nil.
 func appendEvent(ctx context.Context, q execQuerier, ins *sql.Stmt, ev kernel.AuditEvent) error {
-	if ev.ID == "" {
-		return errors.New("event has no id")
-	}
-	text, err := json.Marshal(ev)
+	args, err := eventArgs(&ev)
 	if err != nil {
-		return fmt.Errorf("encode event %s: %w", ev.ID, err)
+		return err
 	}
-	if err := kernel.CheckAuditEventDecodes(&ev); err != nil {
-		return fmt.Errorf("event %s would not read back: %w", ev.ID, err)
-	}
-	var atMS sql.NullInt64
-	if ms, err := kernel.ParseTimestamp(ev.At); err == nil {
-		atMS = sql.NullInt64{Int64: ms, Valid: true}
-	}
-	args := []any{ev.ID, string(ev.Type), string(ev.Outcome), ev.At, atMS, ev.Tool, ev.OperationID,
-		ev.TraceID, ev.NamespaceID, string(text)}
+	text := []byte(args[auditColumns-1].(string))
 	var res sql.Result
 	if ins != nil {
 		res, err = ins.ExecContext(ctx, args...)

@@ -27,11 +27,17 @@ func BenchmarkAppendAudit(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		write func(*Store, context.Context, kernel.AuditEvent) error
-	}{{"durable", (*Store).Append}, {"write-ahead", (*Store).AppendWriteAhead}} {
+	}{{"durable", (*Store).Append}, {"write-ahead", (*Store).AppendWriteAhead},
+		{"write-ahead-batch-of-2", func(s *Store, ctx context.Context, ev kernel.AuditEvent) error {
+			ev2 := ev
+			ev2.ID += "-b"
+			return s.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{ev, ev2})
+		}}} {
 		b.Run(c.name, func(b *testing.B) {
 			s := openTest(b, Options{})
 			ctx := context.Background()
 			ev := fullEvent()
+			ev.RequestedAuthority = nil // as most records: only escalations and some refusals carry one
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

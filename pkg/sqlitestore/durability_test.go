@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -96,5 +97,60 @@ func TestCloseNeverOpenedDurable(t *testing.T) {
 	}
 	if _, err := s.durable(); err == nil {
 		t.Error("the durable pool opened after Close")
+	}
+}
+
+// TestAppendWriteAheadBatch: a batch is all or nothing — one multi-row statement, or
+// (with a recorded id) a transaction in which a repeated event is a no-op and another
+// event with a recorded id refuses the whole batch; an invalid event refuses it too.
+func TestAppendWriteAheadBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	ev := func(id string) kernel.AuditEvent {
+		return event(id, kernel.EventToolInvoked, kernel.OutcomeSucceeded, "2026-01-01T00:00:00Z")
+	}
+	count := func() int {
+		evs, err := s.ListAudit(ctx, AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	if err := s.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{ev("a"), ev("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{ev("c"), ev("a")}); err != nil {
+		t.Errorf("a batch repeating a recorded event = %v, want the repeat a no-op", err)
+	}
+	if n := count(); n != 3 {
+		t.Errorf("%d events, want 3", n)
+	}
+	other := ev("b")
+	other.Outcome = kernel.OutcomeFailed
+	if err := s.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{ev("d"), other}); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("a batch with another event under a recorded id = %v, want ErrDuplicate", err)
+	}
+	bad := ev("e")
+	bad.Owner = kernel.Address{}
+	if err := s.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{ev("f"), bad}); err == nil {
+		t.Error("a batch with an invalid event was accepted")
+	}
+	if n := count(); n != 3 {
+		t.Errorf("%d events after refused batches, want 3 (nothing of them written)", n)
+	}
+	var big []kernel.AuditEvent
+	for i := range maxMultiInsert + 2 {
+		big = append(big, ev(fmt.Sprintf("big-%d", i)))
+	}
+	if err := s.AppendWriteAheadBatch(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3+len(big) {
+		t.Errorf("%d events after a large batch, want %d", n, 3+len(big))
+	}
+	evs, _ := s.ListAudit(ctx, AuditFilter{Oldest: true, Limit: 2})
+	if len(evs) != 2 || evs[0].ID != "a" || evs[1].ID != "b" {
+		t.Errorf("order: %+v", evs)
 	}
 }

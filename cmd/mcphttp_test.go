@@ -1,0 +1,178 @@
+package cmd
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sharedos test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+type bearerRT struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// TestMCPListenTLS runs `sharedos mcp --listen 127.0.0.1:0` with a generated self-signed
+// certificate and no tokens file: the ephemeral token and a client configuration that
+// parses are printed on stderr; a go-sdk client over HTTPS with that token lists and
+// calls; a plain-HTTP request to the TLS port fails; cancelling the run (as SIGTERM does)
+// drains and returns exit 0.
+func TestMCPListenTLS(t *testing.T) {
+	dir, env := sandbox(t)
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "notes", "todo.md"), []byte("buy milk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grants := filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(grants, []byte(`version: 1
+context: {actor: agent:helper, owner: human:alice}
+grants:
+  - id: g-read
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: files, path: []}
+        actions: [list, read]
+        scope: descendants
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, pool := selfSigned(t, dir)
+	stderr := &syncBuffer{}
+	ios := &IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
+	f := &Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}
+	rc := NewRootCmd(f)
+	rc.SetArgs([]string{"mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
+		"--state", filepath.Join(dir, "state", "state.db"), "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rc.ExecuteContext(ctx); f.close() }()
+	defer cancel()
+
+	var url, token string
+	deadline := time.Now().Add(10 * time.Second)
+	for (url == "" || token == "") && time.Now().Before(deadline) {
+		out := stderr.String()
+		if m := regexp.MustCompile(`"url":"(https://127\.0\.0\.1:\d+/mcp)"`).FindStringSubmatch(out); m != nil {
+			url = m[1]
+		}
+		if m := regexp.MustCompile(`(?m)^token: (sharedos_\S+)$`).FindStringSubmatch(out); m != nil {
+			token = m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if url == "" || token == "" {
+		t.Fatalf("no url or token on stderr:\n%s", stderr.String())
+	}
+	// the printed client configuration parses and carries the URL and the token
+	out := stderr.String()
+	start := strings.Index(out, "{\n  \"mcpServers\"")
+	if start < 0 {
+		t.Fatalf("no client configuration on stderr:\n%s", out)
+	}
+	var snippet struct {
+		MCPServers map[string]struct {
+			Type, URL string
+			Headers   map[string]string
+		} `json:"mcpServers"`
+	}
+	if err := json.NewDecoder(strings.NewReader(out[start:])).Decode(&snippet); err != nil {
+		t.Fatalf("client configuration: %v", err)
+	}
+	if s := snippet.MCPServers["sharedos"]; s.Type != "http" || s.URL != url || s.Headers["Authorization"] != "Bearer "+token {
+		t.Fatalf("client configuration %+v", snippet)
+	}
+
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	client := mcp.NewClient(&mcp.Implementation{Name: "tls-test", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: bearerRT{token, tr}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(list.Tools) != 2 {
+		t.Fatalf("list over TLS: %v %v", err, list)
+	}
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "files.read", Arguments: map[string]any{"path": []string{"notes", "todo.md"}}})
+	if err != nil || r.IsError {
+		t.Fatalf("call over TLS: %v %+v", err, r)
+	}
+	// plain HTTP to the TLS port is not served
+	if resp, err := http.Get(strings.Replace(strings.TrimSuffix(url, "/mcp"), "https:", "http:", 1) + "/health"); err == nil {
+		if resp.StatusCode == 200 {
+			t.Fatal("plain HTTP answered on the TLS port")
+		}
+		resp.Body.Close()
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after cancel: %v", err)
+		}
+	case <-time.After(12 * time.Second):
+		t.Fatal("the server did not stop within the grace period")
+	}
+	if !strings.Contains(stderr.String(), "server stopped") {
+		t.Fatalf("no shutdown log:\n%s", stderr.String())
+	}
+	_ = cs.Close()
+}

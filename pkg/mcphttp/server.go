@@ -1,0 +1,603 @@
+// Package mcphttp serves `sharedos mcp --listen` (spec 50 §3): the MCP server of
+// pkg/mcpserver over streamable HTTP (the go-sdk handler, path /mcp), for clients that
+// connect by URL and for several agents at once.
+//
+// Identity: every request carries `Authorization: Bearer TOKEN`; the token maps to a
+// context through the tokens file (pkg/tokens), or, without one, to the one ephemeral token
+// bound to the CLI's context. Each token gets its own host (pkg/host: its context, its
+// grant files, its namespace selection) and its own MCP server, so tokens never see each
+// other's tools, settings or audit records. The rules, in the order they are checked:
+//
+//   - a path other than /mcp and /health: 404; /health answers {"status":"ok",
+//     "protocolVersion":"1"} without a token (GET only);
+//   - a cross-origin browser request (Sec-Fetch-Site / Origin against Host): 403, and the
+//     SDK's DNS-rebinding protection (a loopback listener refuses a non-loopback Host): 403;
+//   - a missing, unknown or expired token: 401 {"error":"unauthorized"} with
+//     `www-authenticate: Bearer realm="sharedos"`, before any session work; a tokens file
+//     that cannot be read or parsed: 503 (fail-closed, never the previous content);
+//   - a body over the cap (4 MiB): 413;
+//   - a session id created under another token: 403;
+//   - a new session over the per-token cap (64): 429.
+//
+// The package translates HTTP to MCP only: it never authorizes, filters or audits on its
+// own (the kernel does, per token; the token id goes into every audit event's metadata).
+package mcphttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/pkg/host"
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mcpserver"
+	"github.com/sharedos/sharedos/pkg/tokens"
+)
+
+// Defaults of the limits.
+const (
+	DefaultMaxSessions        = 64
+	DefaultMaxBody            = 4 << 20
+	DefaultSessionIdleTimeout = time.Hour
+	// EphemeralID is the token id of the ephemeral token.
+	EphemeralID = "ephemeral"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Base is the CLI's resolved settings: root, state, ceiling, namespaces, --now. With a
+	// tokens file, each token's context and grant files replace Base's (As, Owner,
+	// Authority, World, Purpose, Grants); without one, Base is the ephemeral token's.
+	Base host.Settings
+	// Tokens is the tokens file; "" serves the one ephemeral token EphemeralToken.
+	Tokens         string
+	EphemeralToken string
+	Clock          func() time.Time
+	Logger         *slog.Logger
+	Version        string
+	Hint           func(*kernel.ToolDefinition, kernel.ToolResult) string
+	// MaxSessions per token (default 64), MaxBody per request (default 4 MiB),
+	// SessionIdleTimeout closes a session with no request for that long (default 1 h).
+	MaxSessions        int
+	MaxBody            int64
+	SessionIdleTimeout time.Duration
+	// PollInterval of list_changed (tests; default 1 s).
+	PollInterval time.Duration
+}
+
+// Server is the HTTP surface: Handler serves it, Drain and Close end it.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	watcher *tokens.Watcher
+	eph     *tokens.File
+	sdk     *mcp.StreamableHTTPHandler
+	handler http.Handler
+
+	mu         sync.Mutex
+	principals map[string]*principal // by fingerprint
+	bindings   map[string]*principal // session id → the principal that created it
+	lastFile   *tokens.File
+	draining   bool
+	inflight   sync.WaitGroup
+}
+
+// principal is one token's host and MCP server.
+type principal struct {
+	id, key string
+	prep    *host.Prepared
+	srv     *mcpserver.Server
+
+	mu       sync.Mutex
+	sessions int // live and being created
+	busy     sync.WaitGroup
+}
+
+type principalKey struct{}
+
+// New builds the server and, with a tokens file, opens the host of every token that has
+// not expired, so that a bad tokens file or token (a grant file inside the root, an
+// invalid context) is refused at start.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.SessionIdleTimeout <= 0 {
+		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, principals: map[string]*principal{}, bindings: map[string]*principal{}}
+	if cfg.Tokens == "" {
+		if cfg.EphemeralToken == "" {
+			return nil, errors.New("no tokens file and no ephemeral token")
+		}
+		s.eph = &tokens.File{Entries: []tokens.Entry{{ID: EphemeralID, SHA256: tokens.Hash(cfg.EphemeralToken)}}}
+	} else {
+		// the tokens file is authority: outside the root, even while it holds no token
+		st := cfg.Base
+		st.Tokens = cfg.Tokens
+		if err := host.CheckTrustBoundary(&st); err != nil {
+			return nil, &TokenError{Err: err}
+		}
+		s.watcher = tokens.NewWatcher(cfg.Tokens)
+	}
+	f, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	for i := range f.Entries {
+		if f.Entries[i].Expired(cfg.Clock()) {
+			s.log.Warn("token has expired; it is refused", "token", f.Entries[i].ID)
+			continue
+		}
+		if _, err := s.principal(ctx, &f.Entries[i]); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.lastFile = f
+	s.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
+			return p.srv.MCP()
+		}
+		return nil
+	}, &mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionIdleTimeout, MaxRequestBodyBytes: cfg.MaxBody})
+	// The SDK's own session-hijacking check, under ours: a session remembers the
+	// principal key that created it.
+	bound := auth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, _ := r.Context().Value(principalKey{}).(*principal)
+		if p == nil {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p.key, Expiration: time.Now().Add(24 * time.Hour)}, nil
+	}, nil)(s.sdk)
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden", "message": "cross-origin requests are refused"})
+	}))
+	mcpHandler := cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveMCP(w, r, bound) }))
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET")
+				writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed"})
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "protocolVersion": "1"})
+		case "/mcp":
+			mcpHandler.ServeHTTP(w, r)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+	return s, nil
+}
+
+// Handler is the server's HTTP handler (/mcp and /health).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// current is the current tokens file (the ephemeral one without a file).
+func (s *Server) current() (*tokens.File, error) {
+	if s.eph != nil {
+		return s.eph, nil
+	}
+	return s.watcher.Current()
+}
+
+// fingerprint identifies what a principal is built from: a changed context or grant list
+// (or a re-created token under the same id) is a new principal.
+func fingerprint(e *tokens.Entry) string {
+	b, _ := json.Marshal([]any{e.ID, e.SHA256, e.Context.Actor, e.Context.Owner, e.Context.Authority,
+		e.Context.World, e.Context.Purpose, e.Grants})
+	return string(b)
+}
+
+// principal returns the principal of an entry, opening its host on first use.
+func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, error) {
+	key := fingerprint(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.principals[key]; p != nil {
+		return p, nil
+	}
+	st := s.cfg.Base
+	if s.eph == nil {
+		st.As, st.Owner, st.Authority = e.Context.Actor.String(), "", ""
+		if e.Context.Owner != nil {
+			st.Owner = e.Context.Owner.String()
+		}
+		if e.Context.Authority != nil {
+			st.Authority = e.Context.Authority.String()
+		}
+		st.World, st.Purpose = e.Context.World, e.Context.Purpose
+		st.Grants = slices.Clone(e.Grants)
+		st.Tokens = s.cfg.Tokens
+		st.Trace, st.CallID = "", ""
+	}
+	prep, err := host.Prepare(&st, s.cfg.Clock, host.Needs{Planes: true, Actor: true, HoldConnections: true})
+	if err != nil {
+		return nil, &TokenError{ID: e.ID, Err: err}
+	}
+	if prep.GrantErr != nil {
+		s.log.Warn("grant files of token refused; authority is unavailable (every call denied)", "token", e.ID, "err", prep.GrantErr)
+	}
+	h, err := prep.Open(ctx)
+	if err != nil {
+		_ = prep.Close()
+		return nil, &TokenError{ID: e.ID, Err: err}
+	}
+	sess, err := h.NewSession(s.cfg.Clock)
+	if err != nil {
+		_ = prep.Close()
+		return nil, &TokenError{ID: e.ID, Err: err}
+	}
+	log := s.log.With("token", e.ID)
+	sess.OnReload = func(err error) {
+		if err != nil {
+			log.Warn("grant files changed and were refused; authority is unavailable (every call denied)", "err", err)
+			return
+		}
+		log.Info("grant files changed; reloaded")
+	}
+	p := &principal{id: e.ID, key: key, prep: prep}
+	p.srv = mcpserver.New(mcpserver.Options{Backend: sess, Version: s.cfg.Version, Logger: log, Hint: s.cfg.Hint,
+		Escalations: EscalationResolver(sess), PollInterval: s.cfg.PollInterval,
+		Metadata: map[string]any{"token": e.ID}})
+	s.principals[key] = p
+	actx := h.Turn.Context()
+	log.Info("token ready", "actor", actx.Actor.String(), "owner", actx.Owner.String(), "world", actx.World,
+		"namespaces", strings.Join(actx.EnabledToolNamespaces, ","))
+	return p, nil
+}
+
+// TokenError is a token whose host could not be opened (ID "": the tokens file itself is
+// refused by the host's trust boundary).
+type TokenError struct {
+	ID  string
+	Err error
+}
+
+func (e *TokenError) Error() string {
+	if e.ID == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("token %q: %v", e.ID, e.Err)
+}
+
+// Unwrap returns the host's error.
+func (e *TokenError) Unwrap() error { return e.Err }
+
+// sweep retires the principals whose entry is gone from f (revoked, or changed): their
+// sessions are closed, and their host once their in-flight requests ended.
+func (s *Server) sweep(f *tokens.File) {
+	s.mu.Lock()
+	if f == s.lastFile {
+		s.mu.Unlock()
+		return
+	}
+	s.lastFile = f
+	keep := map[string]bool{}
+	for i := range f.Entries {
+		keep[fingerprint(&f.Entries[i])] = true
+	}
+	var gone []*principal
+	for k, p := range s.principals {
+		if !keep[k] {
+			gone = append(gone, p)
+			delete(s.principals, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range gone {
+		s.log.Info("token revoked or changed; its sessions are closed", "token", p.id)
+		go s.retire(p)
+	}
+}
+
+func (s *Server) retire(p *principal) {
+	p.srv.CloseSessions()
+	p.busy.Wait()
+	_ = p.prep.Close()
+}
+
+// problem writes a JSON error body.
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(body)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="sharedos"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+}
+
+// bearer is the request's bearer token ("" when there is none).
+func bearer(r *http.Request) string {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+// authenticate resolves the request's principal, or writes the refusal.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *principal {
+	tok := bearer(r)
+	f, err := s.current()
+	if err != nil {
+		s.log.Error("tokens file unusable; every request is refused until it is fixed", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "the server's tokens file is unusable"})
+		return nil
+	}
+	s.sweep(f)
+	var e *tokens.Entry
+	if tok != "" {
+		e = f.Lookup(tok)
+	}
+	if e == nil || e.Expired(s.cfg.Clock()) {
+		reason := "unknown token"
+		switch {
+		case tok == "":
+			reason = "no bearer token"
+		case e != nil:
+			reason = "expired token " + e.ID
+		}
+		s.log.Info("request refused: unauthorized", "remote", r.RemoteAddr, "reason", reason)
+		unauthorized(w)
+		return nil
+	}
+	p, err := s.principal(r.Context(), e)
+	if err != nil {
+		s.log.Error("token unusable", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "this token's context cannot be served; see the server's log"})
+		return nil
+	}
+	return p
+}
+
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	p := s.authenticate(w, r)
+	if p == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "shutting_down"})
+		return
+	}
+	long := r.Method == http.MethodGet // a standalone SSE stream: not an in-flight call
+	if !long {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+	}
+	p.busy.Add(1)
+	s.mu.Unlock()
+	defer p.busy.Done()
+
+	if r.Body != nil && r.Method != http.MethodGet {
+		if r.ContentLength > s.cfg.MaxBody {
+			tooLarge(w, s.cfg.MaxBody)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxBody+1))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "message": "the request body could not be read"})
+			return
+		}
+		if int64(len(body)) > s.cfg.MaxBody {
+			tooLarge(w, s.cfg.MaxBody)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid != "" {
+		s.mu.Lock()
+		owner := s.bindings[sid]
+		s.mu.Unlock()
+		if owner != nil && owner != p {
+			s.log.Warn("request refused: session of another token", "token", p.id, "remote", r.RemoteAddr)
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden", "message": "this session belongs to another token"})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		return
+	}
+	if r.Method != http.MethodPost {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		return
+	}
+	// A POST without a session id may create a session: reserve a place under the cap.
+	p.mu.Lock()
+	if p.sessions >= s.cfg.MaxSessions {
+		p.mu.Unlock()
+		s.log.Warn("request refused: too many sessions", "token", p.id, "max", s.cfg.MaxSessions)
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too_many_sessions",
+			"message": fmt.Sprintf("this token has %d open sessions, the most allowed; close one (DELETE /mcp) or wait for one to time out", s.cfg.MaxSessions)})
+		return
+	}
+	p.sessions++
+	p.mu.Unlock()
+	rec := &recorder{ResponseWriter: w, onHeader: func(h http.Header) {
+		if id := h.Get("Mcp-Session-Id"); id != "" {
+			s.mu.Lock()
+			s.bindings[id] = p
+			s.mu.Unlock()
+		}
+	}}
+	next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	id := rec.Header().Get("Mcp-Session-Id")
+	var live *mcp.ServerSession
+	if id != "" {
+		for ss := range p.srv.MCP().Sessions() {
+			if ss.ID() == id {
+				live = ss
+			}
+		}
+	}
+	release := func() {
+		p.mu.Lock()
+		p.sessions--
+		p.mu.Unlock()
+		if id != "" {
+			s.mu.Lock()
+			delete(s.bindings, id)
+			s.mu.Unlock()
+		}
+	}
+	if live == nil {
+		release()
+		return
+	}
+	go func() {
+		_ = live.Wait()
+		release()
+	}()
+}
+
+func tooLarge(w http.ResponseWriter, max int64) {
+	w.Header().Set("Connection", "close")
+	writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "payload_too_large",
+		"message": fmt.Sprintf("the request body is larger than %d bytes", max)})
+}
+
+// recorder calls onHeader once, just before the response header is written (so that a
+// session id is bound before its client can know it).
+type recorder struct {
+	http.ResponseWriter
+	onHeader func(http.Header)
+	done     bool
+}
+
+func (r *recorder) header() {
+	if !r.done {
+		r.done = true
+		r.onHeader(r.ResponseWriter.Header())
+	}
+}
+
+func (r *recorder) WriteHeader(code int) { r.header(); r.ResponseWriter.WriteHeader(code) }
+
+func (r *recorder) Write(b []byte) (int, error) { r.header(); return r.ResponseWriter.Write(b) }
+
+func (r *recorder) Flush() {
+	r.header()
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Sessions is the number of open sessions (and sessions being created) of a token id.
+func (s *Server) Sessions(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.principals {
+		if p.id == id {
+			p.mu.Lock()
+			n += p.sessions
+			p.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// Drain refuses new requests (503), waits until the in-flight ones finished or ctx ends,
+// then closes every session (ending their event streams). Close releases the hosts.
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("in-flight requests did not finish: %w", ctx.Err())
+	}
+	s.mu.Lock()
+	ps := make([]*principal, 0, len(s.principals))
+	for _, p := range s.principals {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.srv.CloseSessions()
+	}
+	return err
+}
+
+// Close closes every session and releases every token's host.
+func (s *Server) Close() {
+	s.mu.Lock()
+	ps := make([]*principal, 0, len(s.principals))
+	for k, p := range s.principals {
+		ps = append(ps, p)
+		delete(s.principals, k)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.srv.CloseSessions()
+		_ = p.prep.Close()
+	}
+}
+
+// EscalationResolver resolves a latched escalation from the state database of a session's
+// host: the record of the escalate call, once its status is no longer pending
+// (`escalations resolve` sets it).
+func EscalationResolver(sess *host.Session) mcpserver.EscalationResolver { return resolver{sess} }
+
+type resolver struct{ s *host.Session }
+
+func (e resolver) Resolution(ctx context.Context, id string) (mcpserver.Resolution, bool, error) {
+	status, note, err := e.s.EscalationStatus(ctx, id)
+	if err != nil || status == "" || status == "pending" {
+		return mcpserver.Resolution{}, false, err
+	}
+	return mcpserver.Resolution{Status: status, Note: note}, true, nil
+}
+
+// Timeouts of HTTPServer. There is no read or write timeout on a whole request: a
+// session's event stream (GET /mcp) stays open for as long as the session.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 2 * time.Minute
+	MaxHeaderBytes    = 64 << 10
+)
+
+// HTTPServer is an http.Server for the handler with the header and idle timeouts.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s.handler, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+}
