@@ -352,7 +352,17 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	args, err := a.build(f.IOStreams.In, prep.Definition(name))
+	def := prep.Definition(name)
+	if def == nil && len(a.Pairs) > 0 && prep.MayProvide(name) {
+		// An MCP server's tool: its schema (which -a coerces by) is known once the
+		// server's list is read, which needs the state database's cache (or the server).
+		h, err := f.Host(ctx, callNeeds)
+		if err != nil {
+			return nil, nil, kernel.ToolCall{}, err
+		}
+		def = h.Gateway().Lookup(ctx, h.Ctx.Owner, name)
+	}
+	args, err := a.build(f.IOStreams.In, def)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}

@@ -162,6 +162,27 @@ func (g *Gateway) Definition(owner kernel.Address, name string) *kernel.ToolDefi
 	return nil
 }
 
+// Lookup returns the definition of the gateway tool name for owner, reading its server's
+// tool list (the cache while fresh, else the server) when this process has not; nil when
+// no server serving owner publishes it or the list cannot be read (the kernel then
+// reports why, on the call).
+func (g *Gateway) Lookup(ctx context.Context, owner kernel.Address, name string) *kernel.ToolDefinition {
+	for _, s := range g.cfg.Servers {
+		if !strings.HasPrefix(name, s.Namespace+".") || !s.ServesOwner(owner) {
+			continue
+		}
+		cat, err := g.conn(s, owner).catalog(ctx, false)
+		if err != nil {
+			return nil
+		}
+		if e := cat.byName[name]; e != nil {
+			d := e.def
+			return &d
+		}
+	}
+	return nil
+}
+
 // Listing is what a server offers, as `gateway tools` shows it.
 type Listing struct {
 	Server   string   `json:"server"`
