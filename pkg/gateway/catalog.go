@@ -203,7 +203,7 @@ func definition(s *Server, t *mcp.Tool, m *ToolMap, name string) (kernel.ToolDef
 			d.OutputSchema = out
 		}
 	}
-	meta := map[string]any{"server": s.ID, "upstreamName": t.Name}
+	meta := map[string]any{"server": s.ID, "upstreamName": t.Name, "requirement": m.Action + " on " + m.Template()}
 	if len(t.Meta) > 0 {
 		meta["upstream"] = map[string]any(t.Meta)
 	}
