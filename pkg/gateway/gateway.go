@@ -371,6 +371,12 @@ func (c *conn) relistLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("MCP server %s could not be listed: %w", c.s.ID, err)
 	}
+	c.setListLocked(ctx, tools)
+	return nil
+}
+
+// setListLocked stores an upstream tool list (and writes it to the cache).
+func (c *conn) setListLocked(ctx context.Context, tools []*mcp.Tool) {
 	c.cat = buildCatalog(c.s, tools, c.g.opts.Hold)
 	for _, w := range c.cat.warnings {
 		c.g.opts.Logger.Warn(w)
@@ -382,7 +388,6 @@ func (c *conn) relistLocked(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
 }
 
 func (c *conn) dropLocked() {
@@ -392,19 +397,28 @@ func (c *conn) dropLocked() {
 	}
 }
 
-// onListChanged refreshes the list after the upstream said it changed.
+// onListChanged refreshes the list after the upstream said it changed. The list is read
+// without holding the connection's lock (operations go on meanwhile, with the old list).
 func (c *conn) onListChanged() {
 	go func() {
 		c.mu.Lock()
-		if c.up == nil || c.closed {
+		up := c.up
+		c.mu.Unlock()
+		if up == nil {
+			return
+		}
+		tools, err := up.listTools(context.Background(), c.s.ConnectTimeout)
+		if err != nil {
+			c.g.opts.Logger.Warn("MCP server list refresh failed", "server", c.s.ID, "err", err)
+			return
+		}
+		c.mu.Lock()
+		if c.up != up || c.closed {
 			c.mu.Unlock()
 			return
 		}
-		err := c.relistLocked(context.Background())
+		c.setListLocked(context.Background(), tools)
 		c.mu.Unlock()
-		if err != nil {
-			c.g.opts.Logger.Warn("MCP server list refresh failed", "server", c.s.ID, "err", err)
-		}
 		c.g.changed()
 	}()
 }
@@ -435,25 +449,43 @@ func (c *conn) reconnect() {
 	for {
 		time.Sleep(delay)
 		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		// connect and list without the lock: operations fail at once meanwhile
+		up, err := connectUpstream(context.Background(), c.s, c.g.opts.Getenv, c.onListChanged)
+		var tools []*mcp.Tool
+		if err == nil {
+			if tools, err = up.listTools(context.Background(), c.s.ConnectTimeout); err != nil {
+				up.close()
+			}
+		}
+		c.mu.Lock()
 		if c.closed {
 			c.retry = false
 			c.mu.Unlock()
+			if err == nil {
+				up.close()
+			}
 			return
 		}
-		err := c.connectLocked(context.Background())
-		if err == nil {
-			if err = c.relistLocked(context.Background()); err != nil {
-				c.dropLocked()
-			}
-		}
-		if err == nil {
+		if err == nil && c.up != nil {
+			// never while the loop runs (operations do not connect then); keep the open one
+			up.close()
 			c.retry, c.lastErr = false, nil
 			c.mu.Unlock()
-			c.g.changed()
 			return
 		}
-		if u := errors.Unwrap(err); u != nil {
-			err = u
+		if err == nil {
+			c.up, c.retry, c.lastErr = up, false, nil
+			c.setListLocked(context.Background(), tools)
+			c.mu.Unlock()
+			c.g.opts.Logger.Info("MCP server reconnected", "server", c.s.ID, "owner", c.owner.String())
+			go c.watch(up)
+			c.g.changed()
+			return
 		}
 		c.lastErr = err
 		c.mu.Unlock()
