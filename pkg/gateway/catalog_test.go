@@ -120,3 +120,17 @@ func TestMapResult(t *testing.T) {
 		t.Errorf("long error: %v", res.Check())
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, ünïcode": "plain text, ünïcode",
+		"a\x1b[31mred":        `a\u001b[31mred`,
+		"bad\xffbyte":         `bad\xffbyte`,
+		"line\u2028sep\u0085": `line\u2028sep\u0085`,
+		"keep \ufffd":         "keep \ufffd",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
