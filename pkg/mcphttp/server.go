@@ -445,11 +445,24 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 	}
 	p.sessions++
 	p.mu.Unlock()
+	// The place is given back before the client can see an answer that opened no
+	// session (a discovery probe, an error): otherwise its next request, sent as soon as
+	// it reads that answer, could find the place still taken and be refused 429.
+	var once sync.Once
+	unreserve := func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.sessions--
+			p.mu.Unlock()
+		})
+	}
 	rec := &recorder{ResponseWriter: w, onHeader: func(h http.Header) {
 		if id := h.Get("Mcp-Session-Id"); id != "" {
 			s.mu.Lock()
 			s.bindings[id] = p
 			s.mu.Unlock()
+		} else {
+			unreserve()
 		}
 	}}
 	next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -463,9 +476,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 		}
 	}
 	release := func() {
-		p.mu.Lock()
-		p.sessions--
-		p.mu.Unlock()
+		unreserve()
 		if id != "" {
 			s.mu.Lock()
 			delete(s.bindings, id)
