@@ -642,6 +642,8 @@ func TestLoadMaxUses(t *testing.T) {
 				switch {
 				case err != nil:
 					errs = append(errs, err)
+				case r.Meta[mcpserver.MetaAuditUnavailable] != nil:
+					errs = append(errs, fmt.Errorf("call %d of a session: its tool.invoked record could not be written (see the log)", j))
 				case !r.IsError:
 					allowed++
 				case r.Meta[mcpserver.MetaCode] == string(kernel.ReasonGrantExhausted),
