@@ -136,7 +136,7 @@ func buildEntry(s *Server, t *mcp.Tool, eager bool) *Entry {
 		return e
 	}
 	published := s.Namespace + "." + t.Name
-	if !validToolName(published) {
+	if !kernel.ValidToolName(published) {
 		e.Status, e.mapping = StatusSkipped, nil
 		e.Note = fmt.Sprintf("%q cannot be a tool name (1 to 128 characters of A-Z a-z 0-9 _ . -)", published)
 		return e
@@ -232,20 +232,6 @@ func definition(s *Server, t *mcp.Tool, m *ToolMap, name string) (kernel.ToolDef
 		return d, fmt.Errorf("its definition cannot be published: %v", err)
 	}
 	return d, nil
-}
-
-// validToolName is the contract's ToolName: ^[A-Za-z0-9_.-]{1,128}$.
-func validToolName(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func cutRunes(s string, max int) string {
