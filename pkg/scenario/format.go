@@ -1133,29 +1133,13 @@ func (p *parser) outputExpect(n *yaml.Node, what string) (*OutputExpect, error) 
 	for _, m := range ms {
 		switch m.key {
 		case "contains":
-			if m.node.Kind == yaml.SequenceNode {
-				if o.Contains, err = p.strList(m.node, what+".contains"); err != nil {
-					return nil, err
-				}
-				break
-			}
-			s, err := p.str(m.node, what+".contains")
-			if err != nil {
+			if o.Contains, err = p.strOrList(m.node, what+".contains"); err != nil {
 				return nil, err
 			}
-			o.Contains = []string{s}
 		case "excludes":
-			if m.node.Kind == yaml.SequenceNode {
-				if o.Excludes, err = p.strList(m.node, what+".excludes"); err != nil {
-					return nil, err
-				}
-				break
-			}
-			s, err := p.str(m.node, what+".excludes")
-			if err != nil {
+			if o.Excludes, err = p.strOrList(m.node, what+".excludes"); err != nil {
 				return nil, err
 			}
-			o.Excludes = []string{s}
 		case "equals":
 			if o.Equals, err = p.value(m.node, what+".equals"); err != nil {
 				return nil, err
@@ -1234,4 +1218,16 @@ func (p *parser) auditList(n *yaml.Node, what string) ([]AuditMatch, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// strOrList reads one string, or a list of strings, as a list.
+func (p *parser) strOrList(n *yaml.Node, what string) ([]string, error) {
+	if n.Kind == yaml.SequenceNode {
+		return p.strList(n, what)
+	}
+	s, err := p.str(n, what)
+	if err != nil {
+		return nil, err
+	}
+	return []string{s}, nil
 }
