@@ -9,19 +9,28 @@
 # floor (bench/mcpfloor: the same go-sdk answering a constant, nothing authorized or
 # audited) shows how much of each figure is the client, the transport and the SDK. Needs node and npm (packages go to a temp dir with --no-save).
 #
+# Streamable HTTP (`sharedos mcp --listen 127.0.0.1:PORT`, loopback only, one token): calls/s
+# with 16 concurrent sessions of the TypeScript client (HTTP_CALLS calls each, default 500),
+# and the server's resident memory started, and peak (VmHWM) with 64 open sessions that each
+# listed and called once (a fresh server).
+#
 #   bench/mcp.sh          # N=2000 calls per server
 #   N=500 bench/mcp.sh
+#   PART=http bench/mcp.sh   # only the HTTP figures (PART=stdio: only stdio)
 #   BASE=/tmp/old/sharedos bench/mcp.sh   # also runs another build on the same work,
 #                                         # interleaved with this one (before/after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${N:-2000}
+part=${PART:-all}
+http_calls=${HTTP_CALLS:-500}
 if ! command -v npm >/dev/null 2>&1; then
   echo "bench/mcp.sh: SKIPPED — npm is not installed"
   exit 0
 fi
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"' EXIT
 w="$tmp/work"
 mkdir -p "$w/root/notes" "$w/root/d1" "$w/home" "$w/xdg/config" "$w/xdg/state" "$tmp/node"
 head -c 2048 /dev/zero | tr '\0' 'x' > "$w/root/notes/a.md"
@@ -50,11 +59,12 @@ YAML
     printf '  - id: g%d\n    subject: agent:bench\n    issuer: human:ops\n    capabilities:\n      - resource: {namespace: files, path: [d%d]}\n        actions: [read, list]\n        scope: descendants\n' "$i" $((i % 100))
   done
 } > "$w/grants1000.yaml"
-cp bench/mcp-driver.mjs "$tmp/node/"
+cp bench/mcp-driver.mjs bench/mcp-http-driver.mjs "$tmp/node/"
 fsserver="$tmp/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 flags=(--root "$w/root" --grants "$w/grants.yaml" --state "$w/state.db" --namespaces files)
 args='{"path":["notes","a.md"]}'
 
+if [ "$part" != http ]; then
 if [ -n "${BASE:-}" ]; then
   node "$tmp/node/mcp-driver.mjs" base-sharedos files.read "$args" "$n" -- "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
 fi
@@ -86,3 +96,36 @@ console.log(`ratios (server-filesystem / sharedos, >1 means sharedos is faster):
 const f = JSON.parse(process.argv[3]);
 console.log(`sharedos over the go-sdk floor (a constant answer, nothing authorized or audited): call p50 +${a.callP50Us - f.callP50Us} µs, cold start +${((a.coldStartUs - f.coldStartUs) / 1000).toFixed(1)} ms`);
 ' "$ours" "$peer" "$floor"
+fi
+
+if [ "$part" != stdio ]; then
+  token=$("$tmp/sharedos" --as agent:bench --owner human:ops --grants "$w/grants.yaml" tokens create --id bench --tokens "$w/etc/tokens.yaml" -o json |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).token))')
+  start_server() {
+    port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+    url="http://127.0.0.1:$port/mcp"
+    "$tmp/sharedos" --root "$w/root" --state "$w/state-http.db" --namespaces files mcp --listen "127.0.0.1:$port" --tokens "$w/etc/tokens.yaml" 2>/dev/null &
+    server=$!
+    node -e 'const u=process.argv[1];const t0=Date.now();(async function f(){try{if((await fetch(u)).ok)return}catch{}if(Date.now()-t0>10000)process.exit(1);setTimeout(f,50)})()' "${url%/mcp}/health"
+  }
+  kib() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$server/status"; }
+  stop_server() { kill -TERM "$server"; wait "$server" || true; server=""; }
+
+  start_server
+  http=$(node "$tmp/node/mcp-http-driver.mjs" calls "$url" "$token" 16 "$http_calls" files.read "$args")
+  echo "$http"
+  stop_server
+
+  start_server
+  idle=$(kib VmRSS)
+  node "$tmp/node/mcp-http-driver.mjs" hold "$url" "$token" 64 files.read "$args" > "$tmp/hold.out" &
+  holder=$!
+  for _ in $(seq 1 200); do grep -q ready "$tmp/hold.out" 2>/dev/null && break; sleep 0.1; done
+  grep -q ready "$tmp/hold.out" || { echo "bench/mcp.sh: 64 sessions did not open" >&2; exit 1; }
+  rss=$(kib VmRSS)
+  hwm=$(kib VmHWM)
+  kill "$holder"
+  wait "$holder" 2>/dev/null || true
+  stop_server
+  echo "{\"name\":\"sharedos-http-64-sessions\",\"rssIdleKiB\":$idle,\"rss64KiB\":$rss,\"peakRss64KiB\":$hwm,\"perSessionKiB\":$(( (rss - idle) / 64 ))}"
+fi

@@ -33,7 +33,7 @@ func newAuditCmd(f *Factory) *cobra.Command {
   sharedos audit list --operation 3f2a9c1e -o json`,
 		Args: noArgs,
 	}
-	c.AddCommand(newAuditListCmd(f))
+	c.AddCommand(newAuditListCmd(f), newAuditExportCmd(f))
 	return c
 }
 

@@ -43,6 +43,20 @@ func loopbackHost(h string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
+// listenPolicy decides whether a listen address may be served: loopback always; off
+// loopback only with TLS, or with --insecure-listen, which must then be warned about
+// (insecure=true).
+func listenPolicy(listen, hostPart string, useTLS, insecureListen bool) (insecure bool, err error) {
+	switch {
+	case loopbackHost(hostPart) || useTLS:
+		return false, nil
+	case insecureListen:
+		return true, nil
+	}
+	return false, usageError("pass --tls-cert FILE and --tls-key FILE, or --insecure-listen to serve plain HTTP off loopback anyway (bearer tokens then cross the network in clear)",
+		"refusing to listen on %s without TLS: it is not a loopback address", listen)
+}
+
 // runMCPHTTP serves MCP over streamable HTTP until SIGTERM or SIGINT, then drains.
 func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	f := opts.f
@@ -55,9 +69,9 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 		return usageError("pass both --tls-cert FILE and --tls-key FILE", "--tls-cert and --tls-key go together")
 	}
 	useTLS := o.TLSCert != ""
-	if !loopbackHost(hostPart) && !useTLS && !o.InsecureListen {
-		return usageError("pass --tls-cert FILE and --tls-key FILE, or --insecure-listen to serve plain HTTP off loopback anyway (bearer tokens then cross the network in clear)",
-			"refusing to listen on %s without TLS: it is not a loopback address", o.Listen)
+	insecure, err := listenPolicy(o.Listen, hostPart, useTLS, o.InsecureListen)
+	if err != nil {
+		return err
 	}
 	if o.MaxSessions < 0 {
 		return usageError("pass --max-sessions N with N ≥ 1", "invalid --max-sessions %d", o.MaxSessions)
@@ -100,7 +114,7 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 		return mcpHTTPError(err)
 	}
 	defer srv.Close()
-	if o.InsecureListen && !loopbackHost(hostPart) && !useTLS {
+	if insecure {
 		log.Warn("serving plain HTTP off loopback (--insecure-listen): bearer tokens cross the network in clear", "listen", o.Listen)
 	}
 	ln, err := net.Listen("tcp", o.Listen)

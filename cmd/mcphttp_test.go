@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -175,4 +176,36 @@ grants:
 		t.Fatalf("no shutdown log:\n%s", stderr.String())
 	}
 	_ = cs.Close()
+}
+
+// TestListenPolicy: loopback is served as is; off loopback only with TLS, or with
+// --insecure-listen, which is then warned about; otherwise a usage error (exit 2).
+func TestListenPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		host               string
+		tls, insecure      bool
+		wantWarn, wantFail bool
+	}{
+		{"127.0.0.1", false, false, false, false},
+		{"127.1.2.3", false, false, false, false},
+		{"localhost", false, false, false, false},
+		{"::1", false, false, false, false},
+		{"[::1]", false, false, false, false},
+		{"0.0.0.0", false, false, false, true},
+		{"", false, false, false, true},
+		{"::", false, false, false, true},
+		{"192.0.2.1", false, false, false, true},
+		{"example.com", false, false, false, true},
+		{"localhost.example.com", false, false, false, true},
+		{"0.0.0.0", true, false, false, false},
+		{"0.0.0.0", false, true, true, false},
+		{"0.0.0.0", true, true, false, false},
+		{"127.0.0.1", false, true, false, false},
+	} {
+		warn, err := listenPolicy(tc.host+":1", tc.host, tc.tls, tc.insecure)
+		var ee *ExitError
+		if (err != nil) != tc.wantFail || warn != tc.wantWarn || (err != nil && (!errors.As(err, &ee) || ee.ExitCode != ExitUsage)) {
+			t.Errorf("%q tls=%v insecure=%v: warn %v err %v", tc.host, tc.tls, tc.insecure, warn, err)
+		}
+	}
 }

@@ -88,6 +88,14 @@ func runTest(ctx context.Context, opts *TestOptions) error {
 	// A test run prints for a person (a CI log) unless -o json asks otherwise, errors
 	// included: the terminal default (json when piped) would make every CI log JSON.
 	f.Global.Output = format
+	// The run's context comes from each scenario file: a global flag that names one is
+	// not applied, and saying so beats a silent surprise.
+	for _, name := range []string{"config", "root", "state", "grants", "as", "owner", "authority", "world", "purpose",
+		"now", "namespaces", "trace", "call-id"} {
+		if fl := f.flags.Lookup(name); fl != nil && fl.Changed {
+			warn(ios, "sharedos test ignores --%s: each scenario file names its own root, grants and context", name)
+		}
+	}
 	var re *regexp.Regexp
 	if opts.Run != "" {
 		var err error

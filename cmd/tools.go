@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
@@ -245,6 +246,10 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 	p.line("class:       %s", def.Class())
 	p.line("requires:    %s on %s:%s", def.RequiredCapability.Action, def.RequiredCapability.Resource.Namespace,
 		kernel.JoinPath(def.RequiredCapability.Resource.Path))
+	if req, ok := def.Metadata["requirement"].(string); ok && def.Source == gateway.Source {
+		// an MCP server's tool: the requirement each call's arguments resolve to
+		p.line("per call:    %s", req)
+	}
 	p.line("description: %s", def.Description)
 	props, _ := def.InputSchema["properties"].(map[string]any)
 	if len(props) == 0 {
@@ -352,7 +357,17 @@ func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}
-	args, err := a.build(f.IOStreams.In, prep.Definition(name))
+	def := prep.Definition(name)
+	if def == nil && len(a.Pairs) > 0 && prep.MayProvide(name) {
+		// An MCP server's tool: its schema (which -a coerces by) is known once the
+		// server's list is read, which needs the state database's cache (or the server).
+		h, err := f.Host(ctx, callNeeds)
+		if err != nil {
+			return nil, nil, kernel.ToolCall{}, err
+		}
+		def = h.Gateway().Lookup(ctx, h.Ctx.Owner, name)
+	}
+	args, err := a.build(f.IOStreams.In, def)
 	if err != nil {
 		return nil, nil, kernel.ToolCall{}, err
 	}

@@ -86,6 +86,7 @@ func NewServer() *mcp.Server {
 			_ = json.Unmarshal(req.Params.Arguments, &args)
 			if t.Name == "slow" {
 				<-ctx.Done()
+				logCall("slow-cancelled", nil)
 				return nil, ctx.Err()
 			}
 			if t.Name == "echo_args" {

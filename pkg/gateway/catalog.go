@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,7 +46,23 @@ type Entry struct {
 
 	def     kernel.ToolDefinition
 	mapping *ToolMap
-	schema  *jsonschema.Schema
+	schema  *lazySchema
+}
+
+// lazySchema is an input schema compiled at most once per upstream list: at once for a
+// held list and a listing, on the first call for a CLI command (a listing from the cache
+// then costs no compilation; a schema that does not compile fails that call
+// invalid_tool_arguments).
+type lazySchema struct {
+	once sync.Once
+	doc  map[string]any
+	sch  *jsonschema.Schema
+	err  error
+}
+
+func (l *lazySchema) get() (*jsonschema.Schema, error) {
+	l.once.Do(func() { l.sch, l.err = compileSchema(l.doc) })
+	return l.sch, l.err
 }
 
 // catalog is a server's upstream tool list as sharedos publishes it: built (and every
@@ -58,7 +75,7 @@ type catalog struct {
 
 // buildCatalog maps an upstream tool list through the server's configuration. It is
 // pure.
-func buildCatalog(s *Server, tools []*mcp.Tool) *catalog {
+func buildCatalog(s *Server, tools []*mcp.Tool, eager bool) *catalog {
 	c := &catalog{byName: map[string]*Entry{}}
 	offered := map[string]bool{}
 	for _, t := range tools {
@@ -66,7 +83,7 @@ func buildCatalog(s *Server, tools []*mcp.Tool) *catalog {
 			continue
 		}
 		offered[t.Name] = true
-		e := buildEntry(s, t)
+		e := buildEntry(s, t, eager)
 		if e.Status == StatusSkipped {
 			c.warnings = append(c.warnings, fmt.Sprintf("server %s: tool %q skipped: %s", s.ID, t.Name, e.Note))
 		}
@@ -100,7 +117,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func buildEntry(s *Server, t *mcp.Tool) *Entry {
+func buildEntry(s *Server, t *mcp.Tool, eager bool) *Entry {
 	e := &Entry{Upstream: t.Name}
 	m := s.Tools[t.Name]
 	switch {
@@ -119,7 +136,7 @@ func buildEntry(s *Server, t *mcp.Tool) *Entry {
 		return e
 	}
 	published := s.Namespace + "." + t.Name
-	if !validToolName(published) {
+	if !kernel.ValidToolName(published) {
 		e.Status, e.mapping = StatusSkipped, nil
 		e.Note = fmt.Sprintf("%q cannot be a tool name (1 to 128 characters of A-Z a-z 0-9 _ . -)", published)
 		return e
@@ -130,13 +147,34 @@ func buildEntry(s *Server, t *mcp.Tool) *Entry {
 		return e
 	}
 	e.Published = published
-	sch, err := compileSchema(def.InputSchema)
-	if err != nil {
-		e.Status, e.Note, e.mapping = StatusSkipped, "its input schema cannot be compiled: "+err.Error(), nil
-		return e
+	e.def, e.schema = def, &lazySchema{doc: def.InputSchema}
+	if eager {
+		if _, err := e.schema.get(); err != nil {
+			e.Status, e.Note, e.mapping, e.Published = StatusSkipped, "its input schema cannot be compiled: "+err.Error(), nil, ""
+		}
 	}
-	e.def, e.schema = def, sch
 	return e
+}
+
+// compiled returns the catalogue with every pending schema compiled: a tool whose schema
+// does not compile is skipped. c itself is not changed.
+func (c *catalog) compiled(s *Server) *catalog {
+	out := &catalog{byName: map[string]*Entry{}, warnings: c.warnings}
+	for _, e := range c.entries {
+		if e.schema != nil {
+			if _, err := e.schema.get(); err != nil && e.Status != StatusSkipped {
+				cp := *e
+				cp.Status, cp.Note, cp.mapping, cp.Published = StatusSkipped, "its input schema cannot be compiled: "+err.Error(), nil, ""
+				out.warnings = append(out.warnings, fmt.Sprintf("server %s: tool %q skipped: %s", s.ID, e.Upstream, cp.Note))
+				e = &cp
+			}
+		}
+		out.entries = append(out.entries, e)
+		if e.Status == StatusMapped || e.Status == StatusGated {
+			out.byName[e.Published] = e
+		}
+	}
+	return out
 }
 
 // definition builds the kernel definition of an upstream tool: passed through, with a
@@ -165,7 +203,7 @@ func definition(s *Server, t *mcp.Tool, m *ToolMap, name string) (kernel.ToolDef
 			d.OutputSchema = out
 		}
 	}
-	meta := map[string]any{"server": s.ID, "upstreamName": t.Name}
+	meta := map[string]any{"server": s.ID, "upstreamName": t.Name, "requirement": m.Action + " on " + m.Template()}
 	if len(t.Meta) > 0 {
 		meta["upstream"] = map[string]any(t.Meta)
 	}
@@ -194,20 +232,6 @@ func definition(s *Server, t *mcp.Tool, m *ToolMap, name string) (kernel.ToolDef
 		return d, fmt.Errorf("its definition cannot be published: %v", err)
 	}
 	return d, nil
-}
-
-// validToolName is the contract's ToolName: ^[A-Za-z0-9_.-]{1,128}$.
-func validToolName(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func cutRunes(s string, max int) string {
@@ -279,7 +303,11 @@ func (e *Entry) parse(raw json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("arguments must be a JSON object")
 	}
-	if err := e.schema.Validate(inst); err != nil {
+	sch, err := e.schema.get()
+	if err != nil {
+		return nil, fmt.Errorf("the tool's input schema cannot be compiled: %v", err)
+	}
+	if err := sch.Validate(inst); err != nil {
 		return nil, fmt.Errorf("the arguments do not match the tool's input schema: %s", schemaMessage(err))
 	}
 	args, err := DecodeArguments(raw)

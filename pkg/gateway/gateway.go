@@ -162,6 +162,27 @@ func (g *Gateway) Definition(owner kernel.Address, name string) *kernel.ToolDefi
 	return nil
 }
 
+// Lookup returns the definition of the gateway tool name for owner, reading its server's
+// tool list (the cache while fresh, else the server) when this process has not; nil when
+// no server serving owner publishes it or the list cannot be read (the kernel then
+// reports why, on the call).
+func (g *Gateway) Lookup(ctx context.Context, owner kernel.Address, name string) *kernel.ToolDefinition {
+	for _, s := range g.cfg.Servers {
+		if !strings.HasPrefix(name, s.Namespace+".") || !s.ServesOwner(owner) {
+			continue
+		}
+		cat, err := g.conn(s, owner).catalog(ctx, false)
+		if err != nil {
+			return nil
+		}
+		if e := cat.byName[name]; e != nil {
+			d := e.def
+			return &d
+		}
+	}
+	return nil
+}
+
 // Listing is what a server offers, as `gateway tools` shows it.
 type Listing struct {
 	Server   string   `json:"server"`
@@ -179,6 +200,7 @@ func (g *Gateway) List(ctx context.Context, id string, owner kernel.Address, fre
 			if err != nil {
 				return nil, err
 			}
+			cat = cat.compiled(s)
 			return &Listing{Server: id, Entries: cat.entries, Warnings: cat.warnings}, nil
 		}
 	}
@@ -277,7 +299,7 @@ func (c *conn) catalog(ctx context.Context, fresh bool) (*catalog, error) {
 		if err == nil && ok && (c.g.opts.NoConnect || c.g.opts.Clock().Sub(at) < c.s.CatalogTTL) {
 			var tools []*mcp.Tool
 			if json.Unmarshal(data, &tools) == nil {
-				c.cat = buildCatalog(c.s, tools)
+				c.cat = buildCatalog(c.s, tools, false)
 				return c.cat, nil
 			}
 		}
@@ -349,7 +371,13 @@ func (c *conn) relistLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("MCP server %s could not be listed: %w", c.s.ID, err)
 	}
-	c.cat = buildCatalog(c.s, tools)
+	c.setListLocked(ctx, tools)
+	return nil
+}
+
+// setListLocked stores an upstream tool list (and writes it to the cache).
+func (c *conn) setListLocked(ctx context.Context, tools []*mcp.Tool) {
+	c.cat = buildCatalog(c.s, tools, c.g.opts.Hold)
 	for _, w := range c.cat.warnings {
 		c.g.opts.Logger.Warn(w)
 	}
@@ -360,7 +388,6 @@ func (c *conn) relistLocked(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
 }
 
 func (c *conn) dropLocked() {
@@ -370,19 +397,28 @@ func (c *conn) dropLocked() {
 	}
 }
 
-// onListChanged refreshes the list after the upstream said it changed.
+// onListChanged refreshes the list after the upstream said it changed. The list is read
+// without holding the connection's lock (operations go on meanwhile, with the old list).
 func (c *conn) onListChanged() {
 	go func() {
 		c.mu.Lock()
-		if c.up == nil || c.closed {
+		up := c.up
+		c.mu.Unlock()
+		if up == nil {
+			return
+		}
+		tools, err := up.listTools(context.Background(), c.s.ConnectTimeout)
+		if err != nil {
+			c.g.opts.Logger.Warn("MCP server list refresh failed", "server", c.s.ID, "err", err)
+			return
+		}
+		c.mu.Lock()
+		if c.up != up || c.closed {
 			c.mu.Unlock()
 			return
 		}
-		err := c.relistLocked(context.Background())
+		c.setListLocked(context.Background(), tools)
 		c.mu.Unlock()
-		if err != nil {
-			c.g.opts.Logger.Warn("MCP server list refresh failed", "server", c.s.ID, "err", err)
-		}
 		c.g.changed()
 	}()
 }
@@ -413,25 +449,43 @@ func (c *conn) reconnect() {
 	for {
 		time.Sleep(delay)
 		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		// connect and list without the lock: operations fail at once meanwhile
+		up, err := connectUpstream(context.Background(), c.s, c.g.opts.Getenv, c.onListChanged)
+		var tools []*mcp.Tool
+		if err == nil {
+			if tools, err = up.listTools(context.Background(), c.s.ConnectTimeout); err != nil {
+				up.close()
+			}
+		}
+		c.mu.Lock()
 		if c.closed {
 			c.retry = false
 			c.mu.Unlock()
+			if err == nil {
+				up.close()
+			}
 			return
 		}
-		err := c.connectLocked(context.Background())
-		if err == nil {
-			if err = c.relistLocked(context.Background()); err != nil {
-				c.dropLocked()
-			}
-		}
-		if err == nil {
+		if err == nil && c.up != nil {
+			// never while the loop runs (operations do not connect then); keep the open one
+			up.close()
 			c.retry, c.lastErr = false, nil
 			c.mu.Unlock()
-			c.g.changed()
 			return
 		}
-		if u := errors.Unwrap(err); u != nil {
-			err = u
+		if err == nil {
+			c.up, c.retry, c.lastErr = up, false, nil
+			c.setListLocked(context.Background(), tools)
+			c.mu.Unlock()
+			c.g.opts.Logger.Info("MCP server reconnected", "server", c.s.ID, "owner", c.owner.String())
+			go c.watch(up)
+			c.g.changed()
+			return
 		}
 		c.lastErr = err
 		c.mu.Unlock()

@@ -101,6 +101,10 @@ func DecodeArguments(raw []byte) (any, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return nil, errors.New("arguments must be a JSON object")
 	}
+	// {"repo":"app","repo":"other"}: the template must read what the upstream will
+	if err := kernel.CheckDuplicateKeys(raw); err != nil {
+		return nil, fmt.Errorf("arguments: %v", err)
+	}
 	return v, nil
 }
 

@@ -126,7 +126,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestDecodeArguments(t *testing.T) {
-	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, `null`} {
+	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, `null`, `{"repo":"app","repo":"other"}`, `{"a":{"b":1,"b":2}}`, `{"a":[{"c":1,"c":1}]}`} {
 		if v, err := DecodeArguments([]byte(bad)); err == nil {
 			t.Errorf("DecodeArguments(%q) = %v", bad, v)
 		}

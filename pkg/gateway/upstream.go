@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -257,7 +259,27 @@ func (u *upstream) describe(err error, timeout time.Duration) error {
 			msg += "; its stderr ends: " + strings.Join(strings.Fields(tail), " ")
 		}
 	}
-	return errors.New(u.red.clean(msg))
+	return errors.New(printable(u.red.clean(msg)))
+}
+
+// printable escapes what an upstream could use to forge terminal output (control
+// characters, invalid UTF-8) in text that reaches a message: the server's stderr, its
+// error strings.
+func printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // listTools reads the upstream's whole tool list (every page).

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -277,6 +278,13 @@ func TestCallOutcomes(t *testing.T) {
 	r := invoke(h, "github.slow", `{}`)
 	if code(r) != "failed tool_execution_failed" || r.Error.Retryable == nil || !*r.Error.Retryable || !strings.Contains(r.Error.Message, "callTimeout") {
 		t.Errorf("slow = %s %+v", code(r), r.Error)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(e.calls(), "slow-cancelled") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream never saw the cancellation: %q", e.calls())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	r = invoke(h, "github.fail", `{}`)
 	if code(r) != string(kernel.StatusFailed)+" "+string(gateway.CodeUpstreamToolError) || !strings.Contains(r.Error.Message, "upstream says no") {

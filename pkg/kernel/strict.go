@@ -187,6 +187,12 @@ func marshalNoEscape(v any) ([]byte, error) {
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
+// CheckDuplicateKeys refuses a JSON document in which any object, at any depth, names a
+// key twice: a host that derives authority from a document's values (the gateway's
+// templates) must read the very values the tool will, and parsers disagree on which of
+// two keys wins.
+func CheckDuplicateKeys(data []byte) error { return checkDuplicateKeys(data, true) }
+
 // checkDuplicateKeys refuses a JSON document in which an object names a key twice
 // (encoding/json keeps the last silently; a contract value must mean one thing). With
 // deep unset only the top-level object is checked (its nested objects are checked when

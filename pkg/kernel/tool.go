@@ -39,6 +39,10 @@ type ToolDefinition struct {
 	Metadata           map[string]any        `json:"metadata,omitempty"`
 }
 
+// ValidToolName reports whether s is a contract ToolName (^[A-Za-z0-9_.-]{1,128}$), for
+// providers that publish names made from someone else's (the gateway's upstream tools).
+func ValidToolName(s string) bool { return validToolName(s) }
+
 // validToolName reports whether s matches ^[A-Za-z0-9_.-]{1,128}$.
 func validToolName(s string) bool {
 	if len(s) < 1 || len(s) > 128 {

@@ -87,9 +87,13 @@ type Server struct {
 	handler http.Handler
 
 	mu         sync.Mutex
-	principals map[string]*principal // by fingerprint
-	bindings   map[string]*principal // session id → the principal that created it
+	principals map[string]*principal    // by fingerprint
+	building   map[string]chan struct{} // fingerprints whose host is being opened
+	bindings   map[string]*principal    // session id → the principal that created it
 	lastFile   *tokens.File
+	nextExpiry time.Time // the earliest expiry of an entry not yet expired at the last sweep
+	stopSweep  chan struct{}
+	closeOnce  sync.Once
 	draining   bool
 	inflight   sync.WaitGroup
 }
@@ -126,7 +130,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.SessionIdleTimeout <= 0 {
 		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, principals: map[string]*principal{}, bindings: map[string]*principal{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, principals: map[string]*principal{}, building: map[string]chan struct{}{}, bindings: map[string]*principal{}}
 	if cfg.Tokens == "" {
 		if cfg.EphemeralToken == "" {
 			return nil, errors.New("no tokens file and no ephemeral token")
@@ -155,7 +159,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.lastFile = f
+	s.sweep(f)
+	s.stopSweep = make(chan struct{})
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stopSweep:
+				return
+			case <-tick.C:
+				if f, err := s.current(); err == nil {
+					s.sweep(f)
+				}
+			}
+		}
+	}()
 	s.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
 			return p.srv.MCP()
@@ -184,7 +203,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 				writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed"})
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "protocolVersion": "1"})
+			writeJSON(w, http.StatusOK, struct {
+				Status          string `json:"status"`
+				ProtocolVersion string `json:"protocolVersion"`
+			}{"ok", "1"})
 		case "/mcp":
 			mcpHandler.ServeHTTP(w, r)
 		default:
@@ -214,13 +236,43 @@ func fingerprint(e *tokens.Entry) string {
 }
 
 // principal returns the principal of an entry, opening its host on first use.
+// Hosts are opened outside the server's lock (one build per entry at a time), so a slow
+// host (a gateway connection) delays only its own token's first request; the host outlives
+// the request that opened it, so it is opened without the request's cancellation.
 func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, error) {
 	key := fingerprint(e)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p := s.principals[key]; p != nil {
-		return p, nil
+	for {
+		s.mu.Lock()
+		if p := s.principals[key]; p != nil {
+			s.mu.Unlock()
+			return p, nil
+		}
+		if ch, ok := s.building[key]; ok {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue // built, or failed: look again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		s.building[key] = ch
+		s.mu.Unlock()
+		p, err := s.build(context.WithoutCancel(ctx), key, e)
+		s.mu.Lock()
+		delete(s.building, key)
+		if err == nil {
+			s.principals[key] = p
+		}
+		s.mu.Unlock()
+		close(ch)
+		return p, err
 	}
+}
+
+// build opens the host and MCP server of an entry.
+func (s *Server) build(ctx context.Context, key string, e *tokens.Entry) (*principal, error) {
 	st := s.cfg.Base
 	if s.eph == nil {
 		st.As, st.Owner, st.Authority = e.Context.Actor.String(), "", ""
@@ -264,7 +316,6 @@ func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, er
 	p.srv = mcpserver.New(mcpserver.Options{Backend: sess, Version: s.cfg.Version, Logger: log, Hint: s.cfg.Hint,
 		Escalations: EscalationResolver(sess), PollInterval: s.cfg.PollInterval,
 		Metadata: map[string]any{"token": e.ID}})
-	s.principals[key] = p
 	actx := h.Turn.Context()
 	log.Info("token ready", "actor", actx.Actor.String(), "owner", actx.Owner.String(), "world", actx.World,
 		"namespaces", strings.Join(actx.EnabledToolNamespaces, ","))
@@ -288,18 +339,30 @@ func (e *TokenError) Error() string {
 // Unwrap returns the host's error.
 func (e *TokenError) Unwrap() error { return e.Err }
 
-// sweep retires the principals whose entry is gone from f (revoked, or changed): their
-// sessions are closed, and their host once their in-flight requests ended.
+// sweep retires the principals whose entry is gone from f (revoked, or changed) or has
+// expired: their sessions are closed, and their host once their in-flight requests
+// ended. It runs on every request and every second (so that an idle session of a revoked
+// or expired token is closed too), and does work only when the file changed or an expiry
+// passed.
 func (s *Server) sweep(f *tokens.File) {
+	now := s.cfg.Clock()
 	s.mu.Lock()
-	if f == s.lastFile {
+	if f == s.lastFile && (s.nextExpiry.IsZero() || now.Before(s.nextExpiry)) {
 		s.mu.Unlock()
 		return
 	}
 	s.lastFile = f
 	keep := map[string]bool{}
+	s.nextExpiry = time.Time{}
 	for i := range f.Entries {
-		keep[fingerprint(&f.Entries[i])] = true
+		e := &f.Entries[i]
+		if e.Expired(now) {
+			continue
+		}
+		keep[fingerprint(e)] = true
+		if !e.ExpiresAt.IsZero() && (s.nextExpiry.IsZero() || e.ExpiresAt.Before(s.nextExpiry)) {
+			s.nextExpiry = e.ExpiresAt
+		}
 	}
 	var gone []*principal
 	for k, p := range s.principals {
@@ -310,7 +373,7 @@ func (s *Server) sweep(f *tokens.File) {
 	}
 	s.mu.Unlock()
 	for _, p := range gone {
-		s.log.Info("token revoked or changed; its sessions are closed", "token", p.id)
+		s.log.Info("token revoked, changed or expired; its sessions are closed", "token", p.id)
 		go s.retire(p)
 	}
 }
@@ -571,6 +634,11 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // Close closes every session and releases every token's host.
 func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		if s.stopSweep != nil {
+			close(s.stopSweep)
+		}
+	})
 	s.mu.Lock()
 	ps := make([]*principal, 0, len(s.principals))
 	for k, p := range s.principals {

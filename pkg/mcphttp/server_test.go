@@ -220,7 +220,7 @@ func TestHealthAndPaths(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	resp, err := http.Get(f.ts.URL + "/health")
 	must(t, err)
-	if b := body(t, resp); resp.StatusCode != 200 || b != `{"protocolVersion":"1","status":"ok"}`+"\n" || resp.Header.Get("Content-Type") != "application/json" {
+	if b := body(t, resp); resp.StatusCode != 200 || b != `{"status":"ok","protocolVersion":"1"}`+"\n" || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("health %d %q", resp.StatusCode, b)
 	}
 	resp, err = http.Post(f.ts.URL+"/health", "application/json", nil)
@@ -236,7 +236,8 @@ func TestHealthAndPaths(t *testing.T) {
 }
 
 // TestUnauthorized: a missing, malformed, unknown or expired token is 401 with the spec's
-// body and header, before any session work: nothing is audited, no session is created.
+// body and header, before any session work: nothing is audited, no session is created; an
+// expired token's open sessions are closed.
 func TestUnauthorized(t *testing.T) {
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
@@ -247,6 +248,24 @@ func TestUnauthorized(t *testing.T) {
 	// the token is still valid for a second: it works
 	if resp := f.raw("POST", expired, "", []byte(initBody), nil); resp.StatusCode != 200 {
 		t.Fatalf("valid token %d", resp.StatusCode)
+	}
+	var old *principal
+	f.srv.mu.Lock()
+	for _, p := range f.srv.principals {
+		if p.id == "old" {
+			old = p
+		}
+	}
+	f.srv.mu.Unlock()
+	open := func() int {
+		n := 0
+		for range old.srv.MCP().Sessions() {
+			n++
+		}
+		return n
+	}
+	if old == nil || open() != 1 {
+		t.Fatal("no session of the token while valid")
 	}
 	mu.Lock()
 	now = now.Add(time.Second)
@@ -277,8 +296,13 @@ func TestUnauthorized(t *testing.T) {
 	if after := len(f.audit()); after != before {
 		t.Fatalf("refused requests wrote %d audit events", after-before)
 	}
-	if n := f.srv.Sessions("old"); n != 1 {
-		t.Fatalf("sessions of old %d, want the one made while valid", n)
+	// the session made while the token was valid is closed once it expired
+	deadline := time.Now().Add(3 * time.Second)
+	for (f.srv.Sessions("old") != 0 || open() != 0) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n, m := f.srv.Sessions("old"), open(); n != 0 || m != 0 {
+		t.Fatalf("the expired token still has %d sessions (%d open in the SDK)", n, m)
 	}
 }
 
@@ -618,6 +642,8 @@ func TestLoadMaxUses(t *testing.T) {
 				switch {
 				case err != nil:
 					errs = append(errs, err)
+				case r.Meta[mcpserver.MetaAuditUnavailable] != nil:
+					errs = append(errs, fmt.Errorf("call %d of a session: its tool.invoked record could not be written (see the log)", j))
 				case !r.IsError:
 					allowed++
 				case r.Meta[mcpserver.MetaCode] == string(kernel.ReasonGrantExhausted),
@@ -692,5 +718,65 @@ func TestDrainWaitsForInFlight(t *testing.T) {
 	defer cancel()
 	if err := f2.srv.Drain(ctx); err == nil {
 		t.Fatal("Drain past its deadline reported nothing")
+	}
+}
+
+// TestTokenAddedWhileRunning: a token appended by `tokens create` while the server runs
+// works on its first requests, concurrent ones included (one host is kept for it);
+// a token whose grant file lies inside the root is refused 503 and the others go on.
+func TestTokenAddedWhileRunning(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	tok, err := tokens.New()
+	must(t, err)
+	actor, _ := kernel.ParseAddress("agent:alice-bot")
+	owner, _ := kernel.ParseAddress("human:alice")
+	must(t, tokens.Append(f.tokensPath, tokens.NewEntry{ID: "carol", SHA256: tokens.Hash(tok),
+		Context: tokens.Context{Actor: actor, Owner: &owner}, Grants: []string{"grants/alice.yaml"}}))
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", f.ts.URL+"/mcp", strings.NewReader(initBody))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				codes[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Fatalf("first request %d of a new token: %d", i, c)
+		}
+	}
+	f.srv.mu.Lock()
+	n := 0
+	for _, p := range f.srv.principals {
+		if p.id == "carol" {
+			n++
+		}
+	}
+	f.srv.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d hosts for one token", n)
+	}
+	// a grant file inside the root: that token is 503, the others are served
+	inside := filepath.Join(f.root, "g.yaml")
+	must(t, os.WriteFile(inside, []byte(aliceGrants), 0o600))
+	bad, err := tokens.New()
+	must(t, err)
+	must(t, tokens.Append(f.tokensPath, tokens.NewEntry{ID: "leaky", SHA256: tokens.Hash(bad),
+		Context: tokens.Context{Actor: actor}, Grants: []string{inside}}))
+	if resp := f.raw("POST", bad, "", []byte(initBody), nil); resp.StatusCode != 503 {
+		t.Fatalf("token with a grant file inside the root: %d", resp.StatusCode)
+	}
+	if resp := f.raw("POST", f.tok["alice"], "", []byte(initBody), nil); resp.StatusCode != 200 {
+		t.Fatalf("alice beside a broken token: %d", resp.StatusCode)
 	}
 }

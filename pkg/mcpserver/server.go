@@ -44,9 +44,12 @@ const (
 	MetaSource      = "sharedos/source"
 	MetaStatus      = "sharedos/status"
 	MetaCode        = "sharedos/code"
-	MetaGate        = "sharedos/gate"
-	MetaCause       = "sharedos/cause"
-	MetaEscalation  = "sharedos/escalation"
+	// MetaAuditUnavailable (true) marks a result whose tool.invoked audit record could
+	// not be written; the server logs the cause.
+	MetaAuditUnavailable = "sharedos/auditUnavailable"
+	MetaGate             = "sharedos/gate"
+	MetaCause            = "sharedos/cause"
+	MetaEscalation       = "sharedos/escalation"
 )
 
 // MaxPublishedTools is the model-facing bound of a listing (spec 40 §7): over it the
@@ -550,6 +553,19 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 	}
 
 	res := turn.InvokeTool(ctx, call)
+	if why, ok := res.Metadata[kernel.AuditUnavailableKey]; ok {
+		// The call ran (or was refused) but its tool.invoked record could not be written:
+		// the operator hears it in the log, the agent sees only that it happened (the
+		// cause names host paths).
+		s.log.Error("tools/call: the tool.invoked record could not be written", "session", st.id, "tool", name,
+			"call", call.ID, "err", why)
+		m := make(map[string]any, len(extraMeta)+1)
+		for k, v := range extraMeta {
+			m[k] = v
+		}
+		m[MetaAuditUnavailable] = true
+		extraMeta = m
+	}
 	def := s.opts.Backend.Definition(name)
 	if res.Status == kernel.StatusSucceeded {
 		return success(def, res.Output, extraMeta), nil

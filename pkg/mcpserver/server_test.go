@@ -1,9 +1,13 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,6 +86,7 @@ type envOptions struct {
 	namespaces []string // default selection (stored selection when nil: files, sharedos)
 	resolver   EscalationResolver
 	hint       func(*kernel.ToolDefinition, kernel.ToolResult) string
+	logger     *slog.Logger
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -115,7 +120,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 			return "test hint for " + string(res.Error.Code) + "."
 		}
 	}
-	e.srv = New(Options{Backend: e.sess, Hint: hint, Escalations: o.resolver, PollInterval: 200 * time.Millisecond,
+	e.srv = New(Options{Backend: e.sess, Hint: hint, Escalations: o.resolver, PollInterval: 200 * time.Millisecond, Logger: o.logger,
 		NewID: func() string {
 			id := "id-" + time.Now().Format("150405") + "-" + itoa(e.ids.Add(1))
 			e.lastID.Store(id)
@@ -785,4 +790,34 @@ func TestExpiryListChanged(t *testing.T) {
 		t.Fatal("files.delete still listed after its grant expired")
 	}
 	refusalOf(t, e.call("files.delete", map[string]any{"path": []string{"drafts", "a.md"}}), kernel.StatusDenied, kernel.CodeToolUnavailable)
+}
+
+// TestAuditUnavailableIsSurfaced: a call whose tool.invoked record cannot be written is
+// marked in its _meta (without the cause, which names host paths) and logged with the
+// cause for the operator; the effect it had is reported, not hidden.
+func TestAuditUnavailableIsSurfaced(t *testing.T) {
+	var logs bytes.Buffer
+	e := newEnv(t, envOptions{logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if r := e.call("files.read", map[string]any{"path": []string{"notes", "todo.md"}}); r.IsError || r.Meta[MetaAuditUnavailable] != nil {
+		t.Fatalf("a normal call is marked: %+v", r.Meta)
+	}
+	db, err := sql.Open("sqlite", e.state)
+	must(t, err)
+	_, err = db.Exec(`CREATE TRIGGER full_disk BEFORE INSERT ON audit_events WHEN NEW.type = 'tool.invoked'
+		BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`)
+	must(t, err)
+	must(t, db.Close())
+	r := e.call("files.create", map[string]any{"path": []string{"drafts", "x.md"}, "content": "hi"})
+	if r.IsError || r.Meta[MetaAuditUnavailable] != true {
+		t.Fatalf("the unaudited effect is not marked: isError %v meta %+v", r.IsError, r.Meta)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.dir, "root", "drafts", "x.md")); err != nil || string(b) != "hi" {
+		t.Fatalf("the effect: %q %v", b, err)
+	}
+	if s := fmt.Sprint(r.Meta); strings.Contains(s, e.state) || strings.Contains(s, "disk is full") {
+		t.Fatalf("the cause reached the agent: %s", s)
+	}
+	if l := logs.String(); !strings.Contains(l, "tool.invoked record could not be written") || !strings.Contains(l, "disk is full") {
+		t.Fatalf("not logged with its cause:\n%s", l)
+	}
 }

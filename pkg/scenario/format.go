@@ -10,6 +10,36 @@
 // one host assembly every surface uses (pkg/host): the runner translates, it never
 // authorizes, filters or audits on its own, and it never touches the user's state.
 //
+// Where spec 70 is silent, the runner decides as follows:
+//
+//   - The kernel's wall clock is the step's instant (the pinned `now`), so a scenario
+//     gives the same answer at any date; with no `now` anywhere the clock is read once
+//     per test. A step's `now` reaches the kernel, not the planes' own clocks.
+//   - A test without `namespaces` starts with every namespace of the host's tools
+//     enabled (files, repo, sharedos), stored as that (world, owner)'s default.
+//   - A step's context overrides change only the fields they name (overriding the owner
+//     does not move the authority).
+//   - `grant` is the grant of the call's last allowed authorization record (the
+//     execution's); `rejected` lists the candidates of the plan's explanation, taken in
+//     the same turn just before the call (the grant source offers an actor only its own
+//     grants, so a foreign subject's grant is never a candidate); a listed grant must
+//     have that reason, and `rejected: {}` asserts there was none.
+//   - `output.contains` holds when some string of the output, or its compact JSON text,
+//     contains the text (a list: each one); `output.excludes` when none occurs in the
+//     output or in a refusal's message (a secret that must not leak); `jsonpath` takes
+//     $, .key, ['key'] and [N] only.
+//   - `audit` and `contains` match partial records, each against a distinct record.
+//   - `escalate` and a `call` of sharedos.escalate act as `tools call` does: an offered
+//     escalation is recorded (status escalated, exit 5), not executed; the CLI keeps no
+//     latch, so later steps run as later processes would.
+//   - An invalid file is reported beside the others (they still run), counts as one
+//     failure in the closing line, and makes the exit 2. A test that cannot run (no
+//     actor, an unreadable fixture) is an error: it counts as failed (exit 1).
+//   - Anchors, aliases, custom tags, several documents and raw control characters are
+//     refused: a scenario is data.
+//   - `{git: true}` makes a repository with one commit of everything below it, by a
+//     fixed author at the test's instant.
+//
 // The same files run from `go test`:
 //
 //	func TestGrants(t *testing.T) { scenario.TestFiles(t, "sharedos-tests") }
@@ -1103,29 +1133,13 @@ func (p *parser) outputExpect(n *yaml.Node, what string) (*OutputExpect, error) 
 	for _, m := range ms {
 		switch m.key {
 		case "contains":
-			if m.node.Kind == yaml.SequenceNode {
-				if o.Contains, err = p.strList(m.node, what+".contains"); err != nil {
-					return nil, err
-				}
-				break
-			}
-			s, err := p.str(m.node, what+".contains")
-			if err != nil {
+			if o.Contains, err = p.strOrList(m.node, what+".contains"); err != nil {
 				return nil, err
 			}
-			o.Contains = []string{s}
 		case "excludes":
-			if m.node.Kind == yaml.SequenceNode {
-				if o.Excludes, err = p.strList(m.node, what+".excludes"); err != nil {
-					return nil, err
-				}
-				break
-			}
-			s, err := p.str(m.node, what+".excludes")
-			if err != nil {
+			if o.Excludes, err = p.strOrList(m.node, what+".excludes"); err != nil {
 				return nil, err
 			}
-			o.Excludes = []string{s}
 		case "equals":
 			if o.Equals, err = p.value(m.node, what+".equals"); err != nil {
 				return nil, err
@@ -1204,4 +1218,16 @@ func (p *parser) auditList(n *yaml.Node, what string) ([]AuditMatch, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// strOrList reads one string, or a list of strings, as a list.
+func (p *parser) strOrList(n *yaml.Node, what string) ([]string, error) {
+	if n.Kind == yaml.SequenceNode {
+		return p.strList(n, what)
+	}
+	s, err := p.str(n, what)
+	if err != nil {
+		return nil, err
+	}
+	return []string{s}, nil
 }

@@ -32,15 +32,21 @@ import (
 type Options struct {
 	// Run selects the tests whose "file/test" name matches (nil: every test).
 	Run *regexp.Regexp
-	// TempDir is where each test's root and state database are made ("": os.TempDir).
+	// TempDir is where each test's root and state database are made. "": $TMPDIR when
+	// it is set, else /dev/shm when it is a writable folder (a memory file system on
+	// Linux: the sandboxes are thrown away after each test, and creating folders, files
+	// and databases there costs a fraction of a disk's), else os.TempDir.
 	TempDir string
 	// Clock is read for a test whose context pins no instant (nil: time.Now).
 	Clock func() time.Time
 	// Parallel is how many tests run at once (0: GOMAXPROCS). Results keep file order.
 	Parallel int
 	// Explain keeps the explanation of every call and explain step, not only of the
-	// failed ones (for -v and -o json).
+	// failed ones, and every step's audit records (for -v and -o json).
 	Explain bool
+
+	emptyDB     string // a migrated empty state database to copy (set by the run)
+	rootEntries int    // bound of a fixture root (0: MaxRootEntries; tests lower it)
 }
 
 // Outcome of a test.
@@ -197,6 +203,35 @@ func run(ctx context.Context, paths []string, files []*File, errs []*Error, opts
 			jobs = append(jobs, job{f, t, tr})
 		}
 	}
+	// One folder per run: every test's root and state database below it, and the state
+	// databases side by side in one folder, so that the validated grant cache (keyed by
+	// the grant files' content) and the content-addressed snapshot blobs are shared by the
+	// run's tests (each test's state database — usage, namespaces, audit, snapshot index
+	// — is its own).
+	runDir, err := os.MkdirTemp(defaultTempDir(opts.TempDir), "sharedos-test-")
+	if err != nil {
+		for _, j := range jobs {
+			j.res.Outcome, j.res.Reason = Errored, fmt.Sprintf("temporary directory: %v", err)
+		}
+		jobs = nil
+	} else {
+		defer os.RemoveAll(runDir)
+		if err := os.Mkdir(filepath.Join(runDir, "state"), 0o700); err != nil {
+			for _, j := range jobs {
+				j.res.Outcome, j.res.Reason = Errored, fmt.Sprintf("temporary directory: %v", err)
+			}
+			jobs = nil
+		}
+	}
+	opts.TempDir = runDir
+	if jobs != nil {
+		// A fresh state database is a copy of one migrated empty database (migrating
+		// each test's would cost more than all its steps).
+		tmpl := filepath.Join(runDir, "empty.db")
+		if st, err := sqlitestore.Open(ctx, tmpl, sqlitestore.Options{}); err == nil && st.Close() == nil {
+			opts.emptyDB = tmpl
+		}
+	}
 	n := opts.Parallel
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
@@ -307,7 +342,8 @@ type runner struct {
 	h       *host.Host
 	instant time.Time
 	mu      sync.Mutex
-	seen    int // audit records already attributed to earlier steps
+	seen    int64 // the audit sequence number of the last record attributed to a step
+	want    bool  // the current step reads its audit records (see step)
 	res     *TestResult
 	opts    Options
 }
@@ -321,7 +357,7 @@ func runTest(ctx context.Context, f *File, t *Test, res *TestResult, opts Option
 		res.Outcome, res.Reason = Skipped, "todo: "+t.Todo
 		return
 	}
-	dir, err := os.MkdirTemp(opts.TempDir, "sharedos-test-")
+	dir, err := os.MkdirTemp(opts.TempDir, "t-")
 	if err != nil {
 		res.Outcome, res.Reason = Errored, fmt.Sprintf("temporary directory: %v", err)
 		return
@@ -353,6 +389,9 @@ func runTest(ctx context.Context, f *File, t *Test, res *TestResult, opts Option
 			res.Outcome = Failed
 		}
 	}
+	if err := r.matchedGrants(ctx); err != nil {
+		res.Outcome, res.Reason = Errored, err.Error()
+	}
 }
 
 // open builds the test's root and grant files under dir and opens its host.
@@ -363,7 +402,7 @@ func (r *runner) open(ctx context.Context, dir string) error {
 		return err
 	}
 	if f.Root != "" {
-		if err := copyTree(f.Root, root); err != nil {
+		if err := copyTree(f.Root, root, r.opts.rootEntries); err != nil {
 			return fmt.Errorf("copy root %s: %v", f.Root, err)
 		}
 	}
@@ -395,13 +434,15 @@ func (r *runner) open(ctx context.Context, dir string) error {
 	if ns == nil {
 		ns = allNamespaces()
 	}
-	s := &host.Settings{Root: root, State: filepath.Join(dir, "state", "state.db"), Grants: grants,
+	s := &host.Settings{Root: root, State: filepath.Join(filepath.Dir(dir), "state", filepath.Base(dir)+".db"), Grants: grants,
 		As: c.As, Owner: c.Owner, Authority: c.Authority, World: c.World, Purpose: c.Purpose,
 		Now: kernel.FormatTimestamp(r.instant.UnixMilli()), Trace: DerivedID("trace", f.Path, t.Name),
 		CallID: DerivedID("call", f.Path, t.Name, "0"), DefaultNamespaces: ns,
 		ForbiddenNamespaces: f.Ceiling.Namespaces, FrozenPaths: f.Ceiling.FrozenPaths, FrozenActions: f.Ceiling.FrozenActions}
-	if err := os.MkdirAll(filepath.Dir(s.State), 0o755); err != nil {
-		return err
+	if r.opts.emptyDB != "" {
+		if err := copyFile(r.opts.emptyDB, s.State); err != nil {
+			return fmt.Errorf("state database: %v", err)
+		}
 	}
 	// The kernel's wall clock is the step's instant: a scenario is reproducible at any
 	// date, and its sandbox has nothing a pinned instant could widen access to.
@@ -479,15 +520,24 @@ func (r *runner) turn(ctx context.Context, s *Step) (*kernel.Turn, error) {
 }
 
 // newRecords returns the audit records written since the previous step.
+// A step that asserts neither its records nor its grant (and whose observations are not
+// printed) skips reading them; the test's matched grants are read once at its end.
 func (r *runner) newRecords(ctx context.Context) ([]AuditRecord, error) {
-	evs, err := r.h.Store.ListAudit(ctx, sqlitestore.AuditFilter{Oldest: true})
+	last, err := r.h.Store.LastAuditSeq(ctx)
+	if err != nil || last == r.seen {
+		return []AuditRecord{}, err
+	}
+	if !r.want {
+		r.seen = last
+		return nil, nil
+	}
+	evs, err := r.h.Store.ListAudit(ctx, sqlitestore.AuditFilter{Oldest: true, AfterSeq: r.seen})
 	if err != nil {
 		return nil, err
 	}
-	from := min(r.seen, len(evs))
-	r.seen = len(evs)
-	out := make([]AuditRecord, 0, len(evs)-from)
-	for _, ev := range evs[from:] {
+	r.seen = last
+	out := make([]AuditRecord, 0, len(evs))
+	for _, ev := range evs {
 		rec := recordOf(ev)
 		if ev.Type == kernel.EventAuthorizationChecked && ev.Outcome == kernel.OutcomeAllowed && ev.GrantID != "" {
 			r.res.matched[ev.GrantID] = true
@@ -509,8 +559,21 @@ func (r *runner) allRecords(ctx context.Context) ([]AuditRecord, error) {
 	return out, nil
 }
 
+// matchedGrants marks the grants some allowed decision of the test used (coverage).
+func (r *runner) matchedGrants(ctx context.Context) error {
+	evs, err := r.h.Store.ListAudit(ctx, sqlitestore.AuditFilter{Types: []string{string(kernel.EventAuthorizationChecked)},
+		Outcomes: []string{string(kernel.OutcomeAllowed)}})
+	for _, ev := range evs {
+		if ev.GrantID != "" {
+			r.res.matched[ev.GrantID] = true
+		}
+	}
+	return err
+}
+
 func (r *runner) step(ctx context.Context, i int, s *Step) *StepResult {
 	sr := &StepResult{Index: i + 1, Line: s.Line, Kind: s.Kind, Tool: s.Tool, step: s}
+	r.want = r.opts.Explain || s.Expect != nil && (s.Expect.AuditSet || s.Expect.Grant != nil)
 	if s.Kind == KindEscalate {
 		sr.Tool = kernel.EscalationToolName
 	}
@@ -782,11 +845,32 @@ func checkOutput(e *OutputExpect, o *Observed) []Mismatch {
 	return out
 }
 
+// Bounds of a fixture root (copied for every test): a root beyond them is refused, naming
+// the bound, rather than copied (a scenario naming root: / by mistake).
+const (
+	MaxRootEntries = 20_000
+	MaxRootBytes   = 256 << 20
+)
+
 // copyTree copies the directories, regular files and symbolic links of src into dst.
-func copyTree(src, dst string) error {
+func copyTree(src, dst string, maxEntries int) error {
+	if maxEntries <= 0 {
+		maxEntries = MaxRootEntries
+	}
+	entries, size := 0, int64(0)
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if entries++; entries > maxEntries {
+			return fmt.Errorf("more than %d entries (a fixture root is copied for every test; keep it small)", maxEntries)
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				if size += fi.Size(); size > MaxRootBytes {
+					return fmt.Errorf("more than %d MiB (a fixture root is copied for every test; keep it small)", MaxRootBytes>>20)
+				}
+			}
 		}
 		rel, err := filepath.Rel(src, p)
 		if err != nil || rel == "." {
@@ -874,4 +958,19 @@ func initRepo(dir string, instant time.Time) error {
 	sig := &object.Signature{Name: "sharedos test", Email: "test@sharedos.invalid", When: instant}
 	_, err = wt.Commit("scenario fixture", &git.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: true})
 	return err
+}
+
+// defaultTempDir is dir, or the default of Options.TempDir.
+func defaultTempDir(dir string) string {
+	if dir != "" || os.Getenv("TMPDIR") != "" {
+		return dir
+	}
+	const shm = "/dev/shm"
+	if fi, err := os.Stat(shm); err == nil && fi.IsDir() {
+		if probe, err := os.MkdirTemp(shm, "sharedos-probe-"); err == nil {
+			_ = os.Remove(probe)
+			return shm
+		}
+	}
+	return dir
 }

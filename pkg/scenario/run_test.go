@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -453,5 +454,31 @@ func TestGoAPI(t *testing.T) {
 	rep := TestFiles(t, "testdata/triage.yaml")
 	if rep.Passed != 2 {
 		t.Fatalf("%s", rep.Summary())
+	}
+}
+
+// TestRootBounds: a fixture root beyond its bound of entries (MaxRootEntries; 10 here) is refused (the test errors,
+// naming the bound) instead of being copied.
+func TestRootBounds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.MkdirAll(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 11 {
+		if err := os.WriteFile(filepath.Join(big, strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(dir, "s.yaml")
+	src := strings.Replace(head, "files: {", "root: big\nfiles: {", 1) + "tests:\n  - name: t\n    steps: [{list: {}}]\n"
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := RunFiles(context.Background(), []string{p}, Options{TempDir: t.TempDir(), rootEntries: 10})
+	tr := rep.Files[0].Tests[0]
+	if tr.Outcome != Errored || !strings.Contains(tr.Reason, "more than 10 entries") {
+		t.Fatalf("%s %q", tr.Outcome, tr.Reason)
 	}
 }

@@ -394,3 +394,8 @@ func plainSafe(s string) bool {
 	c := n.Content[0]
 	return c.Kind == yaml.ScalarNode && c.Tag == "!!str" && c.Value == s
 }
+
+// FlowYAML writes v (maps, lists, strings, numbers, booleans, null) as one YAML flow
+// value, map keys sorted, quoting only the strings that need it: what `audit export
+// --as-test` and --update write into scenario files.
+func FlowYAML(v any) string { return flowYAML(v) }

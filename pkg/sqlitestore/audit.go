@@ -31,6 +31,9 @@ type AuditFilter struct {
 	World string
 	// SinceMillis keeps events whose at is at or after this Unix millisecond (0: no bound).
 	SinceMillis int64
+	// AfterSeq keeps events recorded after the one of this sequence number (0: from the
+	// first); see LastAuditSeq.
+	AfterSeq int64
 	// Limit caps the number of events returned (0: no limit).
 	Limit int
 	// Oldest returns the oldest events first; by default the newest come first. Order is
@@ -264,6 +267,10 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 		where = append(where, "at_ms >= ?")
 		args = append(args, f.SinceMillis)
 	}
+	if f.AfterSeq != 0 {
+		where = append(where, "seq > ?")
+		args = append(args, f.AfterSeq)
+	}
 	q := "SELECT seq, event FROM audit_events"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -299,4 +306,14 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
 	return out, nil
+}
+
+// LastAuditSeq returns the sequence number of the newest audit event (0 when there is
+// none): a reader that keeps it reads only what was recorded since (AuditFilter.AfterSeq).
+func (s *Store) LastAuditSeq(ctx context.Context) (int64, error) {
+	var seq sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT max(seq) FROM audit_events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read the audit sequence: %w", err)
+	}
+	return seq.Int64, nil
 }

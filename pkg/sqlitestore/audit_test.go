@@ -282,3 +282,38 @@ func TestAppendErrorNamesTheDatabase(t *testing.T) {
 		t.Fatalf("append to a closed store: %v, want an error naming %s", err, path)
 	}
 }
+
+// TestAuditAfterSeq: LastAuditSeq is 0 on an empty trail and then the newest event's
+// sequence number; AfterSeq returns only what was recorded after it, in order.
+func TestAuditAfterSeq(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTest(t, Options{})
+	if seq, err := s.LastAuditSeq(ctx); err != nil || seq != 0 {
+		t.Fatalf("empty trail: %d %v", seq, err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := s.Append(ctx, event(id, kernel.EventToolInvoked, kernel.OutcomeSucceeded, "2026-01-01T00:00:00.000Z")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark, err := s.LastAuditSeq(ctx)
+	if err != nil || mark == 0 {
+		t.Fatalf("after two: %d %v", mark, err)
+	}
+	if evs, err := s.ListAudit(ctx, AuditFilter{AfterSeq: mark, Oldest: true}); err != nil || len(evs) != 0 {
+		t.Fatalf("nothing after the mark: %v %v", eventIDs(evs), err)
+	}
+	for _, id := range []string{"c", "d"} {
+		if err := s.Append(ctx, event(id, kernel.EventToolInvoked, kernel.OutcomeDenied, "2026-01-01T00:00:00.000Z")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := s.ListAudit(ctx, AuditFilter{AfterSeq: mark, Oldest: true})
+	if err != nil || strings.Join(eventIDs(evs), ",") != "c,d" {
+		t.Fatalf("after the mark: %v %v", eventIDs(evs), err)
+	}
+	if last, _ := s.LastAuditSeq(ctx); last <= mark {
+		t.Fatalf("sequence did not advance: %d ≤ %d", last, mark)
+	}
+}

@@ -161,6 +161,18 @@ func sameEntries(a, b []Entry) bool {
 	return true
 }
 
+// oddBreaks reports line breaks YAML counts but the line index of Append and Remove does
+// not (a lone CR, NEL, LS, PS): such a file is refused rather than edited at the wrong
+// line.
+func oddBreaks(data []byte) bool {
+	for i, c := range data {
+		if c == '\r' && (i+1 >= len(data) || data[i+1] != '\n') {
+			return true
+		}
+	}
+	return bytes.Contains(data, []byte("\u0085")) || bytes.Contains(data, []byte("\u2028")) || bytes.Contains(data, []byte("\u2029"))
+}
+
 // readExisting reads the file, or returns nil data when it does not exist.
 func readExisting(path string) ([]byte, os.FileMode, error) {
 	info, err := os.Stat(path)
@@ -176,6 +188,9 @@ func readExisting(path string) ([]byte, os.FileMode, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, 0, err
+	}
+	if oddBreaks(data) {
+		return nil, 0, &Error{File: path, Message: "the file has line breaks other than LF and CRLF (a lone CR, NEL, LS or PS); fix them to edit it with 'sharedos tokens'"}
 	}
 	return data, info.Mode().Perm(), nil
 }

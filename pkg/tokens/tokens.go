@@ -47,9 +47,10 @@ const MaxFileSize = 1 << 20
 // Prefix starts every token New mints, so that secret scanners and people recognise one.
 const Prefix = "sharedos_"
 
-// Context is an entry's access context. Actor is required; the others default as the
-// CLI's flags do (owner: the actor; authority: the owner; world: "default"; purpose: the
-// grant files' context, else "cli").
+// Context is an entry's access context. Actor is required; a field left unset is
+// resolved as the CLI resolves a missing flag: from the token's grant files' context,
+// else the default (owner: the actor; authority: the owner; world "default"; purpose
+// "cli").
 type Context struct {
 	Actor     kernel.Address
 	Owner     *kernel.Address

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -358,6 +359,53 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("invalid entry accepted %+v", e)
 			}
 			ids[e.ID] = true
+		}
+	})
+}
+
+// FuzzAppendRemove: for any file the parser accepts, Append adds exactly the new entry
+// after the old ones (or refuses, leaving the file as it was), and Remove of that entry
+// gives back exactly the old entries. Never a panic, never a half-written file.
+func FuzzAppendRemove(f *testing.F) {
+	f.Add([]byte(valid))
+	f.Add([]byte("version: 1\n"))
+	f.Add([]byte("version: 1\ntokens: [] # none\n"))
+	f.Add([]byte("tokens:\n- id: x\n  sha256: " + hashB + "\n  context: {actor: agent:x}\nversion: 1\n"))
+	f.Add([]byte("version: 1\r\ntokens:\r\n  - id: x\r\n    sha256: " + hashB + "\r\n    context: {actor: agent:x}\r\n"))
+	f.Add([]byte("version: 1\ntokens: [{id: x, sha256: " + hashB + ", context: {actor: agent:x}}]\n"))
+	dir := f.TempDir()
+	n := 0
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("t%d.yaml", n))
+		old, err := Parse(p, data)
+		if err != nil {
+			return
+		}
+		must(t, os.WriteFile(p, data, 0o600))
+		e := NewEntry{ID: "fuzz-new", SHA256: strings.Repeat("e", 64), Context: Context{Actor: addr("agent:fuzz")}}
+		if old.Get(e.ID) != nil {
+			return
+		}
+		if err := Append(p, e); err != nil {
+			if got, _ := os.ReadFile(p); string(got) != string(data) {
+				t.Fatalf("a refused append changed the file: %v", err)
+			}
+			return
+		}
+		mid, err := Load(p)
+		if err != nil {
+			t.Fatalf("appended file does not parse: %v", err)
+		}
+		if len(mid.Entries) != len(old.Entries)+1 || !sameEntries(mid.Entries[:len(old.Entries)], old.Entries) || mid.Entries[len(old.Entries)].ID != e.ID {
+			t.Fatalf("append: %+v, old %+v", mid.Entries, old.Entries)
+		}
+		if err := Remove(p, e.ID); err != nil {
+			t.Fatalf("remove the appended entry: %v", err)
+		}
+		end, err := Load(p)
+		if err != nil || !sameEntries(end.Entries, old.Entries) {
+			t.Fatalf("remove: %v %+v, old %+v", err, end, old.Entries)
 		}
 	})
 }

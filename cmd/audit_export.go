@@ -1,0 +1,351 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharedos/sharedos/pkg/host"
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/scenario"
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
+)
+
+// AuditExportOptions are the options of `audit export`.
+type AuditExportOptions struct {
+	f         *Factory
+	AsTest    bool
+	File      string
+	Outcomes  []string
+	Tool      string
+	Operation string
+	Actor     string
+	Limit     int
+}
+
+func newAuditExportCmd(f *Factory) *cobra.Command {
+	opts := &AuditExportOptions{f: f}
+	c := &cobra.Command{
+		Use:   "export --as-test",
+		Short: "Turn recorded tool calls into a scenario file that reproduces their decisions",
+		Long: `Turn recorded tool calls (tool.invoked events of the state database, oldest first) into a
+'sharedos test' scenario file that reproduces each decision: one test per call, in the
+call's recorded context (actor, owner, authority, world, purpose, instant), with the
+namespace selection the recorded cause implies, under the run's grant files and ceiling,
+expecting the recorded status, code, gate, cause, deciding grant and exit code.
+
+The audit trail keeps no arguments: a call's path is the resource its authorization
+recorded, and any other required argument is a placeholder (authorization never depends
+on it). A call refused because its grant's uses were spent is preceded by as many
+unchecked calls on the grant's own path as the grant has uses. A refused call is called
+again (a refusal comes before any file is touched); an allowed one (succeeded or failed)
+is explained instead, expecting it allowed under the same grant: the dry run needs none
+of the files the call found or changed.
+
+--file FILE writes the scenario there (paths in it relative to FILE's folder; refused
+when FILE exists); without it, it goes to stdout with paths relative to the working
+directory. The result is checked with the scenario parser before it is written.`,
+		Example: `  sharedos audit export --as-test --outcome denied --limit 5 --file sharedos-tests/denials.yaml
+  sharedos audit export --as-test --operation 3f2a9c1e`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runAuditExport(c.Context(), opts) },
+	}
+	fl := c.Flags()
+	fl.BoolVar(&opts.AsTest, "as-test", false, "export as a 'sharedos test' scenario file (the one format)")
+	fl.StringVar(&opts.File, "file", "", "write the scenario to `FILE` (default: stdout)")
+	fl.StringSliceVar(&opts.Outcomes, "outcome", nil, "outcomes (comma-separated): succeeded, denied, failed")
+	fl.StringVar(&opts.Tool, "tool", "", "tool name")
+	fl.StringVar(&opts.Operation, "operation", "", "only this call id (or unique prefix of one)")
+	fl.StringVar(&opts.Actor, "actor", "", "only the calls of this actor, kind:id")
+	fl.IntVar(&opts.Limit, "limit", 20, "at most this many calls, the newest (0: all)")
+	_ = c.RegisterFlagCompletionFunc("tool", f.completeToolFlag)
+	return c
+}
+
+func runAuditExport(ctx context.Context, opts *AuditExportOptions) error {
+	f := opts.f
+	if !opts.AsTest {
+		return usageError("pass --as-test (the scenario file of 'sharedos test' is the one export format)", "audit export needs --as-test")
+	}
+	if err := checkVocabulary("outcome", opts.Outcomes, []string{"succeeded", "denied", "failed"}); err != nil {
+		return err
+	}
+	if opts.Limit < 0 {
+		return usageError("pass --limit 0 (all) or a positive number", "invalid --limit %d", opts.Limit)
+	}
+	s, err := f.Settings()
+	if err != nil {
+		return err
+	}
+	var actor kernel.Address
+	if opts.Actor != "" {
+		if actor, err = parseAddressFlag("actor", opts.Actor); err != nil {
+			return err
+		}
+	}
+	base, err := f.Getwd()
+	if err != nil {
+		return internalError(err)
+	}
+	if opts.File != "" {
+		abs, err := filepath.Abs(opts.File)
+		if err != nil {
+			return usageError("", "--file %s: %v", opts.File, err)
+		}
+		if _, err := os.Lstat(abs); err == nil {
+			return usageError("name a new file, or move the old one aside", "--file %s exists; not overwriting it", opts.File)
+		}
+		base = filepath.Dir(abs)
+	}
+	store, err := f.Store(ctx)
+	if err != nil {
+		return err
+	}
+	calls, err := store.ListAudit(ctx, sqlitestore.AuditFilter{Types: []string{string(kernel.EventToolInvoked)},
+		Outcomes: opts.Outcomes, Tool: opts.Tool, TraceID: s.Trace, World: s.World, Oldest: true})
+	if err != nil {
+		return stateError(err, stateHint(s.State))
+	}
+	if opts.Operation != "" {
+		id, err := resolveOperation(calls, opts.Operation)
+		if err != nil {
+			return err
+		}
+		calls = slices.DeleteFunc(calls, func(ev kernel.AuditEvent) bool { return ev.OperationID != id })
+	}
+	var owner kernel.Address
+	if s.Owner != "" {
+		if owner, err = parseAddressFlag("owner", s.Owner); err != nil {
+			return err
+		}
+	}
+	calls = slices.DeleteFunc(calls, func(ev kernel.AuditEvent) bool {
+		return ev.Tool == "" || !owner.IsZero() && ev.Owner != owner || !actor.IsZero() && ev.Actor != actor
+	})
+	if opts.Limit > 0 && len(calls) > opts.Limit {
+		calls = calls[len(calls)-opts.Limit:]
+	}
+	if len(calls) == 0 {
+		return usageError("widen the filters; 'sharedos audit list --calls' shows what is recorded", "no recorded tool call matches")
+	}
+	text, err := exportScenario(ctx, store, s, calls, base)
+	if err != nil {
+		return err
+	}
+	name := opts.File
+	if name == "" {
+		name = filepath.Join(base, "export.yaml")
+	}
+	if _, err := scenario.Parse(name, []byte(text)); err != nil {
+		return internalError(fmt.Errorf("the exported scenario does not parse: %v", err))
+	}
+	if opts.File == "" {
+		_, err := fmt.Fprint(f.IOStreams.Out, text)
+		return err
+	}
+	if err := writeFileAtomic(opts.File, func(w io.Writer) error { _, err := io.WriteString(w, text); return err }); err != nil {
+		return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: fmt.Sprintf("--file %s: %v", opts.File, err), Err: err}
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "wrote %d recorded calls to %s; run 'sharedos test %s'\n", len(calls), opts.File, opts.File)
+	return nil
+}
+
+// exportScenario writes the scenario file of calls.
+func exportScenario(ctx context.Context, store *sqlitestore.Store, s *Settings, calls []kernel.AuditEvent, base string) (string, error) {
+	rel := func(p string) string {
+		if r, err := filepath.Rel(base, p); err == nil {
+			return filepath.ToSlash(r)
+		}
+		return p
+	}
+	defs := staticDefinitions()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Exported by 'sharedos audit export --as-test' from %s: %d recorded calls.\n", s.State, len(calls))
+	b.WriteString("# The audit trail keeps no arguments: a path is the resource the call's authorization\n")
+	b.WriteString("# recorded; other required arguments are placeholders (authorization never reads them).\n")
+	b.WriteString("# A refused call is called again; an allowed one is explained (the dry run: the files it\n")
+	b.WriteString("# changed are not needed, nothing runs).\n")
+	b.WriteString("version: 1\nname: recorded decisions\n")
+	if len(s.Grants) > 0 {
+		gs := make([]any, len(s.Grants))
+		for i, g := range s.Grants {
+			gs[i] = rel(g)
+		}
+		fmt.Fprintf(&b, "grants: %s\n", scenario.FlowYAML(gs))
+	}
+	ceiling := map[string]any{}
+	for k, v := range map[string][]string{"namespaces": s.ForbiddenNamespaces, "frozenPaths": s.FrozenPaths, "frozenActions": s.FrozenActions} {
+		if len(v) > 0 {
+			ceiling[k] = v
+		}
+	}
+	if len(ceiling) > 0 {
+		fmt.Fprintf(&b, "ceiling: %s\n", scenario.FlowYAML(ceiling))
+	}
+	b.WriteString("tests:\n")
+	names := map[string]int{}
+	for _, ev := range calls {
+		checks, err := store.ListAudit(ctx, sqlitestore.AuditFilter{OperationID: ev.OperationID, TraceID: ev.TraceID,
+			Types: []string{string(kernel.EventAuthorizationChecked)}, Oldest: true})
+		if err != nil {
+			return "", stateError(err, stateHint(s.State))
+		}
+		var def *kernel.ToolDefinition
+		for i := range defs {
+			if defs[i].Name == ev.Tool {
+				def = &defs[i]
+			}
+		}
+		name := fmt.Sprintf("%s %s", ev.Tool, ev.Outcome)
+		if ev.Reason != "" {
+			name += " " + string(ev.Reason)
+		}
+		name += " (call " + shortID(ev.OperationID) + ")"
+		if names[name]++; names[name] > 1 {
+			name += fmt.Sprintf(" #%d", names[name])
+		}
+		fmt.Fprintf(&b, "  - name: %s\n", scenario.FlowYAML(name))
+		for _, kv := range [][2]string{{"as", ev.Actor.String()}, {"owner", ev.Owner.String()}, {"authority", ev.Authority.String()},
+			{"world", ev.NamespaceID}, {"purpose", ev.Purpose}, {"now", ev.At}} {
+			fmt.Fprintf(&b, "    %s: %s\n", kv[0], scenario.FlowYAML(kv[1]))
+		}
+		ns := []string{}
+		if def != nil && ev.Cause != kernel.CauseNamespaceDisabled {
+			ns = append(ns, def.Namespace)
+		}
+		fmt.Fprintf(&b, "    namespaces: %s\n", scenario.FlowYAML(ns))
+		b.WriteString("    steps:\n")
+		args := exportArgs(def, checks)
+		if n, path := spentUses(s, checks); n > 0 {
+			spend := map[string]any{"call": ev.Tool, "args": withPath(args, path)}
+			for range n {
+				fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(spend))
+			}
+		}
+		if ev.Outcome != kernel.OutcomeDenied {
+			expect := map[string]any{"allowed": true, "exit": ExitOK}
+			for _, c := range checks {
+				if c.Outcome == kernel.OutcomeAllowed && c.GrantID != "" {
+					expect["grant"] = c.GrantID
+				}
+			}
+			fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(map[string]any{"explain": ev.Tool, "args": args, "expect": expect}))
+			continue
+		}
+		step := map[string]any{"call": ev.Tool, "args": args}
+		expect := map[string]any{"status": string(ev.Outcome), "exit": exitForStatus(kernel.ToolStatus(ev.Outcome))}
+		if ev.Reason != "" {
+			expect["code"] = string(ev.Reason)
+		}
+		if ev.Cause != "" {
+			expect["cause"] = string(ev.Cause)
+		}
+		if g := kernel.ClassifyRefusal(ev); g != "" {
+			expect["gate"] = string(g)
+		}
+		step["expect"] = expect
+		fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(step))
+	}
+	return b.String(), nil
+}
+
+// exportArgs rebuilds a call's arguments: its path from the resource its authorization
+// recorded, a placeholder for every other required argument.
+func exportArgs(def *kernel.ToolDefinition, checks []kernel.AuditEvent) map[string]any {
+	args := map[string]any{}
+	if def == nil {
+		return args
+	}
+	var path []string
+	for _, c := range checks {
+		if c.Resource != nil {
+			path = c.Resource.Path
+		} else if ra := c.RequestedAuthority; ra != nil && len(ra.Capabilities) > 0 {
+			path = ra.Capabilities[0].Resource.Path
+		}
+	}
+	props, _ := def.InputSchema["properties"].(map[string]any)
+	req, _ := def.InputSchema["required"].([]any)
+	if _, ok := props["path"]; ok && path != nil {
+		args["path"] = append([]string{}, path...)
+	}
+	for _, r := range req {
+		n, _ := r.(string)
+		if _, done := args[n]; done {
+			continue
+		}
+		prop, _ := props[n].(map[string]any)
+		if enum, ok := prop["enum"].([]any); ok && len(enum) > 0 {
+			args[n] = enum[0]
+			continue
+		}
+		switch schemaType(prop) {
+		case "integer", "number":
+			args[n] = 1
+		case "boolean":
+			args[n] = false
+		case "array":
+			args[n] = []any{}
+		case "object":
+			args[n] = map[string]any{}
+		default:
+			args[n] = "x"
+		}
+	}
+	return args
+}
+
+// withPath is args with its path replaced (when it has one).
+func withPath(args map[string]any, path []string) map[string]any {
+	out := map[string]any{}
+	for k, v := range args {
+		out[k] = v
+	}
+	if _, ok := out["path"]; ok && path != nil {
+		out["path"] = path
+	}
+	return out
+}
+
+// spentUses is how many uses the grant that a call found exhausted allows (0 when the
+// call was not refused for spent uses), and the path of its first capability: that many
+// calls on that path (which the grant covers) spend them again.
+func spentUses(s *Settings, checks []kernel.AuditEvent) (int, []string) {
+	for _, c := range checks {
+		rej, _ := c.Metadata["rejectedGrants"].([]any)
+		for _, r := range rej {
+			m, _ := r.(map[string]any)
+			if m["reason"] != string(kernel.RejectExhausted) {
+				continue
+			}
+			id, _ := m["grantId"].(string)
+			if n, path := grantMaxUses(s, id); n > 0 {
+				return n, path
+			}
+		}
+	}
+	return 0, nil
+}
+
+func grantMaxUses(s *Settings, id string) (int, []string) {
+	p, err := host.Prepare(&s.Settings, time.Now, host.Needs{})
+	if err != nil || p.Grants == nil {
+		return 0, nil
+	}
+	defer p.Close()
+	for _, f := range p.Grants.Files() {
+		for _, g := range f.Grants {
+			if g.ID == id && g.Constraints.MaxUses != nil && len(g.Capabilities) > 0 {
+				return int(*g.Constraints.MaxUses), g.Capabilities[0].Resource.Path
+			}
+		}
+	}
+	return 0, nil
+}
