@@ -79,8 +79,9 @@ big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":[
 if [ -n "${BASE:-}" ]; then
   N=20 NAME=base-sharedos python3 bench/mcp-cold.py "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
 fi
-N=20 NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
-N=20 NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
+CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
+CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
+CALL_TOOL=read_text_file CALL_ARGS="{\"path\":\"$w/root/notes/a.md\"}" N=20 NAME=server-filesystem python3 bench/mcp-cold.py node "$fsserver" "$w/root"
 if [ -n "${BASE:-}" ]; then
   N=20 NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
 fi
