@@ -81,6 +81,9 @@ if [ -n "${BASE:-}" ]; then
 fi
 CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
 CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
+# the floor of sharedos' own path: tools/call answered by a receiving middleware, as
+# sharedos mcp answers it (no typed handler, no SDK-side schema validation)
+MCPFLOOR=middleware CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=go-sdk-middleware-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
 CALL_TOOL=read_text_file CALL_ARGS="{\"path\":\"$w/root/notes/a.md\"}" N=20 NAME=server-filesystem python3 bench/mcp-cold.py node "$fsserver" "$w/root"
 if [ -n "${BASE:-}" ]; then
   N=20 NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp

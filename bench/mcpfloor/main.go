@@ -3,6 +3,10 @@
 // the file the benchmark reads) without authorizing, auditing or reading anything. What
 // the TypeScript client, the transport and the SDK cost on this machine is in its figures;
 // what sharedos adds is the difference.
+//
+// With MCPFLOOR=middleware, tools/call is answered by a receiving middleware (as
+// `sharedos mcp` owns it) instead of a typed AddTool handler, so the SDK's argument
+// decoding and schema validation are not counted: the floor of sharedos' own path.
 package main
 
 import (
@@ -29,6 +33,17 @@ func main() {
 		func(context.Context, *mcp.CallToolRequest, readArgs) (*mcp.CallToolResult, readOut, error) {
 			return nil, readOut{Content: body}, nil
 		})
+	if os.Getenv("MCPFLOOR") == "middleware" {
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: body}}}
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "tools/call" {
+					return res, nil
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpfloor:", err)
 		os.Exit(1)
