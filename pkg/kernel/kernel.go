@@ -46,7 +46,7 @@ type Config struct {
 	ForbiddenNamespaces []string
 	// MaxGrants bounds the grants one context may resolve (default DefaultMaxGrants).
 	MaxGrants int
-	// NewID mints audit event ids (default: 128 random bits, hex).
+	// NewID mints audit event ids (default: NewEventID — time-ordered, 80 random bits, hex).
 	NewID func() string
 	// Clock is the wall clock. When set, every audit event records the wall-clock
 	// instant it was written (recordedAt) beside the turn's instant (at), and the
@@ -94,11 +94,23 @@ func New(cfg Config) *Kernel {
 // Authorizer returns the kernel's authorizer (its ports as configured).
 func (k *Kernel) Authorizer() *Authorizer { return &k.authz }
 
+// randomID mints an audit event id: 32 hex digits, the wall clock's Unix milliseconds
+// (48 bits) then 80 random bits. Unique as a random id is (80 bits per millisecond), and
+// ordered by time, so that the trail's id index grows at its end instead of touching a
+// random page on every write (one page less per record and commit).
 func randomID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
 	return hex.EncodeToString(b[:])
 }
+
+// NewEventID mints an audit event id as the kernel does by default (see Config.NewID).
+func NewEventID() string { return randomID() }
 
 func validateHandler(h *ToolHandler) error {
 	if err := h.Definition.Validate(); err != nil {

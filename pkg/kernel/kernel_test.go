@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -412,5 +413,31 @@ func TestCatalogHash(t *testing.T) {
 	changed.Definition.Description = "another description"
 	if hashOf(a, b) == hashOf(a, changed) {
 		t.Fatal("a changed definition kept the catalogue hash")
+	}
+}
+
+// TestEventIDs: 32 lowercase hex digits, unique, and ordered by the millisecond they were
+// minted in (so the trail's id index grows at its end).
+func TestEventIDs(t *testing.T) {
+	seen := map[string]bool{}
+	prev := ""
+	for i := 0; i < 2000; i++ {
+		id := kernel.NewEventID()
+		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("id %q is not 32 hex digits", id)
+		}
+		if seen[id] {
+			t.Fatalf("id %q minted twice", id)
+		}
+		seen[id] = true
+		if prev != "" && id[:12] < prev[:12] {
+			t.Fatalf("time prefix went back: %s after %s", id, prev)
+		}
+		prev = id
+	}
+	a := kernel.NewEventID()
+	time.Sleep(3 * time.Millisecond)
+	if b := kernel.NewEventID(); b <= a {
+		t.Fatalf("an id minted later sorts first: %s <= %s", b, a)
 	}
 }

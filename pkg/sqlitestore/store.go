@@ -436,6 +436,17 @@ CREATE TABLE gateway_catalogs (
 	tools     TEXT NOT NULL
 ) WITHOUT ROWID;
 `,
+	// Every call writes its audit records, and each index of audit_events costs the
+	// pages it touches in every commit. The four on columns with a handful of values
+	// (type, outcome, world) or that are filtered only together with others (tool) cost
+	// more per write than they save per read: a filtered listing walks seq from the
+	// newest and stops at its limit. The time, operation and trace indexes stay.
+	`
+DROP INDEX IF EXISTS audit_events_type;
+DROP INDEX IF EXISTS audit_events_outcome;
+DROP INDEX IF EXISTS audit_events_tool;
+DROP INDEX IF EXISTS audit_events_world;
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -305,5 +306,32 @@ func TestClosedStoreFails(t *testing.T) {
 	}
 	if _, err := s.GetUsage(context.Background(), uk("w", "g")); err == nil {
 		t.Error("GetUsage succeeded after Close")
+	}
+}
+
+// TestAuditIndexes: the trail keeps the indexes its readers need (time, operation, trace,
+// the unique id) and none of the four that cost every write more than they saved.
+func TestAuditIndexes(t *testing.T) {
+	s := openTest(t, Options{})
+	rows, err := s.db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_events' AND name NOT LIKE 'sqlite_autoindex_%' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+	}
+	want := []string{"audit_events_at", "audit_events_operation", "audit_events_trace"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("audit_events indexes %v, want %v", got, want)
+	}
+	var unique int
+	if err := s.db.QueryRow(`SELECT count(*) FROM pragma_index_list('audit_events') WHERE "unique" = 1`).Scan(&unique); err != nil || unique != 1 {
+		t.Fatalf("the id is not unique-indexed: %d %v", unique, err)
 	}
 }
