@@ -79,7 +79,13 @@ func (s *Store) Selection(ctx context.Context, world string, owner kernel.Addres
 	if err := checkKey(world, owner); err != nil {
 		return nil, false, fmt.Errorf("read namespace selection: %w", err)
 	}
-	sel, stored, err := readSelection(ctx, s.db, world, owner.String())
+	// Read on every operation of a session (spec 50 §2): prepared once, not compiled per
+	// read.
+	var q queryRower = s.db
+	if st, err := s.prepared(ctx, selectSelectionSQL); err == nil {
+		q = stmtRower{st}
+	}
+	sel, stored, err := readSelection(ctx, q, world, owner.String())
 	if err != nil {
 		return nil, false, fmt.Errorf("read namespace selection: %w", err)
 	}
@@ -101,8 +107,7 @@ func checkKey(world string, owner kernel.Address) error {
 
 func readSelection(ctx context.Context, q queryRower, world, owner string) ([]string, bool, error) {
 	var text string
-	err := q.QueryRowContext(ctx, `SELECT selection FROM namespace_settings WHERE world = ? AND owner = ?`,
-		world, owner).Scan(&text)
+	err := q.QueryRowContext(ctx, selectSelectionSQL, world, owner).Scan(&text)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -117,4 +122,13 @@ func readSelection(ctx context.Context, q queryRower, world, owner string) ([]st
 		sel = []string{}
 	}
 	return sel, true, nil
+}
+
+const selectSelectionSQL = `SELECT selection FROM namespace_settings WHERE world = ? AND owner = ?`
+
+// stmtRower runs a prepared statement as a queryRower (its query text is the statement's).
+type stmtRower struct{ st *sql.Stmt }
+
+func (r stmtRower) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
+	return r.st.QueryRowContext(ctx, args...)
 }
