@@ -151,6 +151,13 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 			return usageError("pass an RFC 3339 instant (2026-08-03T09:00:00Z) or a duration (90m, 24h)", "invalid --since %q", opts.Since)
 		}
 	}
+	// Without a filter that only this command applies (an operation prefix, an owner or
+	// an actor), the store orders by instant and stops at the limit: the command then
+	// reads what it prints, not the whole trail.
+	pushed := opts.Operation == "" && owner.IsZero() && actor.IsZero() && opts.Limit > 0
+	if pushed {
+		filter.ByInstant, filter.Limit = true, opts.Limit
+	}
 	store, err := f.Store(ctx)
 	if err != nil {
 		return err
@@ -169,8 +176,10 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 	events = slices.DeleteFunc(events, func(ev kernel.AuditEvent) bool {
 		return !owner.IsZero() && ev.Owner != owner || !actor.IsZero() && ev.Actor != actor
 	})
-	slices.Reverse(events) // newest recorded first, then by instant (stable)
-	slices.SortStableFunc(events, func(a, b kernel.AuditEvent) int { return cmp.Compare(eventMillis(b), eventMillis(a)) })
+	if !pushed {
+		slices.Reverse(events) // newest recorded first, then by instant (stable)
+		slices.SortStableFunc(events, func(a, b kernel.AuditEvent) int { return cmp.Compare(eventMillis(b), eventMillis(a)) })
+	}
 	if opts.Limit > 0 && len(events) > opts.Limit {
 		events = events[:opts.Limit]
 	}

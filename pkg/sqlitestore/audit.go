@@ -39,6 +39,11 @@ type AuditFilter struct {
 	// Oldest returns the oldest events first; by default the newest come first. Order is
 	// the order of recording.
 	Oldest bool
+	// ByInstant orders by the events' instant (at) instead, the latest first, ties the
+	// newest recorded first (Oldest is then ignored): what `audit list` shows, read
+	// through the at index so that a limit stops the walk. An event whose at cannot be
+	// parsed comes last.
+	ByInstant bool
 }
 
 type execQuerier interface {
@@ -275,9 +280,12 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	if f.Oldest {
+	switch {
+	case f.ByInstant:
+		q += " ORDER BY at_ms DESC, seq DESC"
+	case f.Oldest:
 		q += " ORDER BY seq ASC"
-	} else {
+	default:
 		q += " ORDER BY seq DESC"
 	}
 	if f.Limit > 0 {

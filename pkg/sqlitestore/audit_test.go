@@ -2,13 +2,17 @@ package sqlitestore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -315,5 +319,73 @@ func TestAuditAfterSeq(t *testing.T) {
 	}
 	if last, _ := s.LastAuditSeq(ctx); last <= mark {
 		t.Fatalf("sequence did not advance: %d ≤ %d", last, mark)
+	}
+}
+
+// TestListAuditByInstant: ordering by instant in the store, with a limit, gives exactly
+// the first events of the whole trail ordered by instant (latest first, ties newest
+// recorded first), for every limit and with a filter, and reads them through the at
+// index (no sort of the whole trail).
+func TestListAuditByInstant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	rng := rand.New(rand.NewPCG(7, 11))
+	types := []kernel.AuditEventType{kernel.EventToolInvoked, kernel.EventAuthorizationChecked}
+	var all []kernel.AuditEvent
+	for i := 0; i < 200; i++ {
+		// instants out of recording order (pinned clocks), with many ties
+		at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(40)) * time.Second)
+		ev := event(fmt.Sprintf("ev-%03d", i), types[rng.IntN(2)], kernel.OutcomeSucceeded, kernel.FormatTimestamp(at.UnixMilli()))
+		if err := s.Append(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ev)
+	}
+	ms := func(ev kernel.AuditEvent) int64 { m, _ := kernel.ParseTimestamp(ev.At); return m }
+	for _, typ := range []string{"", string(kernel.EventToolInvoked)} {
+		var want []kernel.AuditEvent
+		for i := len(all) - 1; i >= 0; i-- { // newest recorded first
+			if typ == "" || string(all[i].Type) == typ {
+				want = append(want, all[i])
+			}
+		}
+		slices.SortStableFunc(want, func(a, b kernel.AuditEvent) int { return cmp.Compare(ms(b), ms(a)) })
+		for _, limit := range []int{1, 2, 7, 50, len(want), len(want) + 5} {
+			f := AuditFilter{ByInstant: true, Limit: limit, Oldest: true}
+			if typ != "" {
+				f.Types = []string{typ}
+			}
+			got, err := s.ListAudit(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := min(limit, len(want))
+			if len(got) != n {
+				t.Fatalf("type %q limit %d: %d events, want %d", typ, limit, len(got), n)
+			}
+			for i := range got {
+				if got[i].ID != want[i].ID {
+					t.Fatalf("type %q limit %d: event %d is %s, want %s", typ, limit, i, got[i].ID, want[i].ID)
+				}
+			}
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT seq, event FROM audit_events ORDER BY at_ms DESC, seq DESC LIMIT 5`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if p := strings.Join(plan, "; "); !strings.Contains(p, "audit_events_at") || strings.Contains(p, "TEMP B-TREE") {
+		t.Fatalf("the ordered listing does not walk the at index: %s", p)
 	}
 }
