@@ -35,12 +35,19 @@ name = os.environ.get("NAME", os.path.basename(cmd[0]))
 print(f"{name}: cold start to the first tools/list answer (raw client) "
       f"median {times[len(times) // 2] * 1000:.1f} ms, min {times[0] * 1000:.1f} ms ({len(times)} runs)")
 
-p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-p.stdin.write(payload)
-p.stdin.flush()
-for line in p.stdout:
-    if b'"id":2' in line:
-        break
+
+def open_session():
+    """A started server that has answered its first tools/list."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p.stdin.write(payload)
+    p.stdin.flush()
+    for line in p.stdout:
+        if b'"id":2' in line:
+            break
+    return p
+
+
+p = open_session()
 lists = []
 for i in range(200):
     req = (json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list", "params": {}}) + "\n").encode()
@@ -64,12 +71,7 @@ print(f"{name}: tools/list after the first (raw client) p50 {lists[len(lists) //
 tool = os.environ.get("CALL_TOOL")
 if tool:
     call_args = json.loads(os.environ.get("CALL_ARGS", "{}"))
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    p.stdin.write(payload)
-    p.stdin.flush()
-    for line in p.stdout:
-        if b'"id":2' in line:
-            break
+    p = open_session()
     calls, failed = [], 0
     for i in range(int(os.environ.get("CALLS", "1000")) + 1):
         req = (json.dumps({"jsonrpc": "2.0", "id": 10000 + i, "method": "tools/call",
