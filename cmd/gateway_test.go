@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -67,21 +66,14 @@ grants:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	stderr := &syncBuffer{}
-	ios := &IOStreams{In: inR, Out: outW, ErrOut: stderr}
-	code := make(chan int, 1)
-	go func() {
-		code <- MainWith([]string{"mcp", "--config", cfg, "--root", root, "--grants", grants, "--namespaces", "github",
-			"--state", filepath.Join(dir, "state", "state.db")}, ios, env)
-		_ = outW.Close()
-	}()
+	run := startStdio([]string{"mcp", "--config", cfg, "--root", root, "--grants", grants, "--namespaces", "github",
+		"--state", filepath.Join(dir, "state", "state.db")}, env)
+	stderr := run.stderr
 	ctx := context.Background()
 	changed := make(chan struct{}, 8)
 	client := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	cs, err := client.Connect(ctx, run.transport(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,15 +131,7 @@ grants:
 	if r := call("github.late_tool", map[string]any{}); r.IsError {
 		t.Errorf("late_tool: %+v", r)
 	}
-	_ = inW.Close()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("exit %d, stderr %s", c, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("sharedos mcp did not exit at end of input")
-	}
+	run.endOfInput(t, 10*time.Second)
 	_ = cs.Close()
 	if strings.Contains(stderr.String(), token) {
 		t.Errorf("the token is in the logs: %s", stderr.String())

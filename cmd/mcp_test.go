@@ -37,40 +37,13 @@ func (s *syncBuffer) String() string {
 // at end of input.
 func TestMCPStdio(t *testing.T) {
 	dir, env := sandbox(t)
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(filepath.Join(root, "notes"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "notes", "todo.md"), []byte("buy milk\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	grants := filepath.Join(dir, "grants.yaml")
-	if err := os.WriteFile(grants, []byte(`version: 1
-context: {actor: agent:helper, owner: human:alice}
-grants:
-  - id: g-read
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - resource: {namespace: files, path: []}
-        actions: [list, read]
-        scope: descendants
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	stderr := &syncBuffer{}
-	ios := &IOStreams{In: inR, Out: outW, ErrOut: stderr}
-	code := make(chan int, 1)
-	go func() {
-		code <- MainWith([]string{"mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
-			"--state", filepath.Join(dir, "state", "state.db")}, ios, env)
-		_ = outW.Close()
-	}()
+	root, grants := readFixture(t, dir)
+	run := startStdio([]string{"mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
+		"--state", filepath.Join(dir, "state", "state.db")}, env)
+	stderr := run.stderr
 	ctx := context.Background()
 	client := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	cs, err := client.Connect(ctx, run.transport(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,15 +73,7 @@ grants:
 	if text.Code != "tool_unavailable" || text.Hint != "no grant covers this call; run 'sharedos explain files.create' with the same arguments for the grant to add" {
 		t.Fatalf("refusal %+v", text)
 	}
-	_ = inW.Close() // end of input
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("exit %d, stderr %s", c, stderr.String())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("sharedos mcp did not exit at end of input")
-	}
+	run.endOfInput(t, 5*time.Second)
 	_ = cs.Close()
 	logs := strings.TrimSpace(stderr.String())
 	if logs == "" {
@@ -127,5 +92,70 @@ func TestMCPBadLogFormat(t *testing.T) {
 	code, out, errOut := run1(t, env, "mcp", "--log-format", "xml")
 	if code != ExitUsage || out != "" || !strings.Contains(errOut, "log-format") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// readFixture writes, under dir, a root holding notes/todo.md and a grant file letting
+// agent:helper (for human:alice) list and read the whole root.
+func readFixture(t *testing.T, dir string) (root, grants string) {
+	t.Helper()
+	root = filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "notes", "todo.md"), []byte("buy milk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grants = filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(grants, []byte(`version: 1
+context: {actor: agent:helper, owner: human:alice}
+grants:
+  - id: g-read
+    subject: agent:helper
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: files, path: []}
+        actions: [list, read]
+        scope: descendants
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return root, grants
+}
+
+// stdioRun is `sharedos ARGS` run in-process on pipes, as a client spawns it.
+type stdioRun struct {
+	in     *io.PipeWriter // the command's standard input
+	out    *io.PipeReader // its standard output
+	stderr *syncBuffer
+	code   chan int
+}
+
+func startStdio(args []string, env func(string) string) *stdioRun {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := &stdioRun{in: inW, out: outR, stderr: &syncBuffer{}, code: make(chan int, 1)}
+	ios := &IOStreams{In: inR, Out: outW, ErrOut: r.stderr}
+	go func() {
+		r.code <- MainWith(args, ios, env)
+		_ = outW.Close()
+	}()
+	return r
+}
+
+// transport is the MCP client's side of the pipes.
+func (r *stdioRun) transport() mcp.Transport { return &mcp.IOTransport{Reader: r.out, Writer: r.in} }
+
+// endOfInput closes the command's input and requires it to exit 0 within d.
+func (r *stdioRun) endOfInput(t *testing.T, d time.Duration) {
+	t.Helper()
+	_ = r.in.Close()
+	select {
+	case c := <-r.code:
+		if c != 0 {
+			t.Fatalf("exit %d, stderr %s", c, r.stderr.String())
+		}
+	case <-time.After(d):
+		t.Fatal("sharedos mcp did not exit at end of input")
 	}
 }

@@ -74,27 +74,7 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // drains and returns exit 0.
 func TestMCPListenTLS(t *testing.T) {
 	dir, env := sandbox(t)
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(filepath.Join(root, "notes"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "notes", "todo.md"), []byte("buy milk\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	grants := filepath.Join(dir, "grants.yaml")
-	if err := os.WriteFile(grants, []byte(`version: 1
-context: {actor: agent:helper, owner: human:alice}
-grants:
-  - id: g-read
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - resource: {namespace: files, path: []}
-        actions: [list, read]
-        scope: descendants
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	root, grants := readFixture(t, dir)
 	certFile, keyFile, pool := selfSigned(t, dir)
 	stderr := &syncBuffer{}
 	ios := &IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
