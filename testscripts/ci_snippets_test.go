@@ -1,7 +1,6 @@
 package testscripts
 
 import (
-	"bufio"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -20,38 +19,8 @@ var snippetMark = regexp.MustCompile(`^<!-- ci-snippet: ([a-z0-9-]+) -->$`)
 // readmeSnippets returns the marked CI snippets of the README: name → YAML text.
 func readmeSnippets(t *testing.T, readme string) map[string]string {
 	t.Helper()
-	f, err := os.Open(readme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	cur, in := "", false
-	var b strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case in && line == "```":
-			out[cur], cur, in = b.String(), "", false
-			b.Reset()
-		case in:
-			b.WriteString(line + "\n")
-		case cur != "":
-			if line != "```yaml" {
-				t.Fatalf("%s: the ci-snippet mark %s must be followed by a ```yaml block", readme, cur)
-			}
-			in = true
-		default:
-			if m := snippetMark.FindStringSubmatch(line); m != nil {
-				cur = m[1]
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	_, snippets := markedBlocks(t, readme, snippetMark, "```yaml")
+	return snippets
 }
 
 // TestReadmeCISnippets runs the README's GitHub Actions and GitLab CI snippets as those

@@ -21,12 +21,20 @@ var recipeMark = regexp.MustCompile(`^<!-- recipe: ([a-z0-9-]+) -->$`)
 // of first appearance.
 func readmeRecipes(t *testing.T, readme string) (names []string, scripts map[string]string) {
 	t.Helper()
-	f, err := os.Open(readme)
+	return markedBlocks(t, readme, recipeMark, "```sh")
+}
+
+// markedBlocks extracts the fenced blocks of a Markdown file that follow a line matching
+// mark (its first group names the block; the fence must open with fence): name → text,
+// the blocks of one name joined in order, and the names in order of first appearance.
+func markedBlocks(t *testing.T, file string, mark *regexp.Regexp, fence string) (names []string, blocks map[string]string) {
+	t.Helper()
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	scripts = map[string]string{}
+	blocks = map[string]string{}
 	sc := bufio.NewScanner(f)
 	var cur string
 	var in bool
@@ -37,22 +45,22 @@ func readmeRecipes(t *testing.T, readme string) (names []string, scripts map[str
 		line := sc.Text()
 		switch {
 		case in && line == "```":
-			scripts[cur] += b.String()
+			blocks[cur] += b.String()
 			in, cur = false, ""
 			b.Reset()
 		case in:
 			b.WriteString(line + "\n")
 		case cur != "":
-			if line != "```sh" {
-				t.Fatalf("%s:%d: a recipe mark must be followed by a ```sh block", readme, lineNo)
+			if line != fence {
+				t.Fatalf("%s:%d: the mark of %s must be followed by a %s block", file, lineNo, cur, fence)
 			}
 			in = true
 		default:
-			if m := recipeMark.FindStringSubmatch(line); m != nil {
+			if m := mark.FindStringSubmatch(line); m != nil {
 				cur = m[1]
-				if _, ok := scripts[cur]; !ok {
+				if _, ok := blocks[cur]; !ok {
 					names = append(names, cur)
-					scripts[cur] = ""
+					blocks[cur] = ""
 				}
 			}
 		}
@@ -61,9 +69,9 @@ func readmeRecipes(t *testing.T, readme string) (names []string, scripts map[str
 		t.Fatal(err)
 	}
 	if in || cur != "" {
-		t.Fatalf("%s: unterminated recipe block", readme)
+		t.Fatalf("%s: unterminated block %s", file, cur)
 	}
-	return names, scripts
+	return names, blocks
 }
 
 // TestReadmeRecipes runs every recipe of README.md as pasted, under bash -eo pipefail
