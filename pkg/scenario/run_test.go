@@ -482,3 +482,12 @@ func TestRootBounds(t *testing.T) {
 		t.Fatalf("%s %q", tr.Outcome, tr.Reason)
 	}
 }
+
+// TestExampleScenarios runs the shipped examples/tests from `go test` through the public
+// API, as a project would run its own: every test of the example grants passes.
+func TestExampleScenarios(t *testing.T) {
+	rep := TestFiles(t, filepath.Join("..", "..", "examples", "tests"))
+	if rep.Failed != 0 || rep.Passed < 8 {
+		t.Fatalf("examples/tests: %s", rep.Summary())
+	}
+}
