@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -377,7 +378,7 @@ func tomlKey(k string) string {
 }
 
 // envNameRE is a portable environment variable name.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) }) // compiled on first use, not at every start
 
 // runMCPConfigHTTP prints the snippet that connects a client to `mcp --listen` at a URL.
 func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
@@ -386,7 +387,7 @@ func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return usageError("pass --http as http://HOST:PORT/mcp (or https://…)", "invalid --http %q", opts.HTTP)
 	}
-	if !envNameRE.MatchString(opts.TokenEnv) {
+	if !envNameRE().MatchString(opts.TokenEnv) {
 		return usageError("pass --token-env NAME with a variable name (letters, digits, _)", "invalid --token-env %q", opts.TokenEnv)
 	}
 	token := ""

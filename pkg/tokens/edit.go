@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -38,7 +39,7 @@ func Append(path string, e NewEntry) error {
 	if !ValidID(e.ID) {
 		return &Error{File: path, Message: fmt.Sprintf("invalid token id %q: use 1 to 128 letters, digits, '.', '_' and '-', starting with a letter or digit", e.ID)}
 	}
-	if !hexPattern.MatchString(e.SHA256) {
+	if !hexPattern().MatchString(e.SHA256) {
 		return &Error{File: path, Token: e.ID, Message: "sha256 must be 64 lowercase hex digits"}
 	}
 	old, perm, err := readExisting(path)
@@ -294,14 +295,14 @@ func insert(path string, old []byte, p *parsed, text string) ([]byte, error) {
 
 // plainRE matches the strings formatEntry writes unquoted; anything else is written as a
 // JSON string (which YAML reads as a double-quoted scalar).
-var plainRE = regexp.MustCompile(`^[A-Za-z0-9_./@-][A-Za-z0-9_./@:-]*$`)
+var plainRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_./@-][A-Za-z0-9_./@:-]*$`) }) // compiled on first use, not at every start
 
 // formatEntry is the YAML of an entry as a list item ("- id: …" and its keys), with
 // JSON-quoted strings where YAML would read them otherwise.
 func formatEntry(e NewEntry) string {
 	var b strings.Builder
 	q := func(s string) string {
-		if plainRE.MatchString(s) && !strings.Contains(s, ": ") && s != "null" && s != "~" {
+		if plainRE().MatchString(s) && !strings.Contains(s, ": ") && s != "null" && s != "~" {
 			return s
 		}
 		var buf bytes.Buffer

@@ -33,6 +33,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -118,12 +119,12 @@ var ErrNotFound = errors.New("no such token")
 // ErrDuplicate is returned (wrapped) by Append for an id the file already holds.
 var ErrDuplicate = errors.New("duplicate token id")
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-var hexPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`) }) // compiled on first use, not at every start
+var hexPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })                    // compiled on first use, not at every start
 
 // ValidID reports whether id is a token id: 1–128 characters of [A-Za-z0-9._-], starting
 // with a letter or digit (it goes to logs and audit records as is).
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+func ValidID(id string) bool { return idPattern().MatchString(id) }
 
 // New mints a token: Prefix and 256 bits from crypto/rand, base64url without padding.
 func New() (string, error) {
@@ -302,10 +303,10 @@ func parse(path string, data []byte) (*File, *parsed, *Error) {
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+var yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+)`) }) // compiled on first use, not at every start
 
 func yamlLine(err error) int {
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(err.Error()); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
@@ -314,7 +315,7 @@ func yamlLine(err error) int {
 
 func yamlMessage(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	msg = yamlLineRE.ReplaceAllString(msg, "")
+	msg = yamlLineRE().ReplaceAllString(msg, "")
 	msg = strings.TrimPrefix(strings.TrimSpace(msg), ": ")
 	return "invalid YAML: " + strings.ReplaceAll(msg, "\n", " ")
 }
@@ -352,7 +353,7 @@ func entry(path string, n *yaml.Node) (Entry, *Error) {
 		case "id":
 		case "sha256":
 			s, ok := str()
-			if !ok || !hexPattern.MatchString(s) {
+			if !ok || !hexPattern().MatchString(s) {
 				return fail(v.Line, "sha256 must be 64 lowercase hex digits (the SHA-256 of the token; 'sharedos tokens create' writes it)")
 			}
 			e.SHA256 = s

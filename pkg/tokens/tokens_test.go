@@ -355,7 +355,7 @@ func FuzzParse(f *testing.F) {
 		}
 		ids := map[string]bool{}
 		for _, e := range file.Entries {
-			if !ValidID(e.ID) || !hexPattern.MatchString(e.SHA256) || e.Context.Actor.Validate() != nil || ids[e.ID] {
+			if !ValidID(e.ID) || !hexPattern().MatchString(e.SHA256) || e.Context.Actor.Validate() != nil || ids[e.ID] {
 				t.Fatalf("invalid entry accepted %+v", e)
 			}
 			ids[e.ID] = true
