@@ -106,7 +106,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 			return usageError("pass --listen HOST:PORT to serve over HTTP", "--%s applies only with --listen", fl.name)
 		}
 	}
-	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true})
+	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true, SpoolAudit: true})
 	if err != nil {
 		return err
 	}

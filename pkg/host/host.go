@@ -188,6 +188,11 @@ type Needs struct {
 	// upstream says it changed; without it, a command reads the upstream tool lists from
 	// the state database's cache and connects only when it must (spec 60 §3).
 	HoldConnections bool
+	// SpoolAudit: a long-lived surface answering many calls (mcp). Its store writes the
+	// write-ahead audit records through a spool file ingested in batches
+	// (sqlitestore.Store.EnableSpool) instead of one SQLite commit per call; readers of
+	// the trail see them all the same.
+	SpoolAudit bool
 }
 
 // LocalOperator is the identity of a command that needs no actor when nothing names one
@@ -369,6 +374,11 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	}
 	p.closers = append(p.closers, st)
 	p.index.st = st
+	if p.needs.SpoolAudit {
+		if err := st.EnableSpool(); err != nil {
+			return nil, stateError(err, s.State)
+		}
+	}
 	h := &Host{Prepared: p, Store: st, SelectionSource: "flag"}
 	if !s.NamespacesSet {
 		sel, stored, err := st.Selection(ctx, p.Context.World, p.Context.Owner)

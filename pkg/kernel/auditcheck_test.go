@@ -77,3 +77,45 @@ func TestCheckAuditEventDecodes(t *testing.T) {
 		t.Fatalf("the variants are not discriminating: %d accepted, %d refused", accepted, refused)
 	}
 }
+
+// FuzzValidResourceRoundTrips: a resource that passes Validate survives the JSON round
+// trip CheckAuditEventDecodes skips for it, and CheckAuditEventDecodes agrees with the
+// round trip on every resource.
+func FuzzValidResourceRoundTrips(f *testing.F) {
+	for _, s := range [][5]string{
+		{"files", "a", "b", "", ""},
+		{"files", "notes", "a b.md", "human", "alice"},
+		{"repo", "é", "日本", "agent", "x"},
+		{" files", "a", "b", "", ""},
+		{"files", " a", "b\u00a0", "", ""},
+		{"files", "a\x00", "b", "", ""},
+		{"files", "\xff", "b", "", ""},
+		{"files", "..", "b", "", ""},
+		{"files", "a", "b", "robot", "x"},
+		{"files", "a", "b", "human", " padded"},
+		{"files", "\u2028", "\ufeffx", "service", "s\u2029"},
+	} {
+		f.Add(s[0], s[1], s[2], s[3], s[4])
+	}
+	f.Fuzz(func(t *testing.T, ns, seg1, seg2, kind, id string) {
+		r := kernel.ResourceRef{Namespace: ns, Path: []string{seg1, seg2}}
+		if kind != "" {
+			r.Owner = &kernel.Address{Kind: kernel.AddressKind(kind), ID: id}
+		}
+		var roundTrip error
+		if text, err := json.Marshal(r); err != nil {
+			roundTrip = err
+		} else {
+			roundTrip = json.Unmarshal(text, new(kernel.ResourceRef))
+		}
+		if r.Validate() == nil && roundTrip != nil {
+			t.Fatalf("%+v passes Validate but does not round-trip: %v", r, roundTrip)
+		}
+		ev := kernel.AuditEvent{Version: "1", ID: "e", Type: kernel.EventToolInvoked, Outcome: kernel.OutcomeDenied,
+			At: "2026-08-03T09:00:00.000Z", TraceID: "t", NamespaceID: "world-a", Actor: bob, Authority: alice,
+			Owner: alice, Purpose: "p", Resource: &r}
+		if check := kernel.CheckAuditEventDecodes(&ev); (check == nil) != (roundTrip == nil) {
+			t.Fatalf("%+v: check = %v, round trip = %v", r, check, roundTrip)
+		}
+	})
+}

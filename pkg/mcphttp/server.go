@@ -287,7 +287,7 @@ func (s *Server) build(ctx context.Context, key string, e *tokens.Entry) (*princ
 		st.Tokens = s.cfg.Tokens
 		st.Trace, st.CallID = "", ""
 	}
-	prep, err := host.Prepare(&st, s.cfg.Clock, host.Needs{Planes: true, Actor: true, HoldConnections: true})
+	prep, err := host.Prepare(&st, s.cfg.Clock, host.Needs{Planes: true, Actor: true, HoldConnections: true, SpoolAudit: true})
 	if err != nil {
 		return nil, &TokenError{ID: e.ID, Err: err}
 	}

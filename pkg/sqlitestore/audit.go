@@ -61,6 +61,9 @@ var _ kernel.WriteAheadAuditSink = (*Store)(nil)
 func (s *Store) Append(ctx context.Context, ev kernel.AuditEvent) error {
 	db, err := s.durable()
 	if err == nil {
+		err = s.ingestOwn(ctx) // the records spooled before this one come first
+	}
+	if err == nil {
 		err = appendEvent(ctx, db, nil, ev)
 	}
 	if err != nil {
@@ -74,6 +77,16 @@ func (s *Store) Append(ctx context.Context, ev kernel.AuditEvent) error {
 // reader, but without forcing it to the disk (see Store): for the records of work that
 // changed nothing (kernel.WriteAheadAuditSink).
 func (s *Store) AppendWriteAhead(ctx context.Context, ev kernel.AuditEvent) error {
+	if sp := s.spool(); sp != nil {
+		row, err := eventArgs(&ev)
+		if err == nil {
+			err = s.spoolAppend(ctx, sp, [][]any{row})
+		}
+		if err != nil {
+			return fmt.Errorf("append audit event to %s: %w", s.path, err)
+		}
+		return nil
+	}
 	ins, err := s.lightInsert(ctx)
 	if err == nil {
 		err = appendEvent(ctx, s.db, ins, ev)
@@ -94,6 +107,17 @@ var _ kernel.WriteAheadBatchAuditSink = (*Store)(nil)
 func (s *Store) AppendWriteAheadBatch(ctx context.Context, evs []kernel.AuditEvent) error {
 	if len(evs) == 0 {
 		return nil
+	}
+	if sp := s.spool(); sp != nil {
+		rows := make([][]any, len(evs))
+		for i := range evs {
+			r, err := eventArgs(&evs[i])
+			if err != nil {
+				return fmt.Errorf("append audit events to %s: event %d: %w", s.path, i, err)
+			}
+			rows[i] = r
+		}
+		return s.spoolAppend(ctx, sp, rows)
 	}
 	args := make([]any, 0, len(evs)*auditColumns)
 	for i := range evs {
@@ -196,12 +220,7 @@ func eventArgs(ev *kernel.AuditEvent) ([]any, error) {
 	if err := kernel.CheckAuditEventDecodes(ev); err != nil {
 		return nil, fmt.Errorf("event %s would not read back: %w", ev.ID, err)
 	}
-	var atMS sql.NullInt64
-	if ms, err := kernel.ParseTimestamp(ev.At); err == nil {
-		atMS = sql.NullInt64{Int64: ms, Valid: true}
-	}
-	return []any{ev.ID, string(ev.Type), string(ev.Outcome), ev.At, atMS, ev.Tool, ev.OperationID,
-		ev.TraceID, ev.NamespaceID, string(text)}, nil
+	return rowOf(ev, string(text)), nil
 }
 
 // insertAuditSQL inserts one audit event (a no-op when its id is recorded already).
@@ -245,6 +264,9 @@ func appendEvent(ctx context.Context, q execQuerier, ins *sql.Stmt, ev kernel.Au
 
 // ListAudit returns the audit events f selects, newest first unless f.Oldest.
 func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEvent, error) {
+	if err := s.syncSpools(ctx); err != nil {
+		return nil, fmt.Errorf("list audit events: %w", err)
+	}
 	var where []string
 	var args []any
 	in := func(col string, vals []string) {
@@ -319,6 +341,9 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 // LastAuditSeq returns the sequence number of the newest audit event (0 when there is
 // none): a reader that keeps it reads only what was recorded since (AuditFilter.AfterSeq).
 func (s *Store) LastAuditSeq(ctx context.Context) (int64, error) {
+	if err := s.syncSpools(ctx); err != nil {
+		return 0, fmt.Errorf("read the audit sequence: %w", err)
+	}
 	var seq sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, `SELECT max(seq) FROM audit_events`).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read the audit sequence: %w", err)

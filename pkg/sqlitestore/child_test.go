@@ -33,6 +33,9 @@ const (
 // children open the database at once), prints its result on stdout and returns the exit
 // code; any error goes to stderr with exit code 1.
 func runChild(role string) int {
+	if strings.HasPrefix(role, "spool-") {
+		return runSpoolChild(role)
+	}
 	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "child: wait for start:", err)
 		return 1

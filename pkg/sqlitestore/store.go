@@ -94,6 +94,9 @@ type Store struct {
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // statements of the hot paths, prepared on db once each
+
+	spoolMu sync.Mutex
+	sp      *spool // the audit spool (EnableSpool), nil when records are committed one by one
 }
 
 // applicationID marks a database file as a sharedos state database ("shOS").
@@ -147,6 +150,7 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database. Calls after Close fail.
 func (s *Store) Close() error {
 	var errs []error
+	errs = append(errs, s.closeSpool())
 	s.durableOnce.Do(func() { s.durableErr = errors.New("the store is closed") }) // no durable pool after Close
 	if s.durableDB != nil {
 		errs = append(errs, s.durableDB.Close())
@@ -183,6 +187,11 @@ func (s *Store) durable() (*sql.DB, error) {
 func (s *Store) beginDurable(ctx context.Context) (*sql.Tx, error) {
 	db, err := s.durable()
 	if err != nil {
+		return nil, err
+	}
+	// A durable write records an effect: the write-ahead records spooled before it (its
+	// decision, say) come first in the trail.
+	if err := s.ingestOwn(ctx); err != nil {
 		return nil, err
 	}
 	return db.BeginTx(ctx, nil) // immediate (see dsnParams)

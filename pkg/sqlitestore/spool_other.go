@@ -1,0 +1,14 @@
+//go:build !unix
+
+package sqlitestore
+
+import (
+	"errors"
+	"os"
+)
+
+// Without flock(2) a reader cannot tell a live spool from a dead one, so EnableSpool does
+// nothing and every record is committed to SQLite directly.
+const spoolSupported = false
+
+func lockFile(*os.File) error { return errors.New("file locks are not supported here") }

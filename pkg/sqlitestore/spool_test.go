@@ -1,0 +1,340 @@
+//go:build unix
+
+package sqlitestore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+const childSpoolN = "SQLITESTORE_CHILD_SPOOL_N" // how many events a spool child appends
+
+// runSpoolChild: "spool-live" appends its events through a spool, prints "ready" and
+// waits for its stdin to close, then closes the store; "spool-crash" appends and then
+// kills itself (SIGKILL: nothing is ingested, nothing cleaned up).
+func runSpoolChild(role string) int {
+	// The owner's goroutine never ingests: what the parent sees, it read from the files.
+	spoolDelay = time.Hour
+	ctx := context.Background()
+	s, err := Open(ctx, os.Getenv(childDB), Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	if err := s.EnableSpool(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	n, _ := strconv.Atoi(os.Getenv(childSpoolN))
+	for i := 0; i < n; i += 2 {
+		// as the kernel writes a read's two records
+		batch := []kernel.AuditEvent{spoolEvent(fmt.Sprintf("%s-%d", role, i)), spoolEvent(fmt.Sprintf("%s-%d", role, i+1))}
+		if err := s.AppendWriteAheadBatch(ctx, batch); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+	}
+	switch role {
+	case "spool-crash":
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	case "spool-live":
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+		if err := s.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "child: unknown role", role)
+	return 1
+}
+
+func spoolEvent(id string) kernel.AuditEvent {
+	ev := event(id, kernel.EventToolInvoked, kernel.OutcomeSucceeded, "2026-03-01T10:00:00.000Z")
+	ev.Tool, ev.OperationID = "files.read", "op-"+id
+	ev.Resource = &kernel.ResourceRef{Namespace: "files", Path: []string{"notes", id}}
+	return ev
+}
+
+// spoolChild starts a spool child on the database at path.
+func spoolChild(t *testing.T, role, path string, n int) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, childDB+"="+path, childSpoolN+"="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, stdin, bufio.NewReader(stdout)
+}
+
+// ids returns the ids of every recorded event with prefix, oldest first, and fails on a
+// duplicate.
+func spooledIDs(t *testing.T, s *Store, prefix string) []string {
+	t.Helper()
+	evs, err := s.ListAudit(context.Background(), AuditFilter{Oldest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs {
+		if strings.HasPrefix(ev.ID, prefix) {
+			if slices.Contains(out, ev.ID) {
+				t.Fatalf("event %s recorded twice", ev.ID)
+			}
+			out = append(out, ev.ID)
+		}
+	}
+	return out
+}
+
+func wantIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+func spoolFiles(t *testing.T, path string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(SpoolDir(path))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// A live process's spooled records are visible to a reader in another process as soon as
+// its append returned (the reader copies them in and leaves the file alone), and the
+// owner's own ingest at Close records nothing twice.
+func TestSpoolVisibleToOtherProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cmd, stdin, out := spoolChild(t, "spool-live", path, 40)
+	if line, err := out.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("child: %q, %v", line, err)
+	}
+	if got := spooledIDs(t, s, "spool-live"); !slices.Equal(got, wantIDs("spool-live", 40)) {
+		t.Fatalf("a reader sees %d of 40 spooled records: %q", len(got), got)
+	}
+	if files := spoolFiles(t, path); len(files) != 2 {
+		t.Fatalf("the live spool's files were touched by the reader: %q", files)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := spooledIDs(t, s, "spool-live"); len(got) != 40 {
+		t.Fatalf("after the owner closed: %d records, want 40", len(got))
+	}
+	if files := spoolFiles(t, path); len(files) != 0 {
+		t.Fatalf("Close left spool files: %q", files)
+	}
+}
+
+// A process killed with records in its spool loses none of them: the next reader copies
+// them in and removes the dead spool.
+func TestSpoolOfAKilledProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	cmd, _, _ := spoolChild(t, "spool-crash", path, 30)
+	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("child: %v, want killed", err)
+	}
+	if files := spoolFiles(t, path); len(files) != 2 {
+		t.Fatalf("the killed process's spool: %q, want its two files", files)
+	}
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := spooledIDs(t, s, "spool-crash"); !slices.Equal(got, wantIDs("spool-crash", 30)) {
+		t.Fatalf("recovered %d of 30 records: %q", len(got), got)
+	}
+	if files := spoolFiles(t, path); len(files) != 0 {
+		t.Fatalf("the dead spool was not removed: %q", files)
+	}
+}
+
+// A spool file's torn last line, a line whose checksum does not match and a checked line
+// that is not an event the trail can hold are ignored; the whole lines are recorded.
+func TestSpoolDamagedLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var seq uint64
+	good := func(id string) []byte {
+		ev := spoolEvent(id)
+		row, err := eventArgs(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		return appendSpoolLine(nil, seq, []byte(row[auditColumns-1].(string)))
+	}
+	var content []byte
+	content = append(content, good("dmg-0")...)
+	bad := good("dmg-bad-sum")
+	bad[0] ^= 1 // a checksum digit changed
+	content = append(content, bad...)
+	tampered := good("dmg-tampered")
+	tampered[40] ^= 0x20 // the record changed, its checksum not
+	content = append(content, tampered...)
+	content = append(content, appendSpoolLine(nil, 99, []byte(`{"version":"2","id":"dmg-v2"}`))...)
+	content = append(content, "not a line at all\n"...)
+	content = append(content, good("dmg-1")...)
+	torn := good("dmg-torn")
+	content = append(content, torn[:len(torn)/2]...)
+	if err := os.MkdirAll(SpoolDir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(SpoolDir(path), "1-x.0.spool"), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// a file still being created (its temporary name) is not a spool yet
+	if err := os.WriteFile(filepath.Join(SpoolDir(path), ".1-y.0.spool.tmp"), good("dmg-tmp"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := spooledIDs(t, s, "dmg"); !slices.Equal(got, []string{"dmg-0", "dmg-1"}) {
+		t.Fatalf("recorded %q, want the two whole lines", got)
+	}
+	if files := spoolFiles(t, path); !slices.Equal(files, []string{".1-y.0.spool.tmp"}) {
+		t.Fatalf("spool directory after recovery: %q", files)
+	}
+}
+
+// A durable record comes after the write-ahead records spooled before it (a write tool's
+// tool.invoked after its decision), and ListAudit sees everything appended, in order.
+func TestSpoolOrder(t *testing.T) {
+	s := openTest(t, Options{})
+	if err := s.EnableSpool(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var want []string
+	for i := range 5 {
+		id := fmt.Sprintf("ord-%d-checked", i)
+		if err := s.AppendWriteAhead(ctx, spoolEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+		id = fmt.Sprintf("ord-%d-invoked", i)
+		if err := s.Append(ctx, spoolEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	if got := spooledIDs(t, s, "ord"); !slices.Equal(got, want) {
+		t.Fatalf("order %q, want %q", got, want)
+	}
+}
+
+// When ingesting fails, the records stay in the spool and the next append tries again
+// and fails with the error (the caller refuses the operation: audit_unavailable) instead
+// of piling up records no reader can see; once the database accepts writes again nothing
+// is lost. Close ingests what is pending and removes the files.
+func TestSpoolIngestFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnableSpool(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.db.ExecContext(ctx, `CREATE TRIGGER boom BEFORE INSERT ON audit_events
+		WHEN NEW.tool = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	ev := spoolEvent("fail-0")
+	ev.Tool = "boom"
+	if err := s.AppendWriteAhead(ctx, ev); err != nil {
+		t.Fatalf("the append itself must succeed: %v", err)
+	}
+	if err := s.ingestOwn(ctx); err == nil || !strings.Contains(err.Error(), "boom refused") {
+		t.Fatalf("ingest: %v, want the trigger's refusal", err)
+	}
+	if err := s.AppendWriteAhead(ctx, spoolEvent("fail-1")); err == nil || !strings.Contains(err.Error(), "boom refused") {
+		t.Fatalf("append after a failed ingest: %v, want the ingest's error", err)
+	}
+	if _, err := s.ListAudit(ctx, AuditFilter{}); err == nil {
+		t.Fatal("ListAudit read a trail it could not bring up to date")
+	}
+	if _, err := s.db.ExecContext(ctx, `DROP TRIGGER boom`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendWriteAhead(ctx, spoolEvent("fail-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if files := spoolFiles(t, path); len(files) != 0 {
+		t.Fatalf("Close left spool files: %q", files)
+	}
+	s, err = Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := spooledIDs(t, s, "fail"); !slices.Equal(got, []string{"fail-0", "fail-2"}) {
+		t.Fatalf("recorded %q, want fail-0 (spooled before the failure) and fail-2 (fail-1 was refused)", got)
+	}
+}
+
+// A spooled record whose id is recorded already is one row, whoever ingests it.
+func TestSpoolIdempotent(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if err := s.Append(ctx, spoolEvent("idem-0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnableSpool(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.AppendWriteAhead(ctx, spoolEvent("idem-0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := spooledIDs(t, s, "idem"); !slices.Equal(got, []string{"idem-0"}) {
+		t.Fatalf("recorded %q", got)
+	}
+}

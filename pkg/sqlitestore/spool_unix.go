@@ -1,0 +1,17 @@
+//go:build unix
+
+package sqlitestore
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+const spoolSupported = true
+
+// lockFile takes an exclusive flock(2) on f without waiting; it is held until f is closed
+// (by this process: a crash releases it).
+func lockFile(f *os.File) error {
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+}
