@@ -37,6 +37,11 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 		return nil, fmt.Errorf("apply namespace update: %w", err)
 	}
 	owner := actx.Owner.String()
+	// The stamp is rewritten before and after (see selCache): a reader that read the old
+	// selection after the first rewrite sees the second.
+	stampSelection(s.path)
+	defer stampSelection(s.path)
+	defer s.sel.forget()
 	tx, err := s.beginDurable(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("apply namespace update: begin: %w", err)
@@ -79,8 +84,16 @@ func (s *Store) Selection(ctx context.Context, world string, owner kernel.Addres
 	if err := checkKey(world, owner); err != nil {
 		return nil, false, fmt.Errorf("read namespace selection: %w", err)
 	}
-	// Read on every operation of a session (spec 50 §2): prepared once, not compiled per
-	// read.
+	// Read on every operation of a session (spec 50 §2): cached while the stamp file says
+	// no update happened (selCache), else read with a statement prepared once.
+	now := s.now()
+	key := selKey{world, owner.String()}
+	stamp, cacheable := statStamp(stampPath(s.path))
+	if cacheable {
+		if sel, stored, ok := s.sel.lookup(key, stamp, now); ok {
+			return append([]string{}, sel...), stored, nil
+		}
+	}
 	var q queryRower = s.db
 	if st, err := s.prepared(ctx, selectSelectionSQL); err == nil {
 		q = stmtRower{st}
@@ -91,6 +104,9 @@ func (s *Store) Selection(ctx context.Context, world string, owner kernel.Addres
 	}
 	if !stored {
 		sel = s.defaults
+	}
+	if cacheable {
+		s.sel.store(key, selEntry{sel: append([]string{}, sel...), stored: stored, stamp: stamp, readAt: now})
 	}
 	return append([]string{}, sel...), stored, nil
 }

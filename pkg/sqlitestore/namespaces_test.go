@@ -3,8 +3,10 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -238,4 +240,57 @@ func TestApplyUpdateAuditedIsOneTransaction(t *testing.T) {
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("audit %d events %v, want the one that went with its change", len(evs), err)
 	}
+}
+
+// The selection cache (selCache): a read is served from the cache only while the stamp
+// file is unchanged, old enough to trust and the read young enough; an update through any
+// Store (another process's) is seen by the next read.
+func TestSelectionCache(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() *Store {
+		s, err := Open(ctx, path, Options{DefaultNamespaces: []string{"files"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	reader, writer := open(), open()
+	read := func(want ...string) {
+		t.Helper()
+		got, _, err := reader.Selection(ctx, "w", alice)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Selection = %q, %v; want %q", got, err, want)
+		}
+	}
+	read("files")
+	if _, err := writer.ApplyUpdate(ctx, actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"repo"}}); err != nil {
+		t.Fatal(err)
+	}
+	read("files", "repo") // the stamp changed: read again
+
+	// With the stamp old enough, a read is a cache hit: a change behind the stamp's back
+	// (no sharedos writes so) is not seen until the cached read is maxSelectionAge old.
+	base := time.Now().Add(racyStamp + time.Second)
+	reader.now = func() time.Time { return base }
+	read("files", "repo")
+	if _, err := writer.db.ExecContext(ctx, `UPDATE namespace_settings SET selection = '["sharedos"]'`); err != nil {
+		t.Fatal(err)
+	}
+	reader.now = func() time.Time { return base.Add(maxSelectionAge / 2) }
+	read("files", "repo")
+	reader.now = func() time.Time { return base.Add(maxSelectionAge) }
+	read("sharedos")
+
+	// A stamp rewritten within racyStamp of the read is not trusted.
+	reader.now = time.Now
+	if _, err := writer.ApplyUpdate(ctx, actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil {
+		t.Fatal(err)
+	}
+	read("files", "sharedos")
+	if _, err := writer.db.ExecContext(ctx, `UPDATE namespace_settings SET selection = '["repo"]'`); err != nil {
+		t.Fatal(err)
+	}
+	read("repo")
 }

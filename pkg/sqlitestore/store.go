@@ -95,6 +95,9 @@ type Store struct {
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // statements of the hot paths, prepared on db once each
 
+	sel selCache         // the namespace selections read (see selCache)
+	now func() time.Time // the clock of the selection cache (tests move it)
+
 	spoolMu sync.Mutex
 	sp      *spool // the audit spool (EnableSpool), nil when records are committed one by one
 }
@@ -141,7 +144,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, unavailable(abs, err)
 	}
-	return &Store{db: db, path: abs, defaults: defaults}, nil
+	return &Store{db: db, path: abs, defaults: defaults, now: time.Now}, nil
 }
 
 // Path returns the absolute path of the database file.
