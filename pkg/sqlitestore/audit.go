@@ -213,7 +213,7 @@ func eventArgs(ev *kernel.AuditEvent) ([]any, error) {
 	if ev.ID == "" {
 		return nil, errors.New("event has no id")
 	}
-	text, err := json.Marshal(ev)
+	text, err := kernel.MarshalAuditEvent(ev)
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
 	}
