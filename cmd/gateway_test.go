@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,14 +17,12 @@ import (
 	"github.com/sharedos/sharedos/internal/fakemcp"
 )
 
-// TestMCPGateway serves `sharedos mcp` over pipes with an external MCP server (the fake
-// upstream, over streamable HTTP with a bearer token given by reference) and drives it
-// with the go-sdk client: per-resource gating (acme/app allowed, acme/other denied
-// no_matching_grant), structured output passed through, and the upstream's list_changed
-// forwarded as our own list_changed with the new tool listed after it. The token is in
-// no log line.
-func TestMCPGateway(t *testing.T) {
-	const token = "tok-mcp-0a9b8c7d"
+// gatewayFixture is the sandbox of the gateway tests: the fake upstream (streamable HTTP,
+// bearer token given by reference), a config file mapping two of its tools, a grant file
+// allowing acme/app only, and a root.
+func gatewayFixture(t *testing.T) (env func(string) string, args []string, token string) {
+	t.Helper()
+	token = "tok-mcp-0a9b8c7d"
 	upstream := httptest.NewServer(fakemcp.Handler(token))
 	t.Cleanup(upstream.Close)
 	t.Setenv("GW_TOKEN", token)
@@ -66,17 +65,29 @@ grants:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := startStdio([]string{"mcp", "--config", cfg, "--root", root, "--grants", grants, "--namespaces", "github",
-		"--state", filepath.Join(dir, "state", "state.db")}, env)
-	stderr := run.stderr
-	ctx := context.Background()
+	return env, []string{"mcp", "--config", cfg, "--root", root, "--grants", grants, "--namespaces", "github",
+		"--state", filepath.Join(dir, "state", "state.db")}, token
+}
+
+// gatewayClient connects the go-sdk client over tr; changed receives list_changed.
+func gatewayClient(t *testing.T, tr mcp.Transport) (*mcp.ClientSession, chan struct{}) {
+	t.Helper()
 	changed := make(chan struct{}, 8)
 	client := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
-	cs, err := client.Connect(ctx, run.transport(), nil)
+	cs, err := client.Connect(context.Background(), tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cs, changed
+}
+
+// driveGateway: per-resource gating (acme/app allowed, acme/other denied
+// no_matching_grant), structured output passed through, and the upstream's list_changed
+// forwarded as our own list_changed with the new tool listed after it.
+func driveGateway(t *testing.T, cs *mcp.ClientSession, changed chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
 	names := func() []string {
 		list, err := cs.ListTools(ctx, nil)
 		if err != nil {
@@ -131,9 +142,42 @@ grants:
 	if r := call("github.late_tool", map[string]any{}); r.IsError {
 		t.Errorf("late_tool: %+v", r)
 	}
+}
+
+// TestMCPGateway serves `sharedos mcp` over pipes with an external MCP server and drives
+// it with the go-sdk client (driveGateway). The token is in no log line.
+func TestMCPGateway(t *testing.T) {
+	env, args, token := gatewayFixture(t)
+	run := startStdio(args, env)
+	cs, changed := gatewayClient(t, run.transport())
+	driveGateway(t, cs, changed)
 	run.endOfInput(t, 10*time.Second)
 	_ = cs.Close()
-	if strings.Contains(stderr.String(), token) {
-		t.Errorf("the token is in the logs: %s", stderr.String())
+	if strings.Contains(run.stderr.String(), token) {
+		t.Errorf("the token is in the logs: %s", run.stderr.String())
+	}
+}
+
+// TestMCPListenGateway: the same over streamable HTTP (`mcp --listen`): an HTTP session's
+// host holds the upstream connection as a stdio session's does, so the upstream's
+// list_changed reaches the HTTP client.
+func TestMCPListenGateway(t *testing.T) {
+	env, args, token := gatewayFixture(t)
+	l := startListen(t, env, "http", append(args, "--listen", "127.0.0.1:0")...)
+	cs, changed := gatewayClient(t, &mcp.StreamableClientTransport{Endpoint: l.url,
+		HTTPClient: &http.Client{Transport: bearerRT{l.token, http.DefaultTransport}}, MaxRetries: -1})
+	driveGateway(t, cs, changed)
+	_ = cs.Close()
+	l.cancel()
+	select {
+	case err := <-l.done:
+		if err != nil {
+			t.Fatalf("exit after cancel: %v", err)
+		}
+	case <-time.After(12 * time.Second):
+		t.Fatal("the server did not stop within the grace period")
+	}
+	if strings.Contains(l.stderr.String(), token) {
+		t.Errorf("the token is in the logs: %s", l.stderr.String())
 	}
 }

@@ -67,6 +67,50 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// listenRun is a `sharedos mcp --listen` running in process.
+type listenRun struct {
+	url, token string
+	stderr     *syncBuffer
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+// startListen runs `sharedos args...` (an `mcp --listen` with no tokens file) in process
+// and waits for the URL (of scheme) and the ephemeral token it prints on stderr.
+func startListen(t *testing.T, env func(string) string, scheme string, args ...string) *listenRun {
+	t.Helper()
+	l := &listenRun{stderr: &syncBuffer{}, done: make(chan error, 1)}
+	ios := &IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: l.stderr}
+	f := &Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}
+	rc := NewRootCmd(f)
+	rc.SetArgs(args)
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go func() { l.done <- rc.ExecuteContext(ctx); f.close() }()
+	t.Cleanup(cancel)
+	urlRE := regexp.MustCompile(`(?m)^url:\s+(` + scheme + `://127\.0\.0\.1:\d+/mcp)$`)
+	deadline := time.Now().Add(10 * time.Second)
+	for (l.url == "" || l.token == "") && time.Now().Before(deadline) {
+		out := l.stderr.String()
+		if m := urlRE.FindStringSubmatch(out); m != nil {
+			l.url = m[1]
+		}
+		if m := regexp.MustCompile(`(?m)^token: (sharedos_\S+)$`).FindStringSubmatch(out); m != nil {
+			l.token = m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l.url == "" || l.token == "" {
+		select {
+		case err := <-l.done:
+			t.Fatalf("the server stopped: %v\n%s", err, l.stderr.String())
+		default:
+		}
+		t.Fatalf("no url or token on stderr:\n%s", l.stderr.String())
+	}
+	return l
+}
+
 // TestMCPListenTLS runs `sharedos mcp --listen 127.0.0.1:0` with a generated self-signed
 // certificate and no tokens file: the ephemeral token and a client configuration that
 // parses are printed on stderr; a go-sdk client over HTTPS with that token lists and
@@ -76,32 +120,9 @@ func TestMCPListenTLS(t *testing.T) {
 	dir, env := sandbox(t)
 	root, grants := readFixture(t, dir)
 	certFile, keyFile, pool := selfSigned(t, dir)
-	stderr := &syncBuffer{}
-	ios := &IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
-	f := &Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}
-	rc := NewRootCmd(f)
-	rc.SetArgs([]string{"mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
-		"--state", filepath.Join(dir, "state", "state.db"), "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rc.ExecuteContext(ctx); f.close() }()
-	defer cancel()
-
-	var url, token string
-	deadline := time.Now().Add(10 * time.Second)
-	for (url == "" || token == "") && time.Now().Before(deadline) {
-		out := stderr.String()
-		if m := regexp.MustCompile(`"url":"(https://127\.0\.0\.1:\d+/mcp)"`).FindStringSubmatch(out); m != nil {
-			url = m[1]
-		}
-		if m := regexp.MustCompile(`(?m)^token: (sharedos_\S+)$`).FindStringSubmatch(out); m != nil {
-			token = m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if url == "" || token == "" {
-		t.Fatalf("no url or token on stderr:\n%s", stderr.String())
-	}
+	l := startListen(t, env, "https", "mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
+		"--state", filepath.Join(dir, "state", "state.db"), "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	url, token, stderr, cancel, done := l.url, l.token, l.stderr, l.cancel, l.done
 	// the printed client configuration parses and carries the URL and the token
 	out := stderr.String()
 	start := strings.Index(out, "{\n  \"mcpServers\"")
