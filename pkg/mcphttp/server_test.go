@@ -536,6 +536,44 @@ func TestSessionCap(t *testing.T) {
 	}
 }
 
+// TestSessionPlaceReturnedBeforeAnswer: a POST that opens no session gives its place
+// under the cap back before its answer can reach the client, not when the handler
+// returns (a client sending its next request as soon as it reads the answer would
+// otherwise find the place still taken and be refused 429). Deterministic: the handler
+// looks at the count after it wrote the answer, before it returns.
+func TestSessionPlaceReturnedBeforeAnswer(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	for _, write := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+	}{
+		{"WriteHeader", func(w http.ResponseWriter) { w.WriteHeader(http.StatusAccepted) }},
+		{"Write", func(w http.ResponseWriter) { w.Write([]byte("{}")) }},
+		{"Flush", func(w http.ResponseWriter) { w.(http.Flusher).Flush() }},
+	} {
+		t.Run(write.name, func(t *testing.T) {
+			during := -1
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n := f.srv.Sessions("alice"); n != 1 {
+					t.Errorf("while the request runs: %d places taken, want its own 1", n)
+				}
+				write.write(w)
+				during = f.srv.Sessions("alice")
+			})
+			req := httptest.NewRequest("POST", "/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+			req.Header.Set("Authorization", "Bearer "+f.tok["alice"])
+			req.Header.Set("Content-Type", "application/json")
+			f.srv.serveMCP(httptest.NewRecorder(), req, next)
+			if during != 0 {
+				t.Fatalf("after the answer was written, before the handler returned: %d places taken, want 0", during)
+			}
+			if n := f.srv.Sessions("alice"); n != 0 {
+				t.Fatalf("after the request: %d places taken", n)
+			}
+		})
+	}
+}
+
 // TestOriginAndHost: a cross-site browser request and a rebinding Host are refused 403.
 func TestOriginAndHost(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
