@@ -277,7 +277,7 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 	}
 	p.CallID = s.CallID
 	if p.CallID == "" {
-		p.CallID = NewUUID()
+		p.CallID = uuid.NewV7()
 	}
 	if s.NamespacesSet {
 		sel, err := kernel.ValidateEnabledToolNamespaces(s.Namespaces)

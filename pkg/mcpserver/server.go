@@ -104,7 +104,8 @@ type Options struct {
 	// PollInterval is how often the inputs are polled for list_changed while a session
 	// is open (default and minimum 1 s; tests may set less).
 	PollInterval time.Duration
-	// NewID mints session and call ids (default: random UUIDs).
+	// NewID mints session and call ids (default: time-ordered random UUIDs, version 7, so
+	// that the audit trail's operation index grows at its end).
 	NewID func() string
 	// Metadata is added to the audit metadata of every event of every session (the HTTP
 	// surface puts the token id there); the server's own keys (surface, session, client)
@@ -169,7 +170,7 @@ func New(opts Options) *Server {
 		opts.PollInterval = time.Second
 	}
 	if opts.NewID == nil {
-		opts.NewID = uuid.New
+		opts.NewID = uuid.NewV7
 	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: map[*mcp.ServerSession]*session{}, tracked: map[*mcp.ServerSession]bool{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
