@@ -373,12 +373,21 @@ const maxAuthorityMemo = 1024
 // instant and id.
 func (t *Turn) authorityMemoKey(auth *Authority) string {
 	a := &t.actx
-	meta, err := json.Marshal(t.meta) // sorted keys: a stable identity
-	if err != nil {
+	b := make([]byte, 0, 256)
+	b = append(b, auth.Hash()...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(auth.grants)), 10)
+	for _, v := range []string{a.Actor.String(), a.Authority.String(), a.Owner.String(), a.World, a.Purpose, a.TraceID} {
+		b = append(b, ' ')
+		b = strconv.AppendQuote(b, v)
+	}
+	b = append(b, ' ')
+	// sorted keys: a stable identity (json.Marshal's bytes)
+	b, ok := appendJSONValue(b, t.meta, 0)
+	if !ok {
 		return "" // unencodable metadata: record every turn
 	}
-	return fmt.Sprintf("%s %d %q %q %q %q %q %q %s", auth.Hash(), len(auth.grants), a.Actor.String(),
-		a.Authority.String(), a.Owner.String(), a.World, a.Purpose, a.TraceID, meta)
+	return string(b)
 }
 
 func (k *Kernel) authorityRecorded(key string) bool {
