@@ -105,6 +105,34 @@ func TestStructuredContent(t *testing.T) {
 			t.Errorf("%v: text %q structured %v", c.out, got, r.StructuredContent)
 		}
 	}
+	// On the wire, structuredContent is the text's very bytes, whatever the output's Go
+	// type and whatever its strings need escaped.
+	type out struct {
+		Path    []string `json:"path"`
+		Content string   `json:"content"`
+	}
+	for _, o := range []any{
+		out{Path: []string{"a <b>", "é"}, Content: "x & y \u2028 \"q\" \n\x00 \xff"},
+		map[string]any{"z": 1, "a": []any{"<", 2.5}, "m": map[string]any{"k": nil}},
+		json.RawMessage(`{"k": "v <w>",  "n": 1}`),
+	} {
+		wire, err := json.Marshal(success(&withSchema, o, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		}
+		if err := json.Unmarshal(wire, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Content) != 1 || string(got.StructuredContent) != got.Content[0].Text {
+			t.Errorf("%v: structuredContent %s, text %s", o, got.StructuredContent, got.Content[0].Text)
+		}
+	}
 }
 
 // TestConcurrentCallsMaxUses: concurrent calls of one session under a maxUses grant are

@@ -662,7 +662,10 @@ func success(def *kernel.ToolDefinition, output any, extra map[string]any) *mcp.
 	}
 	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 	if def != nil && def.OutputSchema != nil && len(raw) > 0 && raw[0] == '{' {
-		r.StructuredContent = raw
+		// The value, not raw: the SDK encodes it once more either way, and a
+		// json.RawMessage (a Marshaler) is re-scanned byte by byte where a struct's
+		// strings are copied (the same bytes: both are json.Marshal's).
+		r.StructuredContent = output
 	}
 	if len(extra) > 0 {
 		r.Meta = mcp.Meta(extra)
