@@ -371,9 +371,24 @@ func spoolOwner(name string) string {
 // ingestForeign copies the whole, checked records of another process's spool files into
 // audit_events, in that process's order, and removes the files when their owner is gone
 // (their locks can be taken).
+//
+// A live owner appends to one file while it ingests the other, so a reader that read its
+// files one after the other could see a record without an earlier one still pending in
+// the file it read first, and record them out of order. So the files are read once each,
+// then all but the last again, and only the lines up to the highest number of the first
+// pass are recorded: every earlier line is then in one of the reads (it was appended
+// before that line was, so before a later read of its file) or was ingested already (its
+// file is truncated only after its lines are committed). A line appended meanwhile and
+// left out is copied by the owner, or by the next reader.
 func (s *Store) ingestForeign(ctx context.Context, paths []string) error {
-	var lines []spoolLine
-	var dead []string
+	files := make([]*os.File, 0, len(paths))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	var open []string
+	dead := true
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if errors.Is(err, os.ErrNotExist) {
@@ -382,18 +397,47 @@ func (s *Store) ingestForeign(ctx context.Context, paths []string) error {
 		if err != nil {
 			return fmt.Errorf("read the audit spool %s: %w", p, err)
 		}
-		if lockFile(f) == nil {
-			dead = append(dead, p)
+		files = append(files, f)
+		open = append(open, p)
+		if lockFile(f) != nil {
+			dead = false
 		}
-		data, err := io.ReadAll(f)
-		f.Close() // (releases the lock: removing the file below is safe all the same)
+	}
+	order := make([]int, 0, 2*len(files))
+	for i := range files {
+		order = append(order, i)
+	}
+	first := len(order)
+	if !dead {
+		for i := range len(files) - 1 {
+			order = append(order, i)
+		}
+	}
+	bySeq := map[uint64]spoolLine{}
+	var last uint64
+	for n, i := range order {
+		if spoolReadHook != nil {
+			spoolReadHook(n, open[i])
+		}
+		data, err := readAt0(files[i])
 		if err != nil {
-			return fmt.Errorf("read the audit spool %s: %w", p, err)
+			return fmt.Errorf("read the audit spool %s: %w", open[i], err)
 		}
-		lines = append(lines, spoolLines(data)...)
+		for _, l := range spoolLines(data) {
+			bySeq[l.seq] = l
+			if n < first {
+				last = max(last, l.seq)
+			}
+		}
+	}
+	lines := make([]spoolLine, 0, len(bySeq))
+	for seq, l := range bySeq {
+		if dead || seq <= last {
+			lines = append(lines, l)
+		}
 	}
 	if len(lines) > 0 {
-		slices.SortStableFunc(lines, func(a, b spoolLine) int { return cmp.Compare(a.seq, b.seq) })
+		slices.SortFunc(lines, func(a, b spoolLine) int { return cmp.Compare(a.seq, b.seq) })
 		rows := make([][]any, len(lines))
 		for i, l := range lines {
 			rows[i] = l.row
@@ -402,12 +446,34 @@ func (s *Store) ingestForeign(ctx context.Context, paths []string) error {
 			return err
 		}
 	}
-	for _, p := range dead {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove the audit spool %s: %w", p, err)
+	if dead {
+		for _, p := range open {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("remove the audit spool %s: %w", p, err)
+			}
 		}
 	}
 	return nil
+}
+
+// spoolReadHook, when set (by a test), is called before the n-th read of ingestForeign.
+var spoolReadHook func(n int, path string)
+
+// readAt0 reads a file whole from its start (it may be read more than once).
+func readAt0(f *os.File) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for off := int64(0); ; {
+		n, err := f.ReadAt(buf, off)
+		out = append(out, buf[:n]...)
+		off += int64(n)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 type spoolLine struct {

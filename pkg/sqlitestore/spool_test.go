@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -336,5 +337,124 @@ func TestSpoolIdempotent(t *testing.T) {
 	}
 	if got := spooledIDs(t, s, "idem"); !slices.Equal(got, []string{"idem-0"}) {
 		t.Fatalf("recorded %q", got)
+	}
+}
+
+// Appends from many goroutines while another store (another process's reader) lists the
+// trail over and over: every record is recorded exactly once, each goroutine's in its
+// order, and the reader never sees a goroutine's later record without its earlier ones.
+func TestSpoolConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() *Store {
+		s, err := Open(context.Background(), path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	w, r := open(), open()
+	defer r.Close()
+	if err := w.EnableSpool(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const writers, each = 8, 60
+	done := make(chan struct{})
+	readerErr := make(chan error, 1)
+	go func() {
+		defer close(readerErr)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			evs, err := r.ListAudit(ctx, AuditFilter{Oldest: true})
+			if err != nil {
+				readerErr <- err
+				return
+			}
+			next := map[string]int{}
+			for _, ev := range evs {
+				var g, i int
+				if _, err := fmt.Sscanf(ev.ID, "cc-%d-%d", &g, &i); err != nil {
+					continue
+				}
+				key := strconv.Itoa(g)
+				if i != next[key] {
+					readerErr <- fmt.Errorf("the reader saw %s after %d of its writer's records", ev.ID, next[key])
+					return
+				}
+				next[key]++
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i += 2 {
+				batch := []kernel.AuditEvent{spoolEvent(fmt.Sprintf("cc-%d-%d", g, i)), spoolEvent(fmt.Sprintf("cc-%d-%d", g, i+1))}
+				if err := w.AppendWriteAheadBatch(ctx, batch); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	if err := <-readerErr; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := spooledIDs(t, r, "cc-"); len(got) != writers*each {
+		t.Fatalf("%d records, want %d", len(got), writers*each)
+	}
+}
+
+// A reader of a live spool never records a record before an earlier one that was still
+// pending: here the owner appends its record 0 to the file the reader has just read and
+// its record 1 to the other one, between the reader's two reads.
+func TestSpoolLiveReadOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.MkdirAll(SpoolDir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// a live owner: its two files, locked by this process through other descriptors
+	var files [2]*os.File
+	for i := range files {
+		f, _, err := createLocked(SpoolDir(path), fmt.Sprintf("1-live.%d.spool", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	line := func(seq uint64, id string) []byte {
+		ev := spoolEvent(id)
+		row, err := eventArgs(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return appendSpoolLine(nil, seq, []byte(row[auditColumns-1].(string)))
+	}
+	spoolReadHook = func(n int, p string) {
+		if n == 1 { // the first file read, the second not yet
+			files[0].Write(line(0, "live-0"))
+			files[1].Write(line(1, "live-1"))
+		}
+	}
+	defer func() { spoolReadHook = nil }()
+	if got := spooledIDs(t, s, "live"); !slices.Equal(got, []string{"live-0", "live-1"}) {
+		t.Fatalf("recorded %q, want live-0 then live-1", got)
 	}
 }
