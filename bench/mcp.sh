@@ -14,8 +14,14 @@
 # and the server's resident memory started, and peak (VmHWM) with 64 open sessions that each
 # listed and called once (a fresh server).
 #
-#   bench/mcp.sh          # N=2000 calls per server
+# Then the same servers driven by a raw client (bench/mcp-cold.py: no schema work, so the
+# figures are the server's own cost plus a pipe round trip), in ROUNDS interleaved rounds,
+# with medians and ratios, and the go-sdk middleware floor's own ratio: the most any
+# server on this SDK can show against server-filesystem.
+#
+#   bench/mcp.sh          # N=2000 calls per server (TypeScript client)
 #   N=500 bench/mcp.sh
+#   ROUNDS=5 RAW_CALLS=5000 bench/mcp.sh   # raw-client rounds and calls per round
 #   PART=http bench/mcp.sh   # only the HTTP figures (PART=stdio: only stdio)
 #   BASE=/tmp/old/sharedos bench/mcp.sh   # also runs another build on the same work,
 #                                         # interleaved with this one (before/after)
@@ -75,20 +81,52 @@ if [ -n "${BASE:-}" ]; then
   node "$tmp/node/mcp-driver.mjs" base-sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
 fi
 big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":["d1"]}' 200 -- "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp)
-# cold start without the TypeScript client's own start-up and schema compilation
+# The raw client (bench/mcp-cold.py: no schema work, the server's own cost plus a pipe
+# round trip), ROUNDS rounds interleaved (default 3, RAW_CALLS calls each, default 3000):
+# cold start, tools/list and tools/call p50 of every server, then the medians of the
+# rounds and the ratios. The middleware floor is the go-sdk answering tools/call from a
+# receiving middleware as sharedos does: the best any server on this SDK can do.
+rounds=${ROUNDS:-3}
+raw_calls=${RAW_CALLS:-3000}
+rawlog="$tmp/raw.log"
+: > "$rawlog"
+raw() { CALLS=$raw_calls N=10 python3 bench/mcp-cold.py "$@" | tee -a "$rawlog"; }
+for ((r = 0; r < rounds; r++)); do
+  if [ -n "${BASE:-}" ]; then
+    CALL_TOOL=files.read CALL_ARGS="$args" NAME=base-sharedos raw "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
+  fi
+  CALL_TOOL=files.read CALL_ARGS="$args" NAME=sharedos raw "$tmp/sharedos" "${flags[@]}" mcp
+  MCPFLOOR=middleware CALL_TOOL=files.read CALL_ARGS="$args" NAME=go-sdk-middleware-floor raw "$tmp/mcpfloor"
+  CALL_TOOL=read_text_file CALL_ARGS="{\"path\":\"$w/root/notes/a.md\"}" NAME=server-filesystem raw node "$fsserver" "$w/root"
+done
+CALL_TOOL=files.read CALL_ARGS="$args" NAME=go-sdk-floor raw "$tmp/mcpfloor"
 if [ -n "${BASE:-}" ]; then
-  N=20 NAME=base-sharedos python3 bench/mcp-cold.py "$BASE" "${flags[@]}" --state "$w/state-base.db" mcp
+  NAME=base-sharedos-1000-grants raw "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
 fi
-CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=sharedos python3 bench/mcp-cold.py "$tmp/sharedos" "${flags[@]}" mcp
-CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=go-sdk-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
-# the floor of sharedos' own path: tools/call answered by a receiving middleware, as
-# sharedos mcp answers it (no typed handler, no SDK-side schema validation)
-MCPFLOOR=middleware CALL_TOOL=files.read CALL_ARGS="$args" N=20 NAME=go-sdk-middleware-floor python3 bench/mcp-cold.py "$tmp/mcpfloor"
-CALL_TOOL=read_text_file CALL_ARGS="{\"path\":\"$w/root/notes/a.md\"}" N=20 NAME=server-filesystem python3 bench/mcp-cold.py node "$fsserver" "$w/root"
-if [ -n "${BASE:-}" ]; then
-  N=20 NAME=base-sharedos-1000-grants python3 bench/mcp-cold.py "$BASE" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000-base.db" --namespaces files mcp
-fi
-N=20 NAME=sharedos-1000-grants python3 bench/mcp-cold.py "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp
+NAME=sharedos-1000-grants raw "$tmp/sharedos" --root "$w/root" --grants "$w/grants1000.yaml" --state "$w/state1000.db" --namespaces files mcp
+python3 - "$rawlog" <<'PY'
+import collections, re, statistics, sys
+fig = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    name = line.split(":", 1)[0]
+    if m := re.search(r"cold start .* median ([\d.]+) ms", line):
+        fig[name]["cold"].append(float(m[1]) * 1000)
+    elif m := re.search(r"tools/list .* p50 (\d+) µs", line):
+        fig[name]["list"].append(float(m[1]))
+    elif m := re.search(r"tools/call .* p50 (\d+) µs", line):
+        fig[name]["call"].append(float(m[1]))
+med = {n: {k: statistics.median(v) for k, v in f.items()} for n, f in fig.items()}
+for n, f in med.items():
+    print(f"raw client, median of {len(fig[n]['cold'])} round(s): {n}: " + ", ".join(
+        f"{k} {'%.1f ms' % (v / 1000) if k == 'cold' else '%d µs' % v}" for k, v in f.items()))
+ours, floor, peer = med["sharedos"], med["go-sdk-middleware-floor"], med["server-filesystem"]
+print(f"raw-client ratios (server-filesystem / sharedos): call p50 {peer['call'] / ours['call']:.2f}x, "
+      f"tools/list p50 {peer['list'] / ours['list']:.2f}x, cold start {peer['cold'] / ours['cold']:.2f}x; "
+      f"sharedos over the middleware floor: call p50 +{ours['call'] - floor['call']:.0f} µs; "
+      f"the floor's own call ratio (the most any go-sdk server can show): {peer['call'] / floor['call']:.2f}x")
+if "base-sharedos" in med:
+    print(f"raw-client call p50, base / this build: {med['base-sharedos']['call'] / ours['call']:.2f}x")
+PY
 echo "$ours"
 echo "$floor"
 echo "$peer"
