@@ -139,10 +139,7 @@ func spoolFiles(t *testing.T, path string) []string {
 // owner's own ingest at Close records nothing twice.
 func TestSpoolVisibleToOtherProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, path)
 	defer s.Close()
 	cmd, stdin, out := spoolChild(t, "spool-live", path, 40)
 	if line, err := out.ReadString('\n'); line != "ready\n" {
@@ -177,10 +174,7 @@ func TestSpoolOfAKilledProcess(t *testing.T) {
 	if files := spoolFiles(t, path); len(files) != 2 {
 		t.Fatalf("the killed process's spool: %q, want its two files", files)
 	}
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, path)
 	defer s.Close()
 	if got := spooledIDs(t, s, "spool-crash"); !slices.Equal(got, wantIDs("spool-crash", 30)) {
 		t.Fatalf("recovered %d of 30 records: %q", len(got), got)
@@ -194,10 +188,7 @@ func TestSpoolOfAKilledProcess(t *testing.T) {
 // that is not an event the trail can hold are ignored; the whole lines are recorded.
 func TestSpoolDamagedLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, path)
 	defer s.Close()
 	var seq uint64
 	good := func(id string) []byte {
@@ -272,10 +263,7 @@ func TestSpoolOrder(t *testing.T) {
 // is lost. Close ingests what is pending and removes the files.
 func TestSpoolIngestFailure(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, path)
 	if err := s.EnableSpool(); err != nil {
 		t.Fatal(err)
 	}
@@ -310,10 +298,7 @@ func TestSpoolIngestFailure(t *testing.T) {
 	if files := spoolFiles(t, path); len(files) != 0 {
 		t.Fatalf("Close left spool files: %q", files)
 	}
-	s, err = Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = mustOpen(t, path)
 	defer s.Close()
 	if got := spooledIDs(t, s, "fail"); !slices.Equal(got, []string{"fail-0", "fail-2"}) {
 		t.Fatalf("recorded %q, want fail-0 (spooled before the failure) and fail-2 (fail-1 was refused)", got)
@@ -345,14 +330,7 @@ func TestSpoolIdempotent(t *testing.T) {
 // order, and the reader never sees a goroutine's later record without its earlier ones.
 func TestSpoolConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	open := func() *Store {
-		s, err := Open(context.Background(), path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	w, r := open(), open()
+	w, r := mustOpen(t, path), mustOpen(t, path)
 	defer r.Close()
 	if err := w.EnableSpool(); err != nil {
 		t.Fatal(err)
@@ -421,10 +399,7 @@ func TestSpoolConcurrent(t *testing.T) {
 // its record 1 to the other one, between the reader's two reads.
 func TestSpoolLiveReadOrder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, path)
 	defer s.Close()
 	if err := os.MkdirAll(SpoolDir(path), 0o700); err != nil {
 		t.Fatal(err)
@@ -457,4 +432,14 @@ func TestSpoolLiveReadOrder(t *testing.T) {
 	if got := spooledIDs(t, s, "live"); !slices.Equal(got, []string{"live-0", "live-1"}) {
 		t.Fatalf("recorded %q, want live-0 then live-1", got)
 	}
+}
+
+// mustOpen opens the store at path (the caller closes it).
+func mustOpen(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
