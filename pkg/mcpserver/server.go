@@ -581,9 +581,9 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 // objectArguments returns the call's arguments as a JSON object ({} when absent or
 // null), or ok=false when they are another JSON value.
 func objectArguments(raw json.RawMessage) (json.RawMessage, bool) {
-	t := strings.TrimLeft(string(raw), " \t\r\n")
+	t := bytes.Trim(raw, " \t\r\n") // JSON white space only
 	switch {
-	case t == "" || t == "null" || strings.TrimRight(t, " \t\r\n") == "null":
+	case len(t) == 0 || string(t) == "null":
 		return json.RawMessage("{}"), true
 	case t[0] == '{' && json.Valid(raw):
 		return raw, true
