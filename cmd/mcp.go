@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -95,7 +94,6 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	if s, err := f.Settings(); err == nil {
 		s.GatewayLogger = log // the MCP servers' connection events
 	}
-	serverGC()
 	if opts.HTTP.Listen != "" {
 		return runMCPHTTP(ctx, opts, log)
 	}
@@ -457,17 +455,4 @@ func codexHTTPSnippet(name, url, tokenEnv, token string) []byte {
 		fmt.Fprintf(&b, "bearer_token_env_var = %s\n", tomlString(tokenEnv))
 	}
 	return []byte(b.String())
-}
-
-// serverGC sets the garbage collector of a long-lived server, unless GOGC says otherwise:
-// the go-sdk allocates a fresh 32 KiB decoding buffer for every JSON value it unmarshals
-// (~160 KiB of garbage per tools/call) over a live heap of a few MiB, so with the default
-// GOGC=100 the collector ran every ~25 calls and took a tenth of the server's CPU. At 400
-// it runs a quarter as often; the heap may grow to five times what is live (measured:
-// bench/mcp.sh's peak RSS with 64 sessions) and a memory limit, if GOMEMLIMIT sets one,
-// still applies.
-func serverGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 }

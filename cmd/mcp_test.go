@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -158,22 +157,5 @@ func (r *stdioRun) endOfInput(t *testing.T, d time.Duration) {
 		}
 	case <-time.After(d):
 		t.Fatal("sharedos mcp did not exit at end of input")
-	}
-}
-
-// The MCP server's collector runs at GOGC=400 unless the environment sets GOGC.
-func TestServerGC(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	t.Setenv("GOGC", "")
-	os.Unsetenv("GOGC")
-	serverGC()
-	if got := debug.SetGCPercent(100); got != 400 {
-		t.Errorf("GOGC unset: the collector runs at %d, want 400", got)
-	}
-	t.Setenv("GOGC", "50")
-	debug.SetGCPercent(50)
-	serverGC()
-	if got := debug.SetGCPercent(100); got != 50 {
-		t.Errorf("GOGC=50: the collector runs at %d, want the environment's 50", got)
 	}
 }
