@@ -85,7 +85,9 @@ big=$(node "$tmp/node/mcp-driver.mjs" sharedos-1000-grants files.list '{"path":[
 # round trip), ROUNDS rounds interleaved (default 3, RAW_CALLS calls each, default 3000):
 # cold start, tools/list and tools/call p50 of every server, then the medians of the
 # rounds and the ratios. The middleware floor is the go-sdk answering tools/call from a
-# receiving middleware as sharedos does: the best any server on this SDK can do.
+# receiving middleware as sharedos does: the best any server on this SDK can do; the
+# shape floor answers with exactly sharedos' result for files.read (the output's JSON as
+# text and as structuredContent), so sharedos minus it is the cost of the gating itself.
 rounds=${ROUNDS:-3}
 raw_calls=${RAW_CALLS:-3000}
 rawlog="$tmp/raw.log"
@@ -97,6 +99,7 @@ for ((r = 0; r < rounds; r++)); do
   fi
   CALL_TOOL=files.read CALL_ARGS="$args" NAME=sharedos raw "$tmp/sharedos" "${flags[@]}" mcp
   MCPFLOOR=middleware CALL_TOOL=files.read CALL_ARGS="$args" NAME=go-sdk-middleware-floor raw "$tmp/mcpfloor"
+  MCPFLOOR=shape CALL_TOOL=files.read CALL_ARGS="$args" NAME=go-sdk-shape-floor raw "$tmp/mcpfloor"
   CALL_TOOL=read_text_file CALL_ARGS="{\"path\":\"$w/root/notes/a.md\"}" NAME=server-filesystem raw node "$fsserver" "$w/root"
 done
 CALL_TOOL=files.read CALL_ARGS="$args" NAME=go-sdk-floor raw "$tmp/mcpfloor"
@@ -122,7 +125,8 @@ for n, f in med.items():
 ours, floor, peer = med["sharedos"], med["go-sdk-middleware-floor"], med["server-filesystem"]
 print(f"raw-client ratios (server-filesystem / sharedos): call p50 {peer['call'] / ours['call']:.2f}x, "
       f"tools/list p50 {peer['list'] / ours['list']:.2f}x, cold start {peer['cold'] / ours['cold']:.2f}x; "
-      f"sharedos over the middleware floor: call p50 +{ours['call'] - floor['call']:.0f} µs; "
+      f"sharedos over the middleware floor: call p50 +{ours['call'] - floor['call']:.0f} µs "
+      f"(over the same answer from the SDK, the shape floor: +{ours['call'] - med['go-sdk-shape-floor']['call']:.0f} µs); "
       f"the floor's own call ratio (the most any go-sdk server can show): {peer['call'] / floor['call']:.2f}x")
 if "base-sharedos" in med:
     print(f"raw-client call p50, base / this build: {med['base-sharedos']['call'] / ours['call']:.2f}x")

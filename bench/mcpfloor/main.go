@@ -6,11 +6,15 @@
 //
 // With MCPFLOOR=middleware, tools/call is answered by a receiving middleware (as
 // `sharedos mcp` owns it) instead of a typed AddTool handler, so the SDK's argument
-// decoding and schema validation are not counted: the floor of sharedos' own path.
+// decoding and schema validation are not counted: the floor of sharedos' own path. With
+// MCPFLOOR=shape, the middleware answers exactly the result sharedos gives files.read
+// (the output's JSON as text and the output as structuredContent, spec 30 §3.5): what
+// the SDK costs for that answer, so that the difference is sharedos' gating alone.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -20,6 +24,15 @@ import (
 
 type readArgs struct {
 	Path []string `json:"path"`
+}
+
+// fileOut is files.read's output.
+type fileOut struct {
+	Path      []string `json:"path"`
+	Version   string   `json:"version"`
+	Truncated bool     `json:"truncated"`
+	Encoding  string   `json:"encoding"`
+	Content   string   `json:"content"`
 }
 
 type readOut struct {
@@ -33,8 +46,16 @@ func main() {
 		func(context.Context, *mcp.CallToolRequest, readArgs) (*mcp.CallToolResult, readOut, error) {
 			return nil, readOut{Content: body}, nil
 		})
-	if os.Getenv("MCPFLOOR") == "middleware" {
+	switch os.Getenv("MCPFLOOR") {
+	case "middleware", "shape":
 		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: body}}}
+		if os.Getenv("MCPFLOOR") == "shape" {
+			// the very shape sharedos answers files.read with (spec 30 §3.5): the
+			// output's JSON as the text, and the output as structuredContent
+			out := fileOut{Path: []string{"notes", "a.md"}, Version: "1d1801f753ccd9fa57966c46f360585c", Encoding: "utf-8", Content: body}
+			text, _ := json.Marshal(out)
+			res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: out}
+		}
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if method == "tools/call" {
