@@ -690,7 +690,8 @@ func unwrapPathErr(err error) error {
 }
 
 // checkTrustBoundary refuses to start when a trusted path — the config file, a grant
-// file, the tokens file, the state database, the validated grant cache and its key, the snapshot blobs —
+// file, the tokens file, the state database, the validated grant cache and its key, the
+// snapshot blobs, the audit spool, the selection stamp —
 // resolves (after symbolic links) inside the root, or when the root lies inside one of
 // the trusted directories: a files grant could then rewrite the very authority that
 // limits it, or forge a cached grant or a snapshot (spec 40 §1).
@@ -720,7 +721,11 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 	stateDir := filepath.Dir(s.State)
 	items = append(items, item{"state database", s.State, false},
 		item{"grant cache", filepath.Join(stateDir, "cache"), true},
-		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true})
+		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true},
+		// an agent that could write there could forge the audit records of an MCP
+		// server (the spool) or hide a namespace change from its next call (the stamp)
+		item{"audit spool", sqlitestore.SpoolDir(s.State), true},
+		item{"namespace selection stamp", sqlitestore.SelectionStampPath(s.State), false})
 	for _, it := range items {
 		real := resolveExisting(it.path)
 		if within(rootReal, real) {
@@ -736,13 +741,26 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 }
 
 // resolveExisting resolves symbolic links in p; for a path that does not exist yet, it
-// resolves its nearest existing parent and appends the rest.
+// resolves its nearest existing parent and appends the rest, following a dangling link
+// to where its target would be.
 func resolveExisting(p string) string {
 	rest := ""
 	cur := filepath.Clean(p)
-	for {
+	for hops := 0; ; {
 		if real, err := filepath.EvalSymlinks(cur); err == nil {
 			return filepath.Join(real, rest)
+		}
+		// A dangling link is followed by hand: its target does not exist yet, but a file
+		// created through it (a state database, a stamp) would be created there.
+		if fi, err := os.Lstat(cur); err == nil && fi.Mode()&os.ModeSymlink != 0 && hops < 40 {
+			if target, err := os.Readlink(cur); err == nil {
+				hops++
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(filepath.Dir(cur), target)
+				}
+				cur = filepath.Clean(target)
+				continue
+			}
 		}
 		parent := filepath.Dir(cur)
 		if parent == cur {

@@ -22,8 +22,25 @@ func TestResolveExistingAndWithin(t *testing.T) {
 	if err := os.Symlink(root, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
+	for link, target := range map[string]string{
+		"dangling":     filepath.Join(root, "new.db"),  // absolute, into the root
+		"dangling-rel": "root/sub/new.db",              // relative to its directory
+		"chain":        filepath.Join(dir, "dangling"), // a link to a dangling link
+		"loop-a":       filepath.Join(dir, "loop-b"),   // a loop: no answer inside the root
+		"loop-b":       filepath.Join(dir, "loop-a"),
+		"outside":      filepath.Join(dir, "elsewhere", "x.db"),
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	real, _ := filepath.EvalSymlinks(root)
 	for p, want := range map[string]bool{
+		filepath.Join(dir, "dangling"):                true,
+		filepath.Join(dir, "dangling-rel"):            true,
+		filepath.Join(dir, "chain"):                   true,
+		filepath.Join(dir, "loop-a"):                  false,
+		filepath.Join(dir, "outside"):                 false,
 		filepath.Join(dir, "link", "new", "state.db"): true,
 		filepath.Join(root, "sub", "x"):               true,
 		filepath.Join(dir, "rootx", "state.db"):       false,

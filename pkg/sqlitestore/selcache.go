@@ -54,8 +54,10 @@ type selCache struct {
 	m  map[selKey]selEntry
 }
 
-// stampPath is the selection stamp file of the database at path.
-func stampPath(path string) string { return path + "-selection" }
+// SelectionStampPath is the selection stamp file of the database at path (see selCache).
+func SelectionStampPath(path string) string { return path + "-selection" }
+
+func stampPath(path string) string { return SelectionStampPath(path) }
 
 // lookup returns the cached selection of k when it can be trusted with stamp st now.
 func (c *selCache) lookup(k selKey, st fileStamp, now time.Time) ([]string, bool, bool) {
