@@ -107,8 +107,15 @@ func (s *Store) EnableSpool() error {
 		return nil
 	}
 	dir := SpoolDir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("audit spool of %s: %w", s.path, err)
+	}
+	// Not through a link (it could lead where an agent writes, and forge records there).
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory (a symbolic link or a file)")
+		}
+		return fmt.Errorf("audit spool %s: %w", dir, err)
 	}
 	sp := &spool{dir: dir, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	base := fmt.Sprintf("%d-%s", os.Getpid(), kernel.NewEventID())

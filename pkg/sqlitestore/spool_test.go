@@ -443,3 +443,29 @@ func mustOpen(t *testing.T, path string) *Store {
 	}
 	return s
 }
+
+// The spool directory is never used through a symbolic link, nor when it is a file.
+func TestSpoolDirRefused(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(dir, "elsewhere")
+	if err := os.Mkdir(elsewhere, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, prepare := range map[string]func(path string) error{
+		"link": func(path string) error { return os.Symlink(elsewhere, SpoolDir(path)) },
+		"file": func(path string) error { return os.WriteFile(SpoolDir(path), nil, 0o600) },
+	} {
+		path := filepath.Join(dir, name+".db")
+		if err := prepare(path); err != nil {
+			t.Fatal(err)
+		}
+		s := mustOpen(t, path)
+		if err := s.EnableSpool(); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			t.Errorf("%s: EnableSpool = %v", name, err)
+		}
+		s.Close()
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Fatalf("files were created through the link: %v", entries)
+	}
+}
