@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -293,4 +294,28 @@ func TestSelectionCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	read("repo")
+}
+
+// An update never writes through a stamp file that is a symbolic link.
+func TestSelectionStampNotThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "state.db")
+	if err := os.Symlink(victim, SelectionStampPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.ApplyUpdate(context.Background(), actxFor("w", alice), kernel.ToolNamespaceUpdate{Enable: []string{"repo"}}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "keep me\n" {
+		t.Fatalf("the link's target was written: %q", data)
+	}
 }

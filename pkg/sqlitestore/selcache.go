@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"os"
 	"sync"
 	"time"
 
@@ -92,8 +91,13 @@ func (c *selCache) forget() {
 }
 
 // stampSelection rewrites the stamp file (its content is a fresh id, so every rewrite
-// changes its times). An error is ignored: readers then notice the change within
-// maxSelectionAge.
+// changes its times), never through a symbolic link (openNoFollow). An error is ignored:
+// readers then notice the change within maxSelectionAge.
 func stampSelection(path string) {
-	_ = os.WriteFile(stampPath(path), []byte(kernel.NewEventID()+"\n"), 0o600)
+	f, err := openNoFollow(stampPath(path))
+	if err != nil {
+		return
+	}
+	_, _ = f.Write([]byte(kernel.NewEventID() + "\n"))
+	_ = f.Close()
 }

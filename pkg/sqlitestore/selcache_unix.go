@@ -21,3 +21,8 @@ func statStamp(path string) (fileStamp, bool) {
 	}
 	return fileStamp{ok: true, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: uint64(st.Ino)}, true
 }
+
+// openNoFollow creates or truncates path for writing, refusing a symbolic link.
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+}
