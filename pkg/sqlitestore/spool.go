@@ -76,6 +76,7 @@ type spool struct {
 	mu      sync.Mutex // guards the fields below
 	files   [2]*os.File
 	sizes   [2]int64
+	torn    [2]bool // a failed write left part of a line that could not be cut off
 	cur     int     // the file appends go to
 	pending [][]any // rows appended and not yet ingested, in order
 	failed  error   // the last ingest's error, nil once one succeeded
@@ -172,6 +173,9 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 		return errors.New("the store is closed")
 	}
 	b := sp.buf[:0]
+	if sp.torn[sp.cur] {
+		b = append(b, '\n') // ends the torn line, so that these lines stay whole
+	}
 	seq := sp.seq
 	for _, r := range rows {
 		b = appendSpoolLine(b, seq, []byte(r[auditColumns-1].(string)))
@@ -184,11 +188,15 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		if n > 0 {
-			f.Truncate(sp.sizes[sp.cur]) // the file ends where it did: a torn line is ignored anyway
+		// The file ends where it did; if it cannot be cut back, the next lines written
+		// start after a line end (a torn line is ignored by readers, whole ones are not).
+		if n > 0 && f.Truncate(sp.sizes[sp.cur]) != nil {
+			sp.torn[sp.cur] = true
+			sp.sizes[sp.cur] += int64(n)
 		}
 		return fmt.Errorf("audit spool %s: %w", sp.names[sp.cur], err)
 	}
+	sp.torn[sp.cur] = false
 	sp.sizes[sp.cur] += int64(n)
 	sp.seq = seq
 	sp.pending = append(sp.pending, rows...)
@@ -270,7 +278,7 @@ func (s *Store) ingestOwn(ctx context.Context) error {
 	}
 	sp.failed = nil
 	if terr := sp.files[old].Truncate(0); terr == nil {
-		sp.sizes[old] = 0
+		sp.sizes[old], sp.torn[old] = 0, false
 	}
 	return nil
 }

@@ -469,3 +469,30 @@ func TestSpoolDirRefused(t *testing.T) {
 		t.Fatalf("files were created through the link: %v", entries)
 	}
 }
+
+// After a failed write left part of a line that could not be cut off, the next lines
+// start on a line of their own: readers see them whole.
+func TestSpoolAfterTornWrite(t *testing.T) {
+	defer func(d time.Duration) { spoolDelay = d }(spoolDelay)
+	spoolDelay = time.Hour // only the reader ingests
+	path := filepath.Join(t.TempDir(), "state.db")
+	w, r := mustOpen(t, path), mustOpen(t, path)
+	defer r.Close()
+	defer w.Close()
+	if err := w.EnableSpool(); err != nil {
+		t.Fatal(err)
+	}
+	sp := w.spool()
+	sp.mu.Lock()
+	if _, err := sp.files[sp.cur].Write([]byte("0badc0de 00000000000000ff {\"version\":\"1\",\"id\":\"torn")); err != nil {
+		t.Fatal(err)
+	}
+	sp.torn[sp.cur] = true
+	sp.mu.Unlock()
+	if err := w.AppendWriteAhead(context.Background(), spoolEvent("after-torn")); err != nil {
+		t.Fatal(err)
+	}
+	if got := spooledIDs(t, r, "after-torn"); !slices.Equal(got, []string{"after-torn"}) {
+		t.Fatalf("another reader sees %q, want the record written after the torn line", got)
+	}
+}
