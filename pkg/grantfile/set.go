@@ -38,20 +38,25 @@ type Set struct {
 	ctx   Context
 	n     int // number of grants
 
-	// The indexes are built on first use: a command that only needs the context (or
-	// none of the grants) does not pay for them.
-	once  sync.Once
-	byID  map[string]*kernel.CapabilityGrant
-	scope map[scopeKey][]*kernel.CapabilityGrant
+	// The indexes are built on first use, each on its own: a command that only needs the
+	// context (or none of the grants) does not pay for them, and a turn that resolves one
+	// scope does not build the id index ResolveGrant uses.
+	//
+	// scope holds each (world, subject, issuer) scope's grants as one immutable slice,
+	// shared by every LoadGrantSnapshot of the scope (a long-lived host begins a turn per
+	// call; the kernel reuses its validated authority for an unchanged snapshot): a
+	// scope whose grants are one contiguous run of one file (the usual grant file, written
+	// for one agent) is that run of the file's own slice, capacity-limited, not a copy.
+	once   sync.Once
+	scope  map[scopeKey][]kernel.CapabilityGrant
+	scopes []scopeKey // in order of first appearance
+	idOnce sync.Once
+	byID   map[string]*kernel.CapabilityGrant
 
 	// hashes holds the authority hash of each scope's grants, from the cached snapshot
 	// or computed on first use (the authority hash is computed once per snapshot).
 	mu     sync.Mutex
 	hashes map[scopeKey]string
-	// snaps holds each scope's grants as one immutable slice, built on first use and
-	// shared by every LoadGrantSnapshot of the scope (a long-lived host begins a turn per
-	// call; the kernel reuses its validated authority for an unchanged snapshot).
-	snaps map[scopeKey][]kernel.CapabilityGrant
 }
 
 type scopeKey struct {
@@ -264,17 +269,77 @@ func newSet(files []*File) *Set {
 	return s
 }
 
-// index builds the look-up tables once.
+// index builds the scope table once.
 func (s *Set) index() {
 	s.once.Do(func() {
-		s.byID = make(map[string]*kernel.CapabilityGrant, s.n)
-		s.scope = map[scopeKey][]*kernel.CapabilityGrant{}
-		for _, f := range s.files {
+		// A scope is a run while all its grants so far are adjacent in one file.
+		type run struct {
+			file, lo, hi int
+			n            int  // grants in the scope
+			split        bool // not one run: its grants are copied
+		}
+		runs := map[scopeKey]*run{}
+		var last *run // the previous grant's scope: a file's grants mostly share one
+		var lastKey scopeKey
+		for fi, f := range s.files {
 			for i := range f.Grants {
 				g := &f.Grants[i]
-				s.byID[g.ID] = g
 				k := scopeKey{g.NamespaceID, g.Subject, g.Issuer}
-				s.scope[k] = append(s.scope[k], g)
+				if last != nil && k == lastKey && last.file == fi && last.hi == i && !last.split {
+					last.n++
+					last.hi++
+					continue
+				}
+				r := runs[k]
+				lastKey, last = k, r
+				if r == nil {
+					last = &run{file: fi, lo: i, hi: i + 1, n: 1}
+					runs[k] = last
+					s.scopes = append(s.scopes, k)
+					continue
+				}
+				r.n++
+				switch {
+				case !r.split && r.file == fi && r.hi == i:
+					r.hi++
+				default:
+					r.split = true
+				}
+			}
+		}
+		s.scope = make(map[scopeKey][]kernel.CapabilityGrant, len(runs))
+		split := false
+		for k, r := range runs {
+			if !r.split {
+				s.scope[k] = s.files[r.file].Grants[r.lo:r.hi:r.hi]
+			}
+			split = split || r.split
+		}
+		for _, f := range s.files {
+			if !split {
+				break
+			}
+			for i := range f.Grants {
+				g := &f.Grants[i]
+				k := scopeKey{g.NamespaceID, g.Subject, g.Issuer}
+				if r := runs[k]; r.split {
+					if s.scope[k] == nil {
+						s.scope[k] = make([]kernel.CapabilityGrant, 0, r.n)
+					}
+					s.scope[k] = append(s.scope[k], *g)
+				}
+			}
+		}
+	})
+}
+
+// ids builds the id table once.
+func (s *Set) ids() {
+	s.idOnce.Do(func() {
+		s.byID = make(map[string]*kernel.CapabilityGrant, s.n)
+		for _, f := range s.files {
+			for i := range f.Grants {
+				s.byID[f.Grants[i].ID] = &f.Grants[i]
 			}
 		}
 	})
@@ -340,8 +405,8 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 	s.index()
 	gs := s.scope[scopeKey{actx.World, actx.Actor, actx.Authority}]
 	out := make([]kernel.CapabilityGrant, len(gs))
-	for i, g := range gs {
-		out[i] = CloneGrant(g)
+	for i := range gs {
+		out[i] = CloneGrant(&gs[i])
 	}
 	return out, nil
 }
@@ -358,20 +423,10 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) (kernel.GrantSnapshot, error) {
 	s.index()
 	k := scopeKey{actx.World, actx.Actor, actx.Authority}
-	s.mu.Lock()
-	grants, ok := s.snaps[k]
-	if !ok {
-		gs := s.scope[k]
-		grants = make([]kernel.CapabilityGrant, len(gs))
-		for i, g := range gs {
-			grants[i] = *g
-		}
-		if s.snaps == nil {
-			s.snaps = map[scopeKey][]kernel.CapabilityGrant{}
-		}
-		s.snaps[k] = grants
+	grants := s.scope[k]
+	if grants == nil {
+		grants = []kernel.CapabilityGrant{}
 	}
-	s.mu.Unlock()
 	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(k)}, nil
 }
 
@@ -382,7 +437,7 @@ func (s *Set) hashOf(k scopeKey) string {
 	if h, ok := s.hashes[k]; ok {
 		return h
 	}
-	h := hashScope(s.scope[k])
+	h := kernel.HashGrants(s.scope[k])
 	if s.hashes == nil {
 		s.hashes = map[scopeKey]string{}
 	}
@@ -394,24 +449,16 @@ func (s *Set) hashOf(k scopeKey) string {
 func (s *Set) allHashes() map[scopeKey]string {
 	s.index()
 	out := make(map[scopeKey]string, len(s.scope))
-	for k := range s.scope {
+	for _, k := range s.scopes {
 		out[k] = s.hashOf(k)
 	}
 	return out
 }
 
-func hashScope(gs []*kernel.CapabilityGrant) string {
-	grants := make([]kernel.CapabilityGrant, len(gs))
-	for i, g := range gs {
-		grants[i] = *g
-	}
-	return kernel.HashGrants(grants)
-}
-
 // ResolveGrant returns a copy of the grant with id in world namespaceID, from all the
 // set's grants (whoever they were issued to), or (nil, nil) when there is none.
 func (s *Set) ResolveGrant(_ context.Context, namespaceID, grantID string) (*kernel.CapabilityGrant, error) {
-	s.index()
+	s.ids()
 	g, ok := s.byID[grantID]
 	if !ok || g.NamespaceID != namespaceID {
 		return nil, nil
