@@ -146,6 +146,9 @@ type Prepared struct {
 	frozen     [][]string // the ceiling's frozen files: paths, for the planes
 	frozenRepo [][]string // and its frozen repo: paths, for the repo plane besides
 	tools      []kernel.ToolHandler
+	prepared   []kernel.PreparedTool // tools, prepared for the kernel (same order)
+	preparing  chan error            // non-nil while they are prepared in the background
+	prepareErr error                 // why they could not be
 	index      *snapshotIndexRef
 	closers    []io.Closer
 	gw         *gateway.Gateway // the MCP servers' providers (nil before Open)
@@ -234,6 +237,29 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 		p.Instant = time.UnixMilli(clock().UnixMilli()).UTC()
 	}
 
+	// Without planes the tool table depends on none of what follows and touches nothing:
+	// it is built, and its tools prepared for the kernel, while the grant files load (on
+	// the other core). Its error is reported where it was built before, after every input
+	// check. The planes are built only once every input was checked (the files plane
+	// creates its snapshot directory); their tools are then prepared while Open opens the
+	// state database.
+	toolsErr := make(chan error, 1)
+	toolsJoined := false
+	if !needs.Planes {
+		go func() {
+			err := p.buildToolTable()
+			if err == nil {
+				err = p.prepareTools()
+			}
+			toolsErr <- err
+		}()
+		defer func() { // before the Close above: nothing may still append to p.closers
+			if !toolsJoined {
+				<-toolsErr
+			}
+		}()
+	}
+
 	// Grant files: none ⇒ no grants; refused ⇒ an unavailable source (fail-closed).
 	p.source = emptySource{}
 	var gctx grantfile.Context
@@ -282,15 +308,47 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 		}
 		p.Context.EnabledToolNamespaces = sel
 	}
-	if err := p.buildTools(); err != nil {
+	if !needs.Planes {
+		toolsJoined = true
+		if err := <-toolsErr; err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	if err := p.buildToolTable(); err != nil {
 		return nil, err
 	}
+	p.preparing = make(chan error, 1)
+	go func() { p.preparing <- p.prepareTools() }()
 	return p, nil
 }
 
-// buildTools builds the planes over the root and the tool table, once. A command that
-// needs no planes gets the same tool definitions over providers that open nothing.
-func (p *Prepared) buildTools() error {
+// preparedTools waits for the tools prepared in the background, if any.
+func (p *Prepared) preparedTools() error {
+	if p.preparing != nil {
+		p.prepareErr = <-p.preparing
+		p.preparing = nil
+	}
+	return p.prepareErr
+}
+
+// prepareTools prepares the tool table for the kernel (kernel.PrepareTool: checked and
+// digested).
+func (p *Prepared) prepareTools() error {
+	p.prepared = make([]kernel.PreparedTool, len(p.tools))
+	for i, t := range p.tools {
+		pt, err := kernel.PrepareTool(t)
+		if err != nil {
+			return &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
+		}
+		p.prepared[i] = pt
+	}
+	return nil
+}
+
+// buildToolTable builds the planes over the root and the tool table, once. A command
+// that needs no planes gets the same tool definitions over providers that open nothing.
+func (p *Prepared) buildToolTable() error {
 	s := p.Settings
 	if !p.needs.Planes {
 		tools, err := DefinitionTools()
@@ -385,9 +443,12 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	}
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
 		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
-	for _, t := range p.tools {
-		if err := h.Kernel.RegisterTool(t); err != nil {
-			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
+	if err := p.preparedTools(); err != nil {
+		return nil, err
+	}
+	for i, t := range p.prepared {
+		if err := h.Kernel.RegisterPrepared(t); err != nil {
+			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", p.tools[i].Definition.Name, err), Err: err}
 		}
 	}
 	// shell completion (unaudited) never starts a server: cached lists only
@@ -454,6 +515,7 @@ func (h *Host) Definition(name string) *kernel.ToolDefinition {
 // Close releases everything the host opened (the planes' roots, the state database), in
 // reverse order, and returns the first error.
 func (p *Prepared) Close() error {
+	_ = p.preparedTools()
 	var first error
 	for i := len(p.closers) - 1; i >= 0; i-- {
 		if err := p.closers[i].Close(); err != nil && first == nil {

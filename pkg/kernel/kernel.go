@@ -133,15 +133,41 @@ func digestDefinition(d *ToolDefinition) [32]byte {
 // RegisterTool adds a static, process-wide tool. It fails on an invalid definition or a
 // name already registered (ErrDuplicateRegistration).
 func (k *Kernel) RegisterTool(h ToolHandler) error {
-	if err := validateHandler(&h); err != nil {
+	t, err := PrepareTool(h)
+	if err != nil {
 		return err
 	}
+	return k.RegisterPrepared(t)
+}
+
+// PreparedTool is a tool handler the kernel has checked against the contract and
+// digested for the catalogue hash, ready for RegisterPrepared. Preparing needs no
+// kernel, so a host can prepare its tools while it loads its other inputs.
+type PreparedTool struct{ r *registered }
+
+// PrepareTool checks h as RegisterTool does (an invalid definition fails) and digests its
+// definition.
+func PrepareTool(h ToolHandler) (PreparedTool, error) {
+	if err := validateHandler(&h); err != nil {
+		return PreparedTool{}, err
+	}
+	return PreparedTool{&registered{handler: h, digest: digestDefinition(&h.Definition)}}, nil
+}
+
+// RegisterPrepared adds a prepared static tool; it is RegisterTool without the work
+// PrepareTool did. It fails on a tool that was not prepared or a name already registered
+// (ErrDuplicateRegistration). A prepared tool may be registered on several kernels.
+func (k *Kernel) RegisterPrepared(t PreparedTool) error {
+	if t.r == nil {
+		return contractErr("tool", "was not prepared with PrepareTool")
+	}
+	name := t.r.handler.Definition.Name
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, dup := k.static[h.Definition.Name]; dup {
-		return fmt.Errorf("tool %q: %w", h.Definition.Name, ErrDuplicateRegistration)
+	if _, dup := k.static[name]; dup {
+		return fmt.Errorf("tool %q: %w", name, ErrDuplicateRegistration)
 	}
-	k.static[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
+	k.static[name] = t.r
 	k.staticReg = nil
 	return nil
 }

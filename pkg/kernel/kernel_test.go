@@ -416,6 +416,68 @@ func TestCatalogHash(t *testing.T) {
 	}
 }
 
+// TestPreparedTools: a tool prepared before any kernel exists (PrepareTool) registers as
+// RegisterTool would: the same checks (an invalid definition fails at PrepareTool, a
+// duplicate or an unprepared value at RegisterPrepared) and the same catalogue hash.
+func TestPreparedTools(t *testing.T) {
+	hashOf := func(prepared bool, tools ...kernel.ToolHandler) string {
+		t.Helper()
+		audit := &memAudit{}
+		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}, audit)
+		for _, h := range tools {
+			if !prepared {
+				if err := k.RegisterTool(h); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			p, err := kernel.PrepareTool(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.RegisterPrepared(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := k.ListTools(context.Background(), testContext()); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range audit.all() {
+			if ev.Type == kernel.EventToolCatalogListed {
+				return ev.Metadata["catalogHash"].(string)
+			}
+		}
+		t.Fatal("no tool.catalog.listed event")
+		return ""
+	}
+	a, b := echoTool("t.a", "read"), echoTool("t.b", "read")
+	if got, want := hashOf(true, a, b), hashOf(false, a, b); got != want || len(got) != 64 {
+		t.Fatalf("prepared catalogue hash %q, registered %q", got, want)
+	}
+	bad := echoTool("t.bad", "read")
+	bad.Definition.Annotations = &kernel.ToolAnnotations{Destructive: kernel.BoolPtr(true)}
+	if _, err := kernel.PrepareTool(bad); err == nil {
+		t.Fatal("a read tool marked destructive must be refused")
+	}
+	k := kernel.New(kernel.Config{})
+	p, err := kernel.PrepareTool(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RegisterPrepared(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RegisterPrepared(p); !errors.Is(err, kernel.ErrDuplicateRegistration) {
+		t.Fatalf("duplicate prepared tool: %v", err)
+	}
+	if err := k.RegisterTool(a); !errors.Is(err, kernel.ErrDuplicateRegistration) {
+		t.Fatalf("a registered tool after its prepared one: %v", err)
+	}
+	if err := k.RegisterPrepared(kernel.PreparedTool{}); err == nil {
+		t.Fatal("an unprepared tool was registered")
+	}
+}
+
 // TestEventIDs: 32 lowercase hex digits, unique, and ordered by the millisecond they were
 // minted in (so the trail's id index grows at its end).
 func TestEventIDs(t *testing.T) {
