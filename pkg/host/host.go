@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sharedos/sharedos/internal/uuid"
@@ -418,6 +419,16 @@ func (p *Prepared) Definitions() []kernel.ToolDefinition {
 // On error the prepared host stays as it was (Close still releases it).
 func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	s := p.Settings
+	// The grants of the context are validated and indexed (by the kernel's code, as its
+	// first turn would) on the other core while the state database opens; the kernel
+	// adopts the result when a turn first needs its authority.
+	var authority func() *kernel.PreparedAuthority
+	if p.Grants != nil {
+		ready := make(chan *kernel.PreparedAuthority, 1)
+		actx := p.Context
+		go func() { ready <- kernel.PrepareAuthority(ctx, p.source, actx, s.MaxGrants) }()
+		authority = sync.OnceValue(func() *kernel.PreparedAuthority { return <-ready })
+	}
 	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {
 		if !errors.Is(err, sqlitestore.ErrUnavailable) {
@@ -443,6 +454,9 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	}
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
 		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
+	if authority != nil {
+		h.Kernel.AdoptAuthorityLater(authority)
+	}
 	if err := p.preparedTools(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -298,6 +299,7 @@ func (c *authorityCache) put(key authorityKey, a *Authority) {
 
 // resolveAuthority is ResolveAuthority with the kernel's per-snapshot cache.
 func (k *Kernel) resolveAuthority(ctx context.Context, actx AccessContext) *Authority {
+	k.adoptPending()
 	ss, ok := k.cfg.Grants.(SnapshotGrantSource)
 	if !ok {
 		return ResolveAuthority(ctx, k.cfg.Grants, actx, k.cfg.MaxGrants)
@@ -309,17 +311,106 @@ func (k *Kernel) resolveAuthority(ctx context.Context, actx AccessContext) *Auth
 	if snap.Hash == "" {
 		return NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
 	}
-	key := authorityKey{hash: snap.Hash, world: actx.World, actor: actx.Actor, authority: actx.Authority,
-		maxGrants: k.cfg.MaxGrants, hashSize: len(snap.Grants)}
+	key := snapshotAuthorityKey(snap, actx, k.cfg.MaxGrants)
 	if a := k.auths.get(key, snap.Grants); a != nil {
 		return a
 	}
-	a := NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
+	a := newSnapshotAuthority(snap, actx, k.cfg.MaxGrants)
 	if a.unavailable == "" {
-		a.hashOnce.Do(func() { a.hash = snap.Hash })
 		k.auths.put(key, a)
 	}
 	return a
+}
+
+func snapshotAuthorityKey(snap GrantSnapshot, actx AccessContext, maxGrants int) authorityKey {
+	return authorityKey{hash: snap.Hash, world: actx.World, actor: actx.Actor, authority: actx.Authority,
+		maxGrants: maxGrants, hashSize: len(snap.Grants)}
+}
+
+// newSnapshotAuthority validates and indexes a snapshot's grants and takes its hash.
+func newSnapshotAuthority(snap GrantSnapshot, actx AccessContext, maxGrants int) *Authority {
+	a := NewAuthority(snap.Grants, actx, maxGrants)
+	if a.unavailable == "" {
+		a.hashOnce.Do(func() { a.hash = snap.Hash })
+	}
+	return a
+}
+
+// PreparedAuthority is the authority of one context resolved from a snapshot grant
+// source before the kernel that will use it exists (PrepareAuthority), so that a host
+// can validate and index the grants while it opens its other ports.
+type PreparedAuthority struct {
+	src  SnapshotGrantSource
+	key  authorityKey
+	auth *Authority
+}
+
+// PrepareAuthority resolves the authority of actx from src exactly as the first turn of
+// a kernel with Config.Grants src and Config.MaxGrants maxGrants would: the grants are
+// loaded, validated against the contract and indexed by the kernel's own code. It
+// returns nil when there is nothing to prepare (src is not a SnapshotGrantSource, its
+// snapshot carries no hash, or it failed or was refused: the turn then resolves, and
+// fails, on its own).
+func PrepareAuthority(ctx context.Context, src GrantSource, actx AccessContext, maxGrants int) *PreparedAuthority {
+	ss, ok := src.(SnapshotGrantSource)
+	if !ok {
+		return nil
+	}
+	snap, err := ss.LoadGrantSnapshot(ctx, actx)
+	if err != nil || snap.Hash == "" {
+		return nil
+	}
+	a := newSnapshotAuthority(snap, actx, maxGrants)
+	if a.unavailable != "" {
+		return nil
+	}
+	return &PreparedAuthority{src: ss, key: snapshotAuthorityKey(snap, actx, maxGrants), auth: a}
+}
+
+// Authority returns the prepared authority.
+func (p *PreparedAuthority) Authority() *Authority { return p.auth }
+
+// AdoptAuthority puts a prepared authority into the kernel's per-snapshot cache, where a
+// turn over the same snapshot, context and limit finds it (the turn still loads its
+// snapshot and checks it lists the same grant ids, as for any cached authority). It
+// reports whether it was adopted: only an authority prepared from this kernel's own
+// grant source (Config.Grants, the same value) and grant limit is.
+func (k *Kernel) AdoptAuthority(p *PreparedAuthority) bool {
+	if p == nil || p.key.maxGrants != k.cfg.MaxGrants {
+		return false
+	}
+	if ss, ok := k.cfg.Grants.(SnapshotGrantSource); !ok || !sameSource(ss, p.src) {
+		return false
+	}
+	k.auths.put(p.key, p.auth)
+	return true
+}
+
+// AdoptAuthorityLater is AdoptAuthority for an authority still being prepared: get is
+// called once, by the first turn that resolves its authority (and not at all when none
+// does), and what it returns is adopted before that turn looks in the cache.
+func (k *Kernel) AdoptAuthorityLater(get func() *PreparedAuthority) {
+	k.mu.Lock()
+	k.pending = append(k.pending, get)
+	k.mu.Unlock()
+}
+
+// adoptPending adopts the authorities AdoptAuthorityLater announced.
+func (k *Kernel) adoptPending() {
+	k.mu.Lock()
+	pending := k.pending
+	k.pending = nil
+	k.mu.Unlock()
+	for _, get := range pending {
+		k.AdoptAuthority(get())
+	}
+}
+
+// sameSource compares two sources as values; values of a type that is not comparable
+// are never the same source.
+func sameSource(a, b SnapshotGrantSource) bool {
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // HashGrants is the authority hash of a grant list (see Authority.Hash); snapshot

@@ -71,6 +71,7 @@ type Kernel struct {
 	cfg       Config
 	authz     Authorizer
 	auths     authorityCache
+	pending   []func() *PreparedAuthority // AdoptAuthorityLater, adopted at the next resolution
 	mu        sync.RWMutex
 	static    map[string]*registered
 	staticReg *registry // newRegistry(static), built on first use after registrations
