@@ -2,8 +2,12 @@ package kernel_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,6 +313,45 @@ func (s snapshotSource) LoadGrants(context.Context, kernel.AccessContext) ([]ker
 
 func (s snapshotSource) LoadGrantSnapshot(context.Context, kernel.AccessContext) (kernel.GrantSnapshot, error) {
 	return s.snap, nil
+}
+
+// TestHashGrantsReference: the authority hash is hex(SHA-256(the JSON array, escaped as
+// JSON.stringify, of the sorted canonical JSON of each grant)), whatever the count — below
+// and above the count from which the work is shared with a second goroutine, with equal
+// grants, and with strings that need escaping.
+func TestHashGrantsReference(t *testing.T) {
+	t.Parallel()
+	reference := func(grants []kernel.CapabilityGrant) string {
+		parts := make([]string, len(grants))
+		for i := range grants {
+			parts[i] = string(kernel.CanonicalGrant(&grants[i]))
+		}
+		slices.Sort(parts)
+		doc, err := json.Marshal(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := kernel.CanonicalJSON(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(canon)
+		return hex.EncodeToString(sum[:])
+	}
+	for _, n := range []int{0, 1, 2, 3, 511, 512, 513, 2001} {
+		grants := make([]kernel.CapabilityGrant, n)
+		for i := range grants {
+			// descending ids, so that neither half arrives sorted; every 7th a repeat
+			id := fmt.Sprintf("g-%05d \"q\" \\ \x01 é", n-i)
+			if i%7 == 6 {
+				id = fmt.Sprintf("g-%05d \"q\" \\ \x01 é", n-i+1)
+			}
+			grants[i] = grant(id, []string{"read"}, kernel.ScopeDescendants, "docs", fmt.Sprint(i%13))
+		}
+		if got, want := kernel.HashGrants(grants), reference(grants); got != want {
+			t.Fatalf("%d grants: hash %s, want %s", n, got, want)
+		}
+	}
 }
 
 func TestSnapshotGrantSource(t *testing.T) {
