@@ -433,3 +433,59 @@ func TestRefusedSetWritesNothing(t *testing.T) {
 		t.Fatalf("the refused load created %s (%v)", state, err)
 	}
 }
+
+// TestCacheWriteBehind: with WriteBehind the entry of a miss (and the key file, and the
+// authority hashes it holds) is written on another goroutine while the set is already
+// served; after Wait it is there and a hit serves the same set and hashes. A refused set
+// still writes nothing, and a hit has nothing to wait for.
+func TestCacheWriteBehind(t *testing.T) {
+	t.Parallel()
+	src := writeFiles(t, map[string]string{"a.yaml": string(readFixture(t, "full.yaml"))})
+	paths := []string{filepath.Join(src, "a.yaml")}
+	state := t.TempDir()
+	opts := SetOptions{CacheDir: filepath.Join(state, "cache"), CacheKeyFile: filepath.Join(state, "cache", "grants.key"), WriteBehind: true}
+	ref, err := LoadSet(paths, SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSet(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ref.index()
+	for k := range ref.scope { // served (hashes included) while the entry is written
+		actx := kernel.AccessContext{World: k.world, Actor: k.subject, Authority: k.issuer}
+		want, _ := ref.LoadGrantSnapshot(ctx, actx)
+		if got, _ := s.LoadGrantSnapshot(ctx, actx); got.Hash != want.Hash || !reflect.DeepEqual(got.Grants, want.Grants) {
+			t.Fatalf("scope %v served %+v, want %+v", k, got, want)
+		}
+	}
+	s.Wait()
+	if files, ok := readEntry(t, opts, paths); !ok || !reflect.DeepEqual(files, ref.Files()) {
+		t.Fatal("no entry after Wait")
+	}
+	hit, err := LoadSet(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hit.written != nil {
+		t.Error("a hit writes behind")
+	}
+	hit.Wait()
+	if !reflect.DeepEqual(hit.Files(), ref.Files()) || !reflect.DeepEqual(hit.hashes, s.allHashes()) {
+		t.Fatal("the hit serves another set or other hashes")
+	}
+
+	bad := filepath.Join(src, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\ngrants:\n  - id: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "state")
+	if _, err := LoadSet([]string{bad}, SetOptions{CacheDir: filepath.Join(other, "cache"), CacheKeyFile: filepath.Join(other, "key"), WriteBehind: true}); err == nil {
+		t.Fatal("a broken file loaded")
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("the refused load created %s (%v)", other, err)
+	}
+}

@@ -28,6 +28,12 @@ type SetOptions struct {
 	// 0700). Keep both outside the files plane's root, beside the state database.
 	CacheDir     string
 	CacheKeyFile string
+	// WriteBehind writes the cache entry of a miss (and computes the authority hashes it
+	// holds, and creates the key file if need be) on another goroutine: LoadSet returns
+	// once the files are parsed and checked. Set.Wait waits for the write; a process
+	// that exits without waiting may leave no entry (the next load parses again) or a
+	// temporary file (pruned like an old entry).
+	WriteBehind bool
 }
 
 // Set is several grant files loaded as one grant source: their grants concatenated in
@@ -52,6 +58,9 @@ type Set struct {
 	scopes []scopeKey // in order of first appearance
 	idOnce sync.Once
 	byID   map[string]*kernel.CapabilityGrant
+
+	// written is closed once the entry a WriteBehind load writes is written (or failed).
+	written chan struct{}
 
 	// hashes holds the authority hash of each scope's grants, from the cached snapshot
 	// or computed on first use (the authority hash is computed once per snapshot).
@@ -161,16 +170,37 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		files[i] = p.file
 	}
 	s := newSet(files)
-	if caching && macKey == nil {
-		// The set loaded cleanly: only now may the key file be created.
-		if macKey, _ = loadCacheKey(opts.CacheKeyFile, true); macKey != nil {
+	if !caching {
+		return s, nil
+	}
+	write := func() {
+		if macKey == nil {
+			// The set loaded cleanly: only now may the key file be created.
+			if macKey, _ = loadCacheKey(opts.CacheKeyFile, true); macKey == nil {
+				return
+			}
 			key = cacheKey(paths, datas)
 		}
-	}
-	if macKey != nil {
 		_ = writeCache(opts.CacheDir, macKey, key, files, s.allHashes())
 	}
+	if !opts.WriteBehind {
+		write()
+		return s, nil
+	}
+	s.written = make(chan struct{})
+	go func() {
+		defer close(s.written)
+		write()
+	}()
 	return s, nil
+}
+
+// Wait waits until the cache entry a SetOptions.WriteBehind load is writing is written
+// (or failed); it returns at once for any other set.
+func (s *Set) Wait() {
+	if s.written != nil {
+		<-s.written
+	}
 }
 
 // checkIDs refuses a grant id defined in two files.

@@ -272,11 +272,13 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 			}
 		}
 		stateDir := filepath.Dir(s.State)
+		// The cache entry of a miss is written while the command runs; Close waits for it.
 		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
-			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key")})
+			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key"), WriteBehind: true})
 		switch {
 		case err == nil:
 			p.Grants, p.source, p.resolver, gctx = set, set, set, set.Context()
+			p.closers = append(p.closers, waitCloser{set})
 		case errors.Is(err, grantfile.ErrContextConflict):
 			return nil, usageError("make the grant files' context blocks agree, or pass the field as a flag",
 				"grant files disagree: %v", err)
@@ -822,6 +824,14 @@ func resolveExisting(p string) string {
 func within(root, p string) bool {
 	rel, err := filepath.Rel(root, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// waitCloser waits, on Close, for the grant cache entry a set is writing.
+type waitCloser struct{ set *grantfile.Set }
+
+func (w waitCloser) Close() error {
+	w.set.Wait()
+	return nil
 }
 
 // discardAudit is the audit sink of an unaudited host (shell completion): it keeps
