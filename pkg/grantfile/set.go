@@ -118,6 +118,18 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 //   - a file that fails the contract, or a grant id defined twice (within or across
 //     files): a *RefusedError wrapping the *Error of the first problem in argument order.
 func LoadSet(paths []string, opts SetOptions) (*Set, error) {
+	var macKey []byte
+	caching := opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir)
+	if caching {
+		macKey, _ = loadCacheKey(opts.CacheKeyFile, false) // a missing key: nothing cached yet
+	}
+	if macKey != nil {
+		if s, ok := loadCached(paths, opts.CacheDir, macKey); ok {
+			return s, nil
+		}
+	}
+	// A miss (or no cache): the files are read once, and those very bytes are parsed
+	// and digested for the entry written.
 	datas := make([][]byte, len(paths))
 	for i, p := range paths {
 		data, err := readFile(p)
@@ -125,20 +137,6 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 			return nil, err
 		}
 		datas[i] = data
-	}
-	var key [32]byte
-	var macKey []byte
-	caching := opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir)
-	if caching {
-		macKey, _ = loadCacheKey(opts.CacheKeyFile, false) // a missing key: nothing cached yet
-	}
-	if macKey != nil {
-		key = cacheKey(paths, datas)
-		if files, hashes, ok := readCache(opts.CacheDir, macKey, key, paths); ok {
-			s := newSet(files)
-			s.hashes = hashes
-			return s, nil
-		}
 	}
 	ps := make([]*parsed, len(paths))
 	ctxs := make([]*fileContext, len(paths))
@@ -179,9 +177,8 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 			if macKey, _ = loadCacheKey(opts.CacheKeyFile, true); macKey == nil {
 				return
 			}
-			key = cacheKey(paths, datas)
 		}
-		_ = writeCache(opts.CacheDir, macKey, key, files, s.allHashes())
+		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes())
 	}
 	if !opts.WriteBehind {
 		write()
@@ -193,6 +190,42 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		write()
 	}()
 	return s, nil
+}
+
+// loadCached serves the set from the cache when it holds an entry for the files as they
+// are now. Their digest is streamed from the files on another goroutine (a hit needs no
+// copy of them) while the latest entry of these paths is read, authenticated and
+// decoded; that entry is used only if it carries the digest, else the entry the digest
+// names is read (and becomes the latest). ok=false on a miss, and when a file cannot be
+// streamed as readFile reads it: the caller reads the files and reports what is wrong.
+func loadCached(paths []string, dir string, macKey []byte) (*Set, bool) {
+	type digest struct {
+		key [32]byte
+		ok  bool
+	}
+	ch := make(chan digest, 1)
+	go func() {
+		k, ok := streamCacheKey(paths)
+		ch <- digest{k, ok}
+	}()
+	latest, ok := readEntryAt(latestPath(dir, paths), macKey, paths)
+	d := <-ch
+	if !d.ok {
+		return nil, false
+	}
+	if ok && latest.digest == d.key {
+		s := newSet(latest.files)
+		s.hashes = latest.hashes
+		return s, true
+	}
+	files, hashes, ok := readCache(dir, macKey, d.key, paths)
+	if !ok {
+		return nil, false
+	}
+	linkLatest(dir, d.key, paths)
+	s := newSet(files)
+	s.hashes = hashes
+	return s, true
 }
 
 // Wait waits until the cache entry a SetOptions.WriteBehind load is writing is written
