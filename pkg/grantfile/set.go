@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/sharedos/sharedos/internal/par"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -59,8 +60,8 @@ type Set struct {
 	idOnce sync.Once
 	byID   map[string]*kernel.CapabilityGrant
 
-	// written is closed once the entry a WriteBehind load writes is written (or failed).
-	written chan struct{}
+	// written writes the entry of a WriteBehind load.
+	written *par.Task
 
 	// hashes holds the authority hash of each scope's grants, from the cached snapshot
 	// or computed on first use (the authority hash is computed once per snapshot).
@@ -184,11 +185,7 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		write()
 		return s, nil
 	}
-	s.written = make(chan struct{})
-	go func() {
-		defer close(s.written)
-		write()
-	}()
+	s.written = par.Go(write)
 	return s, nil
 }
 
@@ -199,17 +196,13 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 // names is read (and becomes the latest). ok=false on a miss, and when a file cannot be
 // streamed as readFile reads it: the caller reads the files and reports what is wrong.
 func loadCached(paths []string, dir string, macKey []byte) (*Set, bool) {
-	type digest struct {
+	var d struct {
 		key [32]byte
 		ok  bool
 	}
-	ch := make(chan digest, 1)
-	go func() {
-		k, ok := streamCacheKey(paths)
-		ch <- digest{k, ok}
-	}()
+	digest := par.Go(func() { d.key, d.ok = streamCacheKey(paths) })
 	latest, ok := readEntryAt(latestPath(dir, paths), macKey, paths)
-	d := <-ch
+	digest.Wait()
 	if !d.ok {
 		return nil, false
 	}
@@ -229,10 +222,11 @@ func loadCached(paths []string, dir string, macKey []byte) (*Set, bool) {
 }
 
 // Wait waits until the cache entry a SetOptions.WriteBehind load is writing is written
-// (or failed); it returns at once for any other set.
+// (or failed), writing it itself if that has not started; it returns at once for any
+// other set.
 func (s *Set) Wait() {
 	if s.written != nil {
-		<-s.written
+		s.written.Wait()
 	}
 }
 

@@ -25,12 +25,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sharedos/sharedos/internal/uuid"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
+	"github.com/sharedos/sharedos/internal/par"
 	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/grantfile"
@@ -148,7 +148,7 @@ type Prepared struct {
 	frozenRepo [][]string // and its frozen repo: paths, for the repo plane besides
 	tools      []kernel.ToolHandler
 	prepared   []kernel.PreparedTool // tools, prepared for the kernel (same order)
-	preparing  chan error            // non-nil while they are prepared in the background
+	preparing  *par.Task             // non-nil while they are prepared in the background
 	prepareErr error                 // why they could not be
 	index      *snapshotIndexRef
 	closers    []io.Closer
@@ -244,19 +244,18 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 	// check. The planes are built only once every input was checked (the files plane
 	// creates its snapshot directory); their tools are then prepared while Open opens the
 	// state database.
-	toolsErr := make(chan error, 1)
+	var tools *par.Task
+	var toolsErr error
 	toolsJoined := false
 	if !needs.Planes {
-		go func() {
-			err := p.buildToolTable()
-			if err == nil {
-				err = p.prepareTools()
+		tools = par.Go(func() {
+			if toolsErr = p.buildToolTable(); toolsErr == nil {
+				toolsErr = p.prepareTools()
 			}
-			toolsErr <- err
-		}()
+		})
 		defer func() { // before the Close above: nothing may still append to p.closers
 			if !toolsJoined {
-				<-toolsErr
+				tools.Abandon()
 			}
 		}()
 	}
@@ -313,23 +312,23 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 	}
 	if !needs.Planes {
 		toolsJoined = true
-		if err := <-toolsErr; err != nil {
-			return nil, err
+		if tools.Wait(); toolsErr != nil {
+			return nil, toolsErr
 		}
 		return p, nil
 	}
 	if err := p.buildToolTable(); err != nil {
 		return nil, err
 	}
-	p.preparing = make(chan error, 1)
-	go func() { p.preparing <- p.prepareTools() }()
+	p.preparing = par.Go(func() { p.prepareErr = p.prepareTools() })
 	return p, nil
 }
 
-// preparedTools waits for the tools prepared in the background, if any.
+// preparedTools waits for the tools prepared in the background, if any (preparing them
+// itself if that has not started).
 func (p *Prepared) preparedTools() error {
 	if p.preparing != nil {
-		p.prepareErr = <-p.preparing
+		p.preparing.Wait()
 		p.preparing = nil
 	}
 	return p.prepareErr
@@ -426,10 +425,10 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	// adopts the result when a turn first needs its authority.
 	var authority func() *kernel.PreparedAuthority
 	if p.Grants != nil {
-		ready := make(chan *kernel.PreparedAuthority, 1)
+		var prepared *kernel.PreparedAuthority
 		actx := p.Context
-		go func() { ready <- kernel.PrepareAuthority(ctx, p.source, actx, s.MaxGrants) }()
-		authority = sync.OnceValue(func() *kernel.PreparedAuthority { return <-ready })
+		task := par.Go(func() { prepared = kernel.PrepareAuthority(ctx, p.source, actx, s.MaxGrants) })
+		authority = func() *kernel.PreparedAuthority { task.Wait(); return prepared }
 	}
 	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/sharedos/sharedos/internal/par"
 )
 
 // DefaultMaxGrants is how many grants one context may resolve before the kernel refuses
@@ -554,33 +556,29 @@ func authorityHash(grants []compiledGrant) string {
 	}
 	mid := len(grants) / 2
 	var second hashPart
-	done := make(chan struct{})
-	go func() {
+	task := par.Go(func() {
 		second.canonicalize(grants[mid:])
 		second.sorted()
-		close(done)
-	}()
+	})
 	var first hashPart
 	first.canonicalize(grants[:mid])
 	a := first.sorted()
-	<-done
+	task.Wait()
 	parts := mergeSorted(a, second.parts)
 
 	half := len(parts) / 2
 	var tail bytes.Buffer
-	escaped := make(chan struct{})
-	go func() {
+	escaped := par.Go(func() {
 		tail.Grow((second.arena.Len() + first.arena.Len()) / 2 * 9 / 8)
 		escapeParts(&tail, parts[half:], false, nil)
-		close(escaped)
-	}()
+	})
 	h := sha256.New()
 	var out bytes.Buffer
 	out.Grow(64 << 10)
 	out.WriteByte('[')
 	escapeParts(&out, parts[:half], true, h)
 	h.Write(out.Bytes())
-	<-escaped
+	escaped.Wait()
 	tail.WriteByte(']')
 	h.Write(tail.Bytes())
 	return hex.EncodeToString(h.Sum(nil))
