@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sharedos/sharedos/internal/par"
 )
@@ -123,6 +124,37 @@ type actionIndex struct {
 	all  []int32
 	once sync.Once
 	trie *pathNode
+	// scans counts the lookups answered by scanning all (the first trieAfter; the result
+	// is the trie's): a short-lived process decides once or twice and never needs the
+	// trie; a long-lived one builds it at its trieAfter+1-th lookup.
+	scans atomic.Int32
+}
+
+// trieAfter is how many path lookups of one (namespace, action) scan the grants before
+// the path trie is built.
+const trieAfter = 4
+
+// scan appends the grants the trie would give for path (see candidates): those with a
+// capability in ns for action whose path is a proper prefix of path with a descendants
+// scope or, when subtree, is path or below it (any scope), else is exactly path.
+func (x *actionIndex) scan(a *Authority, ns, action string, path []string, subtree bool, out []int32) []int32 {
+	for _, gi := range x.all {
+		for _, c := range a.grants[gi].g.Capabilities {
+			if c.Resource.Namespace != ns || !slices.Contains(c.Actions, action) {
+				continue
+			}
+			cp := c.Resource.Path
+			n := min(len(cp), len(path))
+			if !slices.Equal(cp[:n], path[:n]) {
+				continue
+			}
+			if len(cp) < len(path) && c.Scope != ScopeExact || len(cp) == len(path) || subtree && len(cp) > len(path) {
+				out = append(out, gi)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (x *actionIndex) root(a *Authority, ns, action string) *pathNode {
@@ -493,6 +525,10 @@ func (a *Authority) candidates(req *CapabilityRequirement, discovery bool, buf [
 		}
 		if discovery && len(req.Resource.Path) == 0 {
 			out = append(out, x.all...)
+			continue
+		}
+		if x.scans.Load() < trieAfter && x.scans.Add(1) <= trieAfter {
+			out = x.scan(a, req.Resource.Namespace, key, req.Resource.Path, discovery, out)
 			continue
 		}
 		node := x.root(a, req.Resource.Namespace, key)

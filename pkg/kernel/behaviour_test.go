@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -694,6 +695,70 @@ func TestContractRefusesInvalidUTF8(t *testing.T) {
 	for _, doc := range []string{``, `{`, `{"a":1} {"b":2}`, `nope`} {
 		if out, err := kernel.CanonicalJSON([]byte(doc)); err == nil {
 			t.Errorf("CanonicalJSON(%q) = %q, want an error", doc, out)
+		}
+	}
+}
+
+// TestScanAgreesWithTrie: the first path lookups of an authority scan its grants, later
+// ones use the path trie; both give the same decisions and diagnostics (the same
+// candidates) for calls and for discovery, over exact and descendants capabilities on
+// overlapping paths, several actions and the wildcard.
+func TestScanAgreesWithTrie(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	segs := []string{"a", "b", "c"}
+	rnd := uint32(7)
+	next := func(n int) int { rnd = rnd*1103515245 + 12345; return int(rnd>>16) % n }
+	path := func() []string {
+		p := []string{}
+		for range next(4) {
+			p = append(p, segs[next(len(segs))])
+		}
+		return p
+	}
+	actions := [][]string{{"read"}, {"list"}, {"read", "list"}, {"*"}}
+	var grants []kernel.CapabilityGrant
+	for i := range 300 {
+		scope := kernel.ScopeDescendants
+		if next(2) == 0 {
+			scope = kernel.ScopeExact
+		}
+		g := grant(fmt.Sprintf("g%03d", i), actions[next(len(actions))], scope, path()...)
+		if next(3) == 0 { // a second capability, in another namespace or not
+			ns := []string{"files", "repo"}[next(2)]
+			g.Capabilities = append(g.Capabilities, kernel.Capability{Resource: kernel.ResourceRef{Namespace: ns, Path: path()},
+				Actions: actions[next(len(actions))], Scope: kernel.ScopeExact})
+		}
+		if next(4) == 0 {
+			g.Constraints.Purposes = []string{"other"} // ineligible: reported among the rejections
+		}
+		grants = append(grants, g)
+	}
+	actx := testContext()
+	warm := kernel.NewAuthority(grants, actx, 0)
+	if warm.Unavailable() != "" {
+		t.Fatal(warm.Unavailable())
+	}
+	z := &kernel.Authorizer{}
+	for _, act := range []string{"read", "list", "*", "stat"} { // past the scans: the trie from now on
+		for range 5 {
+			z.Authorize(ctx, warm, actx, req(act, "a"), kernel.AuthorizeOptions{})
+			z.CanDiscover(ctx, warm, actx, req(act, "a"), "")
+		}
+	}
+	for range 300 {
+		r := req([]string{"read", "list", "*", "stat"}[next(4)], path()...)
+		fresh := kernel.NewAuthority(grants, actx, 0) // its first lookup: a scan
+		d1, g1 := z.Authorize(ctx, fresh, actx, r, kernel.AuthorizeOptions{})
+		d2, g2 := z.Authorize(ctx, warm, actx, r, kernel.AuthorizeOptions{})
+		if !reflect.DeepEqual(d1, d2) || !reflect.DeepEqual(g1, g2) {
+			t.Fatalf("call %+v: scan %+v %+v, trie %+v %+v", r, d1, g1, d2, g2)
+		}
+		fresh = kernel.NewAuthority(grants, actx, 0)
+		d1, g1 = z.CanDiscover(ctx, fresh, actx, r, "")
+		d2, g2 = z.CanDiscover(ctx, warm, actx, r, "")
+		if !reflect.DeepEqual(d1, d2) || !reflect.DeepEqual(g1, g2) {
+			t.Fatalf("discovery %+v: scan %+v %+v, trie %+v %+v", r, d1, g1, d2, g2)
 		}
 	}
 }
