@@ -14,10 +14,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -123,12 +126,140 @@ func validateHandler(h *ToolHandler) error {
 	return nil
 }
 
-// digestDefinition identifies a definition inside the catalogue hash. encoding/json is
-// deterministic (struct fields in order, map keys sorted), so the digest is stable for a
-// definition; the catalogue hash is an opaque audit identity, not a cross-host format.
+// digestDefinition identifies a definition inside the catalogue hash: the SHA-256 of
+// every field of the definition, each length-prefixed or tagged (so two definitions that
+// differ anywhere differ in the bytes hashed), map keys sorted. It walks the values
+// itself instead of encoding JSON (a process registers its tools once, on the way to its
+// first answer); a value of a type it does not know is hashed as its encoding/json
+// encoding. The catalogue hash is an opaque audit identity, not a cross-host format.
 func digestDefinition(d *ToolDefinition) [32]byte {
-	b, _ := json.Marshal(d)
-	return sha256.Sum256(b)
+	w := digester{h: sha256.New()}
+	w.str("sharedos tool definition v2")
+	w.str(d.Name)
+	w.str(d.Description)
+	w.str(d.Namespace)
+	w.str(d.Source)
+	w.str(string(d.ReadWrite))
+	w.value(d.InputSchema)
+	w.value(d.OutputSchema)
+	r := &d.RequiredCapability
+	w.str(r.Resource.Namespace)
+	w.strs(r.Resource.Path)
+	w.addr(r.Resource.Owner)
+	w.str(r.Action)
+	if a := d.Annotations; a == nil {
+		w.tag('-')
+	} else {
+		w.tag('a')
+		w.optBool(a.ReadOnly)
+		w.optBool(a.Destructive)
+		w.optBool(a.Idempotent)
+	}
+	w.value(d.Metadata)
+	var sum [32]byte
+	w.h.Sum(sum[:0])
+	return sum
+}
+
+// digester writes values, unambiguously, into a hash.
+type digester struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func (w *digester) tag(c byte) { w.h.Write([]byte{c}) }
+
+func (w *digester) str(s string) {
+	w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(s)))
+	w.h.Write(w.buf)
+	io.WriteString(w.h, s)
+}
+
+func (w *digester) strs(ss []string) {
+	w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(ss)))
+	w.h.Write(w.buf)
+	for _, s := range ss {
+		w.str(s)
+	}
+}
+
+func (w *digester) addr(a *Address) {
+	if a == nil {
+		w.tag('-')
+		return
+	}
+	w.tag('@')
+	w.str(string(a.Kind))
+	w.str(a.ID)
+}
+
+func (w *digester) optBool(b *bool) {
+	switch {
+	case b == nil:
+		w.tag('-')
+	case *b:
+		w.tag('t')
+	default:
+		w.tag('f')
+	}
+}
+
+func (w *digester) value(v any) {
+	switch x := v.(type) {
+	case nil:
+		w.tag('n')
+	case bool:
+		w.optBool(&x)
+	case string:
+		w.tag('s')
+		w.str(x)
+	case json.Number:
+		w.tag('#')
+		w.str(string(x))
+	case float64:
+		w.tag('#')
+		w.str(strconv.FormatFloat(x, 'g', -1, 64))
+	case int:
+		w.tag('#')
+		w.str(strconv.Itoa(x))
+	case int64:
+		w.tag('#')
+		w.str(strconv.FormatInt(x, 10))
+	case []string:
+		w.tag('[')
+		w.strs(x)
+	case []any:
+		w.tag('[')
+		w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(x)))
+		w.h.Write(w.buf)
+		for _, e := range x {
+			w.value(e)
+		}
+	case map[string]any:
+		if x == nil {
+			w.tag('n')
+			return
+		}
+		w.tag('{')
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(keys)))
+		w.h.Write(w.buf)
+		for _, k := range keys {
+			w.str(k)
+			w.value(x[k])
+		}
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			b = []byte(fmt.Sprintf("%T %v", x, x))
+		}
+		w.tag('j')
+		w.str(string(b))
+	}
 }
 
 // RegisterTool adds a static, process-wide tool. It fails on an invalid definition or a
