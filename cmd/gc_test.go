@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,21 @@ func TestTuneGC(t *testing.T) {
 	}
 	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
 		t.Fatalf("memory limit after the first collection: %d, want none", l)
+	}
+}
+
+// TestGCPolicyServer: only the mcp command itself (wherever the global flags sit) is a
+// server that keeps the usual pacing; its subcommands and every other command are tuned.
+func TestGCPolicyServer(t *testing.T) {
+	ios, _, _, _ := Test()
+	root := NewRootCmd(&Factory{IOStreams: ios, Env: func(string) string { return "" }})
+	for args, want := range map[string]bool{
+		"mcp": true, "--state /tmp/s.db mcp": true, "mcp --listen 127.0.0.1:0": true, "--root . -o json mcp": true,
+		"mcp config --client generic": false, "tools list": false, "version": false, "--root mcp tools list": false,
+	} {
+		c, _, err := root.Find(strings.Fields(args))
+		if got := err == nil && isServer(c); got != want {
+			t.Errorf("%q: server = %v, want %v", args, got, want)
+		}
 	}
 }

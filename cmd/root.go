@@ -22,10 +22,25 @@ import (
 // exit code. The process is short-lived, so the garbage collector runs less often
 // (unless GOGC or GOMEMLIMIT says otherwise, see tuneGC).
 func Main() int {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		tuneGC(nil)
+	tune := os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""
+	return mainWith(os.Args[1:], System(os.Getenv), os.Getenv, tune)
+}
+
+// gcPolicy sets the collector's pacing for the command args name: a server (mcp, which
+// runs until its client goes) keeps GOGC=400 from the start; every other command, which
+// builds what it needs and exits, is tuned by tuneGC.
+func gcPolicy(root *cobra.Command, args []string) {
+	if c, _, err := root.Find(args); err == nil && isServer(c) {
+		debug.SetGCPercent(400)
+		return
 	}
-	return MainWith(os.Args[1:], System(os.Getenv), os.Getenv)
+	tuneGC(nil)
+}
+
+// isServer reports whether c is the mcp command itself (its subcommands, mcp config and
+// the like, only print).
+func isServer(c *cobra.Command) bool {
+	return c.Name() == "mcp" && c.Parent() != nil && c.Parent().Parent() == nil
 }
 
 // firstGCHeap is how much memory the process may use before its first collection.
@@ -55,8 +70,17 @@ func tuneGC(after func()) {
 // variables are read from the process environment through viper. Everything the run
 // opened is closed before it returns.
 func MainWith(args []string, ios *IOStreams, env func(string) string) int {
+	return mainWith(args, ios, env, false)
+}
+
+// mainWith is MainWith; tuneGC sets the collector's pacing for the command (Main only:
+// tests keep the test binary's).
+func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC bool) int {
 	f := &Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}
 	root := NewRootCmd(f)
+	if tuneGC {
+		gcPolicy(root, args)
+	}
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
