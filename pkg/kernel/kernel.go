@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -133,7 +132,7 @@ func validateHandler(h *ToolHandler) error {
 // first answer); a value of a type it does not know is hashed as its encoding/json
 // encoding. The catalogue hash is an opaque audit identity, not a cross-host format.
 func digestDefinition(d *ToolDefinition) [32]byte {
-	w := digester{h: sha256.New()}
+	w := digester{h: sha256.New(), buf: make([]byte, 0, 8<<10)}
 	w.str("sharedos tool definition v2")
 	w.str(d.Name)
 	w.str(d.Description)
@@ -156,28 +155,37 @@ func digestDefinition(d *ToolDefinition) [32]byte {
 		w.optBool(a.Idempotent)
 	}
 	w.value(d.Metadata)
+	w.flush()
 	var sum [32]byte
 	w.h.Sum(sum[:0])
 	return sum
 }
 
-// digester writes values, unambiguously, into a hash.
+// digester writes values, unambiguously, into a hash, through one buffer.
 type digester struct {
 	h   hash.Hash
 	buf []byte
 }
 
-func (w *digester) tag(c byte) { w.h.Write([]byte{c}) }
+func (w *digester) flush() {
+	w.h.Write(w.buf)
+	w.buf = w.buf[:0]
+}
+
+func (w *digester) tag(c byte) { w.buf = append(w.buf, c) }
+
+func (w *digester) count(n int) { w.buf = binary.AppendUvarint(w.buf, uint64(n)) }
 
 func (w *digester) str(s string) {
-	w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(s)))
-	w.h.Write(w.buf)
-	io.WriteString(w.h, s)
+	w.count(len(s))
+	w.buf = append(w.buf, s...)
+	if len(w.buf) > 4<<10 {
+		w.flush()
+	}
 }
 
 func (w *digester) strs(ss []string) {
-	w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(ss)))
-	w.h.Write(w.buf)
+	w.count(len(ss))
 	for _, s := range ss {
 		w.str(s)
 	}
@@ -209,7 +217,11 @@ func (w *digester) value(v any) {
 	case nil:
 		w.tag('n')
 	case bool:
-		w.optBool(&x)
+		if x {
+			w.tag('t')
+		} else {
+			w.tag('f')
+		}
 	case string:
 		w.tag('s')
 		w.str(x)
@@ -230,8 +242,7 @@ func (w *digester) value(v any) {
 		w.strs(x)
 	case []any:
 		w.tag('[')
-		w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(x)))
-		w.h.Write(w.buf)
+		w.count(len(x))
 		for _, e := range x {
 			w.value(e)
 		}
@@ -246,8 +257,7 @@ func (w *digester) value(v any) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(keys)))
-		w.h.Write(w.buf)
+		w.count(len(keys))
 		for _, k := range keys {
 			w.str(k)
 			w.value(x[k])
