@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -18,12 +20,48 @@ import (
 
 // Main runs the command line with the process's arguments and streams and returns the
 // exit code. The process is short-lived, so the garbage collector runs less often
-// (unless GOGC says otherwise): with 1,000 grants a listing then needs no collection.
+// (unless GOGC or GOMEMLIMIT says otherwise, see tuneGC).
 func Main() int {
-	if os.Getenv("GOGC") == "" {
+	tune := os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""
+	return mainWith(os.Args[1:], System(os.Getenv), os.Getenv, tune)
+}
+
+// gcPolicy sets the collector's pacing for the command args name: a server (mcp, which
+// runs until its client goes) keeps GOGC=400 from the start; every other command, which
+// builds what it needs and exits, is tuned by tuneGC.
+func gcPolicy(root *cobra.Command, args []string) {
+	if c, _, err := root.Find(args); err == nil && isServer(c) {
 		debug.SetGCPercent(400)
+		return
 	}
-	return MainWith(os.Args[1:], System(os.Getenv), os.Getenv)
+	tuneGC(nil)
+}
+
+// isServer reports whether c is the mcp command itself (its subcommands, mcp config and
+// the like, only print).
+func isServer(c *cobra.Command) bool {
+	return c.Name() == "mcp" && c.Parent() != nil && c.Parent().Parent() == nil
+}
+
+// firstGCHeap is how much memory the process may use before its first collection.
+const firstGCHeap = 128 << 20
+
+// tuneGC makes the first collection wait until the process uses firstGCHeap (a run
+// builds what it needs and exits: with 10,000 grants, ~90 MB, nearly all of it live,
+// which a collection at 16 MB would only mark), and from that first collection on paces
+// collections at GOGC=400 without a limit, so that a far larger input is collected as
+// usual. after, when set, is called once the pacing is switched (for tests).
+func tuneGC(after func()) {
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(firstGCHeap)
+	sentinel := &struct{ _ [16]byte }{} // a heap object of its own, found unreachable by the first collection
+	runtime.SetFinalizer(sentinel, func(*struct{ _ [16]byte }) {
+		debug.SetGCPercent(400)
+		debug.SetMemoryLimit(math.MaxInt64)
+		if after != nil {
+			after()
+		}
+	})
 }
 
 // MainWith runs the command line with args over ios. env is consulted for the
@@ -32,8 +70,17 @@ func Main() int {
 // variables are read from the process environment through viper. Everything the run
 // opened is closed before it returns.
 func MainWith(args []string, ios *IOStreams, env func(string) string) int {
+	return mainWith(args, ios, env, false)
+}
+
+// mainWith is MainWith; tuneGC sets the collector's pacing for the command (Main only:
+// tests keep the test binary's).
+func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC bool) int {
 	f := &Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}
 	root := NewRootCmd(f)
+	if tuneGC {
+		gcPolicy(root, args)
+	}
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,10 +35,18 @@ import (
 // directory but not read the key file can delete or damage entries (they are then
 // rebuilt from the source), never forge one. Bump cacheVersion whenever parsing or the
 // encoding changes meaning.
+//
+// Each entry written is also hard-linked as the latest entry of its list of paths
+// (latestPath: named by the SHA-256 of cacheVersion and the paths alone), so that a load
+// can read, authenticate and decode the entry it will most likely use while the digest of
+// the files is still being computed: the latest entry is used only if the digest it
+// carries is the one computed (else the entry named by the digest is read, as without
+// it). It is a hint where to look, never a reason to trust.
 const (
 	cacheVersion = "sharedos/grantfile snapshot v3"
 	cacheMagic   = "SOSGF\x00\x03\n"
 	cacheExt     = ".grants"
+	latestExt    = ".latest"          // the latest entry of a list of paths (a hard link)
 	cacheMaxAge  = 7 * 24 * time.Hour // entries not written for this long are pruned on writes
 	cacheKeySize = 32                 // bytes of secret in the key file
 )
@@ -57,8 +67,67 @@ func cacheKey(paths []string, datas [][]byte) [32]byte {
 	return k
 }
 
+// streamCacheKey is cacheKey of the files at paths, streamed through one small buffer.
+// ok=false when a file cannot be opened, is not a regular file, is larger than
+// MaxFileSize or does not hold as many bytes as it said when opened.
+func streamCacheKey(paths []string) (key [32]byte, ok bool) {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write([]byte(cacheVersion))
+	buf := make([]byte, 32<<10)
+	for _, p := range paths {
+		if !streamFile(h, p, buf, n[:]) {
+			return key, false
+		}
+	}
+	h.Sum(key[:0])
+	return key, true
+}
+
+func streamFile(h hash.Hash, path string, buf, n []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() || info.Size() > MaxFileSize {
+		return false
+	}
+	h.Write(n[:binary.PutUvarint(n, uint64(len(path)))])
+	h.Write([]byte(path))
+	h.Write(n[:binary.PutUvarint(n, uint64(info.Size()))])
+	left := info.Size()
+	for {
+		k, err := f.Read(buf)
+		if int64(k) > left {
+			return false // grew while read
+		}
+		h.Write(buf[:k])
+		left -= int64(k)
+		if err == io.EOF {
+			return left == 0
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
 func cachePath(dir string, key [32]byte) string {
 	return filepath.Join(dir, hex.EncodeToString(key[:])+cacheExt)
+}
+
+// latestPath names the latest entry written for paths (in that order).
+func latestPath(dir string, paths []string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write([]byte(cacheVersion))
+	for _, p := range paths {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
+		h.Write([]byte(p))
+	}
+	return filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+latestExt)
 }
 
 // usableCacheDir reports whether dir may hold the cache: it does not exist yet (it is
@@ -174,30 +243,78 @@ func openEntry(key []byte, digest [32]byte, entry []byte) ([]byte, bool) {
 	return payload, true
 }
 
-// readCache returns the files of a cached snapshot, or ok=false on a miss or any
-// problem with the entry (which the caller then rewrites).
-func readCache(dir string, macKey []byte, key [32]byte, paths []string) ([]*File, map[scopeKey]string, bool) {
-	data, err := os.ReadFile(cachePath(dir, key))
-	if err != nil {
-		return nil, nil, false
+// openAnyEntry returns the digest and payload of a cache entry whose MAC verifies under
+// key, whatever digest it carries (the caller compares it).
+func openAnyEntry(key []byte, entry []byte) (digest [32]byte, payload []byte, ok bool) {
+	head := len(cacheMagic) + len(digest)
+	if len(entry) < head+sha256.Size || !bytes.HasPrefix(entry, []byte(cacheMagic)) {
+		return digest, nil, false
 	}
-	payload, ok := openEntry(macKey, key, data)
-	if !ok {
-		return nil, nil, false
-	}
-	files, hashes, err := decodeSnapshot(payload)
-	if err != nil || len(files) != len(paths) {
-		return nil, nil, false
-	}
-	for i, f := range files {
-		if f.Path != paths[i] {
-			return nil, nil, false
-		}
-	}
-	return files, hashes, true
+	copy(digest[:], entry[len(cacheMagic):head])
+	payload, ok = openEntry(key, digest, entry)
+	return digest, payload, ok
 }
 
-// writeCache stores the files under key, atomically (temporary file + rename).
+// cached is a decoded, authenticated cache entry.
+type cached struct {
+	digest [32]byte
+	files  []*File
+	hashes map[scopeKey]string
+}
+
+// readEntryAt reads, authenticates and decodes the entry at path for paths; ok=false on a
+// miss or any problem with the entry.
+func readEntryAt(path string, macKey []byte, paths []string) (c cached, ok bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, false
+	}
+	var payload []byte
+	if c.digest, payload, ok = openAnyEntry(macKey, data); !ok {
+		return c, false
+	}
+	c.files, c.hashes, err = decodeSnapshot(payload)
+	if err != nil || len(c.files) != len(paths) {
+		return c, false
+	}
+	for i, f := range c.files {
+		if f.Path != paths[i] {
+			return c, false
+		}
+	}
+	return c, true
+}
+
+// readCache returns the files of the cached snapshot for key, or ok=false on a miss or
+// any problem with the entry (which the caller then rewrites).
+func readCache(dir string, macKey []byte, key [32]byte, paths []string) ([]*File, map[scopeKey]string, bool) {
+	c, ok := readEntryAt(cachePath(dir, key), macKey, paths)
+	if !ok || c.digest != key {
+		return nil, nil, false
+	}
+	return c.files, c.hashes, true
+}
+
+// linkLatest makes the entry for key the latest entry of paths (a hard link, replaced
+// atomically); failures are ignored (the next load reads the entry by its digest).
+func linkLatest(dir string, key [32]byte, paths []string) {
+	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(key[:8])+"-"+randomSuffix()+latestExt)
+	if err := os.Link(cachePath(dir, key), tmp); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, latestPath(dir, paths)); err != nil {
+		os.Remove(tmp)
+	}
+}
+
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// writeCache stores the files under key, atomically (temporary file + rename), and
+// makes it the latest entry of paths.
 func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes map[scopeKey]string) error {
 	payload, err := encodeSnapshot(files, hashes)
 	if err != nil {
@@ -226,11 +343,21 @@ func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes m
 		os.Remove(tmp.Name())
 		return werr
 	}
+	linkLatest(dir, key, pathsOf(files))
 	pruneCache(dir)
 	return nil
 }
 
-// pruneCache removes entries (and stray temporary files) older than cacheMaxAge.
+func pathsOf(files []*File) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Path
+	}
+	return out
+}
+
+// pruneCache removes entries, latest links (and stray temporary files) older than
+// cacheMaxAge.
 func pruneCache(dir string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -238,7 +365,7 @@ func pruneCache(dir string) {
 	}
 	cutoff := time.Now().Add(-cacheMaxAge)
 	for _, e := range ents {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), cacheExt) {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), cacheExt) && !strings.HasSuffix(e.Name(), latestExt) {
 			continue
 		}
 		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {

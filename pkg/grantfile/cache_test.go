@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -431,5 +432,180 @@ func TestRefusedSetWritesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Fatalf("the refused load created %s (%v)", state, err)
+	}
+}
+
+// TestCacheWriteBehind: with WriteBehind the entry of a miss (and the key file, and the
+// authority hashes it holds) is written on another goroutine while the set is already
+// served; after Wait it is there and a hit serves the same set and hashes. A refused set
+// still writes nothing, and a hit has nothing to wait for.
+func TestCacheWriteBehind(t *testing.T) {
+	t.Parallel()
+	src := writeFiles(t, map[string]string{"a.yaml": string(readFixture(t, "full.yaml"))})
+	paths := []string{filepath.Join(src, "a.yaml")}
+	state := t.TempDir()
+	opts := SetOptions{CacheDir: filepath.Join(state, "cache"), CacheKeyFile: filepath.Join(state, "cache", "grants.key"), WriteBehind: true}
+	ref, err := LoadSet(paths, SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSet(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ref.index()
+	for k := range ref.scope { // served (hashes included) while the entry is written
+		actx := kernel.AccessContext{World: k.world, Actor: k.subject, Authority: k.issuer}
+		want, _ := ref.LoadGrantSnapshot(ctx, actx)
+		if got, _ := s.LoadGrantSnapshot(ctx, actx); got.Hash != want.Hash || !reflect.DeepEqual(got.Grants, want.Grants) {
+			t.Fatalf("scope %v served %+v, want %+v", k, got, want)
+		}
+	}
+	s.Wait()
+	if files, ok := readEntry(t, opts, paths); !ok || !reflect.DeepEqual(files, ref.Files()) {
+		t.Fatal("no entry after Wait")
+	}
+	hit, err := LoadSet(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hit.written != nil {
+		t.Error("a hit writes behind")
+	}
+	hit.Wait()
+	if !reflect.DeepEqual(hit.Files(), ref.Files()) || !reflect.DeepEqual(hit.hashes, s.allHashes()) {
+		t.Fatal("the hit serves another set or other hashes")
+	}
+
+	bad := filepath.Join(src, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\ngrants:\n  - id: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "state")
+	if _, err := LoadSet([]string{bad}, SetOptions{CacheDir: filepath.Join(other, "cache"), CacheKeyFile: filepath.Join(other, "key"), WriteBehind: true}); err == nil {
+		t.Fatal("a broken file loaded")
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("the refused load created %s (%v)", other, err)
+	}
+}
+
+// TestCacheLatest: the latest entry of a list of paths is a hard link to the entry last
+// written (or hit) for them; it is used when it carries the digest of the files just
+// read, and only then: after a change (or a change back) the entry the digest names is
+// used, and one that does not authenticate is ignored.
+func TestCacheLatest(t *testing.T) {
+	t.Parallel()
+	v1 := string(readFixture(t, "full.yaml"))
+	src := writeFiles(t, map[string]string{"a.yaml": v1})
+	paths := []string{filepath.Join(src, "a.yaml")}
+	state := t.TempDir()
+	opts := SetOptions{CacheDir: filepath.Join(state, "cache"), CacheKeyFile: filepath.Join(state, "cache.key")}
+	ref, err := LoadSet(paths, SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := latestPath(opts.CacheDir, paths)
+	linked := func(t *testing.T) bool {
+		t.Helper()
+		a, err1 := os.Stat(latest)
+		b, err2 := os.Stat(cachePath(opts.CacheDir, sourceDigest(t, paths)))
+		return err1 == nil && err2 == nil && os.SameFile(a, b)
+	}
+	if _, err := LoadSet(paths, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !linked(t) {
+		t.Fatal("the entry written is not the latest")
+	}
+
+	// The latest entry is what a hit reads: plant another valid one there only.
+	planted := ref.Files()
+	planted[0].Grants[0].Capabilities[0].Actions = []string{"planted"}
+	if err := os.Remove(latest); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(latest, sealedEntry(t, opts.CacheKeyFile, paths, planted, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSet(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Files()[0].Grants[0].Capabilities[0].Actions; !reflect.DeepEqual(got, []string{"planted"}) {
+		t.Fatalf("the latest entry was not used: actions %v", got)
+	}
+
+	// One that does not authenticate is ignored: the entry named by the digest is used.
+	if err := os.WriteFile(latest, sealEntry(make([]byte, cacheKeySize), sourceDigest(t, paths), mustEncode(t, planted)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = LoadSet(paths, opts); err != nil || !reflect.DeepEqual(s.Files(), ref.Files()) {
+		t.Fatalf("a forged latest entry was used (%v)", err)
+	}
+	if !linked(t) {
+		t.Fatal("a hit by digest did not make its entry the latest")
+	}
+
+	// A changed file: the latest entry (of the old content) is not used.
+	v2 := strings.Replace(v1, "triage", "other-purpose", 1)
+	if v2 == v1 {
+		t.Fatal("the fixture changed its purposes; pick another edit")
+	}
+	if err := os.WriteFile(paths[0], []byte(v2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref2, err := LoadSet(paths, SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = LoadSet(paths, opts); err != nil || !reflect.DeepEqual(s.Files(), ref2.Files()) {
+		t.Fatalf("changed file: the old content was served (%v)", err)
+	}
+	if !linked(t) {
+		t.Fatal("the new entry is not the latest")
+	}
+	// And back: the old entry, by its digest, is used and becomes the latest again.
+	if err := os.WriteFile(paths[0], []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = LoadSet(paths, opts); err != nil || !reflect.DeepEqual(s.Files(), ref.Files()) {
+		t.Fatalf("changed back: the newer content was served (%v)", err)
+	}
+	if !linked(t) || len(cacheEntries(t, opts.CacheDir)) != 2 {
+		t.Fatalf("changed back: linked=%v, %d entries", linked(t), len(cacheEntries(t, opts.CacheDir)))
+	}
+}
+
+func mustEncode(t *testing.T, files []*File) []byte {
+	t.Helper()
+	p, err := encodeSnapshot(files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStreamCacheKey: the digest a hit streams from the files is the digest of their
+// bytes (cacheKey), and a path readFile would not read as a grant file is no digest.
+func TestStreamCacheKey(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("# a comment line of a grant file\n", 5000) // several buffers
+	src := writeFiles(t, map[string]string{"a.yaml": string(readFixture(t, "full.yaml")), "empty.yaml": "", "big.yaml": big})
+	for _, names := range [][]string{{"a.yaml"}, {"empty.yaml"}, {"big.yaml", "a.yaml"}, {"a.yaml", "big.yaml", "empty.yaml"}} {
+		paths := make([]string, len(names))
+		for i, n := range names {
+			paths[i] = filepath.Join(src, n)
+		}
+		got, ok := streamCacheKey(paths)
+		if want := sourceDigest(t, paths); !ok || got != want {
+			t.Errorf("%v: streamed digest %x (ok=%v), want %x", names, got, ok, want)
+		}
+	}
+	for _, p := range []string{src, filepath.Join(src, "missing.yaml")} {
+		if _, ok := streamCacheKey([]string{filepath.Join(src, "a.yaml"), p}); ok {
+			t.Errorf("%s: streamed a digest", p)
+		}
 	}
 }

@@ -2,9 +2,12 @@ package grantfile
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos/internal/par"
 )
 
 // fastYAMLTree reads the common layout of hand-written grant files — block mappings and
@@ -15,12 +18,46 @@ import (
 // library's. A tree it returns equals the one yamlTree builds from the library's
 // nodes, line numbers included (FuzzFastYAML holds it to that).
 func fastYAMLTree(data []byte) (*node, bool) {
-	if !fastYAMLText(data) {
-		return nil, false
+	if len(data) < parallelYAMLMin {
+		if !fastYAMLText(data) {
+			return nil, false
+		}
+		return fastYAMLLines(string(data))
 	}
+	// A large file: its characters are checked on the other core while it is read.
+	var textOK bool
+	check := par.Go(func() { textOK = fastYAMLText(data) })
+	root, ok := readUnchecked(string(data))
+	check.Wait()
+	return root, ok && textOK
+}
+
+// readUnchecked is fastYAMLLines on text not yet known to pass fastYAMLText: a panic
+// there is not a result (such text is left to the library).
+func readUnchecked(data string) (root *node, ok bool) {
+	defer func() {
+		if recover() != nil {
+			root, ok = nil, false
+		}
+	}()
+	return fastYAMLLines(data)
+}
+
+// parallelYAMLMin is the size from which fastYAMLTree shares its work with another
+// goroutine (about 300 grants).
+const parallelYAMLMin = 96 << 10
+
+// fastYAMLLines is fastYAMLTree once the characters were checked (or while they are).
+func fastYAMLLines(data string) (*node, bool) {
 	// One conversion: every key and value is a substring of it (no copy per scalar).
-	p := &fastYAML{data: string(data)}
+	p := &fastYAML{data: data}
 	p.splitLines()
+	if len(data) >= parallelYAMLMin {
+		if root, ok := p.halves(); ok {
+			return root, true
+		}
+		p = &fastYAML{data: data, lines: p.lines, col: -1}
+	}
 	p.skipBlank()
 	if p.i >= len(p.lines) {
 		return nil, false
@@ -38,6 +75,98 @@ func fastYAMLTree(data []byte) (*node, bool) {
 		return nil, false
 	}
 	return root, true
+}
+
+// halves reads a document whose last top-level key holds a long block list (the grants)
+// in two halves at once: the lines before an item near the middle (the document up to
+// there, which ends inside the list), and, on another goroutine, the items from there on
+// to the end of the file, read as the rest of that list; the second half's items are
+// then appended to the list. It reports false when the document does not have that
+// shape (the caller reads it whole): the split line must be a dash in the list's own
+// column, the list the last member of the top-level mapping, and the second half must
+// reach the end of the file. Read so, a document gives the tree the whole reading does
+// (the items before the split end at the split line either way, and the second reader
+// starts at the depth the first one was at).
+func (p *fastYAML) halves() (*node, bool) {
+	// The list's column: that of the first content line after the top-level key above
+	// the middle.
+	content := func(l string) (string, int) {
+		t := strings.TrimLeft(l, " ")
+		if len(t) == 0 || t[0] == '#' {
+			return "", -1
+		}
+		return t, len(l) - len(t)
+	}
+	key := len(p.lines) / 2
+	for ; key >= 0; key-- {
+		if t, in := content(p.lines[key]); in == 0 && !strings.HasPrefix(t, "- ") {
+			break
+		}
+	}
+	if key < 0 {
+		return nil, false
+	}
+	dash := -1
+	for i := key + 1; i < len(p.lines) && dash < 0; i++ {
+		if t, in := content(p.lines[i]); in >= 0 && strings.HasPrefix(t, "- ") {
+			dash = in
+		} else if in >= 0 {
+			return nil, false
+		}
+	}
+	m := len(p.lines) / 2
+	for ; m < len(p.lines); m++ {
+		if t, in := content(p.lines[m]); in == dash && strings.HasPrefix(t, "- ") {
+			break
+		}
+	}
+	if dash < 0 || m >= len(p.lines) {
+		return nil, false
+	}
+	second := &fastYAML{data: p.data, lines: p.lines, i: m, col: -1, depth: 1}
+	var tail *node
+	var tailOK bool
+	task := par.Go(func() {
+		defer func() {
+			if recover() != nil { // on another goroutine: no caller to recover it
+				tail, tailOK = nil, false
+			}
+		}()
+		if tail, tailOK = second.sequence(dash); tailOK {
+			second.skipBlank()
+			tailOK = second.i == len(second.lines)
+		}
+	})
+	first := &fastYAML{data: p.data, lines: p.lines[:m], col: -1}
+	root, ok := first.document()
+	task.Wait()
+	if !ok || !tailOK || root.kind != kObj || len(root.kids) == 0 {
+		return nil, false
+	}
+	list := root.kids[len(root.kids)-1]
+	if list.kind != kArr || len(list.kids) == 0 {
+		return nil, false
+	}
+	l := first.lines[list.kids[0].line-1]
+	if len(l)-len(strings.TrimLeft(l, " ")) != dash {
+		return nil, false // the split line is not an item of this list
+	}
+	list.kids = slices.Concat(list.kids, tail.kids)
+	return root, true
+}
+
+// document reads the whole of p's lines as one top-level mapping.
+func (p *fastYAML) document() (*node, bool) {
+	p.skipBlank()
+	if p.i >= len(p.lines) || p.indent() != 0 {
+		return nil, false
+	}
+	root, ok := p.mapping(0)
+	if !ok {
+		return nil, false
+	}
+	p.skipBlank()
+	return root, p.i >= len(p.lines)
 }
 
 // fastYAMLText reports whether data holds only characters the fast reader handles: no

@@ -94,3 +94,71 @@ func FuzzFastYAML(f *testing.F) {
 		"a:\n  - x\n  -   y\n  - {k: v}\n  - [1, 2]\nb:\n    - c: 1\n      d: 2\n    - e: 3\n")
 	f.Fuzz(func(t *testing.T, data []byte) { checkFastYAML(t, data) })
 }
+
+// TestFastYAMLHalves: a large document is read in two halves when its last top-level
+// key holds the long list, and the tree is the library's (lines included) whether or not
+// it could be split: an indented or an indentless list, comments and blank lines between
+// the items, a key after the list, a list that is not the last, a nested list at the
+// middle; a document the fast reader must decline, with the problem in either half, is
+// still declined.
+func TestFastYAMLHalves(t *testing.T) {
+	t.Parallel()
+	big := genYAML(400)
+	if len(big) < parallelYAMLMin {
+		t.Fatalf("the document (%d bytes) is too small to be split", len(big))
+	}
+	head, items, _ := strings.Cut(big, "grants:\n")
+	indentless := head + "grants:\n" + strings.ReplaceAll("\n"+items, "\n  ", "\n")[1:]
+	commented := strings.ReplaceAll(big, "\n  - id:", "\n\n# a comment\n  # another\n  - id:")
+	tests := []struct {
+		name  string
+		doc   string
+		split bool // read in halves
+	}{
+		{"indented list", big, true},
+		{"indentless list", indentless, true},
+		{"comments between items", commented, true},
+		{"a key after the list", big + "extra: 1\n", false},
+		{"the list is not last", strings.Replace(big, "grants:\n", "grants2: {}\ngrants:\n", 1) + "after:\n  - x\n", false},
+		{"a nested list in the middle", strings.Replace(big, "version: 1\n", "version: 1\nother:\n  list:\n"+strings.Repeat("    - item\n", 8000), 1), false},
+	}
+	for _, tc := range tests {
+		p := &fastYAML{data: tc.doc}
+		p.splitLines()
+		root, split := p.halves()
+		if split != tc.split {
+			t.Errorf("%s: read in halves = %v, want %v", tc.name, split, tc.split)
+		}
+		lib, err := slowYAMLTree([]byte(tc.doc))
+		if err != nil {
+			t.Fatalf("%s: the library refuses it: %s", tc.name, err.msg)
+		}
+		if split {
+			if err := sameTree(root, lib, "$"); err != nil {
+				t.Errorf("%s: halves: %v", tc.name, err)
+			}
+		}
+		if !checkFastYAML(t, []byte(tc.doc)) {
+			t.Errorf("%s: the fast reader declined it", tc.name)
+		}
+	}
+	// Declined in either half: a value the fast reader leaves to the library.
+	lines := strings.SplitAfter(big, "\n")
+	for _, at := range []int{len(lines) / 4, len(lines) * 3 / 4} {
+		for !strings.HasPrefix(lines[at], "  - id:") {
+			at++
+		}
+		doc := strings.Join(lines[:at], "") + "  - id: odd\n    subject: |\n      text\n" + strings.Join(lines[at:], "")
+		if _, ok := fastYAMLTree([]byte(doc)); ok {
+			t.Errorf("line %d: a block scalar was read by the fast reader", at)
+		}
+		if _, err := yamlTree([]byte(doc)); err != nil {
+			t.Errorf("line %d: %s", at, err.msg)
+		}
+	}
+	// Characters it leaves to the library, past the first half.
+	tab := big[:len(big)*3/4] + "\t" + big[len(big)*3/4:]
+	if _, ok := fastYAMLTree([]byte(tab)); ok {
+		t.Error("a tab was read by the fast reader")
+	}
+}

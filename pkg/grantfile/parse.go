@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
+	"github.com/sharedos/sharedos/internal/par"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -267,7 +269,10 @@ func (b *builder) grantErr(i int, g *node, field string, cause error, format str
 	return e
 }
 
-func build(name string, root *node) (*parsed, *Error) {
+func build(name string, root *node) (*parsed, *Error) { return buildWith(name, root, parallelBuildMin) }
+
+// buildWith is build with the count of grants from which it uses two builders.
+func buildWith(name string, root *node, parallelMin int) (*parsed, *Error) {
 	b := &builder{name: name, root: root}
 	if root.kind != kObj {
 		return nil, b.errAt("", root.line, "a grant file must be a mapping with version: 1 and grants, not %s", root.kind)
@@ -310,10 +315,29 @@ func build(name string, root *node) (*parsed, *Error) {
 	}
 	f.Grants = make([]kernel.CapabilityGrant, len(gs.kids))
 	p.grantNodes = gs.kids
+	// The grants are built in order, from parallelBuildMin on in two halves at once (a
+	// builder each); then the ids are checked in order. The error reported is the one of
+	// the first grant that fails either way, as in one pass.
+	failed, ferr := len(gs.kids), (*Error)(nil)
+	if len(gs.kids) < max(parallelMin, 2) {
+		failed, ferr = b.grants(gs.kids, 0, len(gs.kids), world, f.Grants, f.Derived)
+	} else {
+		mid := len(gs.kids) / 2
+		b2 := &builder{name: b.name, root: b.root}
+		derived2 := map[string]bool{}
+		failed2, ferr2 := len(gs.kids), (*Error)(nil)
+		second := par.Go(func() { failed2, ferr2 = b2.grants(gs.kids, mid, len(gs.kids), world, f.Grants, derived2) })
+		failed, ferr = b.grants(gs.kids, 0, mid, world, f.Grants, f.Derived)
+		second.Wait()
+		if ferr == nil {
+			failed, ferr = failed2, ferr2
+		}
+		maps.Copy(f.Derived, derived2)
+	}
 	seen := make(map[string]int, len(gs.kids))
 	for i, gn := range gs.kids {
-		if err := b.grant(i, gn, world, &f.Grants[i], f.Derived); err != nil {
-			return nil, err
+		if i == failed {
+			return nil, ferr
 		}
 		id := f.Grants[i].ID
 		if first, dup := seen[id]; dup {
@@ -322,6 +346,20 @@ func build(name string, root *node) (*parsed, *Error) {
 		seen[id] = i
 	}
 	return p, nil
+}
+
+// parallelBuildMin is how many grants build shares with a second builder.
+const parallelBuildMin = 512
+
+// grants builds the grants of nodes[from:to] into out, stopping at the first that fails:
+// its index and error (to, nil when none does).
+func (b *builder) grants(nodes []*node, from, to int, world string, out []kernel.CapabilityGrant, derived map[string]bool) (int, *Error) {
+	for i := from; i < to; i++ {
+		if err := b.grant(i, nodes[i], world, &out[i], derived); err != nil {
+			return i, err
+		}
+	}
+	return to, nil
 }
 
 var contextKeys = []string{"world", "actor", "owner", "authority", "purpose"}

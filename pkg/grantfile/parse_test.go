@@ -3,6 +3,7 @@ package grantfile
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -387,6 +388,57 @@ func TestYAMLTabLine(t *testing.T) {
 		var e *Error
 		if !errors.As(err, &e) || e.Line != tc.line || !strings.Contains(e.Message, "YAML syntax") {
 			t.Errorf("Parse(%q) = %v, want a YAML syntax error on line %d", tc.data, err, tc.line)
+		}
+	}
+}
+
+// TestBuildHalves: a file built by two builders gives what one builder gives — the same
+// file (grants in order, derived flags) or the same first error, whether the problem is a
+// bad grant or a duplicate id, in either half or across them.
+func TestBuildHalves(t *testing.T) {
+	t.Parallel()
+	item := func(i int) string { return grantFor(fmt.Sprintf("g%03d", i), "agent:a", "human:h") }
+	derived := "  - id: d1\n    subject: agent:a\n    issuer: agent:b\n    parentGrantId: g001\n" +
+		"    capabilities:\n      - resource: {namespace: files, path: [x]}\n        actions: [read]\n        scope: exact\n"
+	bad := "  - id: bad\n    subject: agent:a\n    issuer: human:h\n    capabilities: []\n"
+	doc := func(at map[int]string) []byte {
+		var b strings.Builder
+		b.WriteString("version: 1\ngrants:\n")
+		for i := range 40 {
+			if s, ok := at[i]; ok {
+				b.WriteString(s)
+				continue
+			}
+			b.WriteString(item(i))
+		}
+		return []byte(b.String())
+	}
+	cases := map[string][]byte{
+		"clean":                       doc(map[int]string{30: derived}),
+		"bad in the first half":       doc(map[int]string{3: bad, 30: bad}),
+		"bad in the second half":      doc(map[int]string{30: bad}),
+		"duplicate across the halves": doc(map[int]string{30: item(2)}),
+		"duplicate before a bad":      doc(map[int]string{25: item(21), 30: bad}),
+		"bad before a duplicate":      doc(map[int]string{25: bad, 30: item(2)}),
+		"duplicate in the first half": doc(map[int]string{5: item(2), 30: bad}),
+	}
+	for name, data := range cases {
+		root, terr := yamlTree(data)
+		if terr != nil {
+			t.Fatalf("%s: %s", name, terr.msg)
+		}
+		one, err1 := buildWith("f.yaml", root, 1<<30)
+		root, _ = yamlTree(data) // build may add members to the tree: a fresh one
+		two, err2 := buildWith("f.yaml", root, 2)
+		if !reflect.DeepEqual(err1, err2) {
+			t.Errorf("%s: one builder: %v; two: %v", name, err1, err2)
+			continue
+		}
+		if err1 == nil && !reflect.DeepEqual(one.file, two.file) {
+			t.Errorf("%s: the files differ", name)
+		}
+		if name == "clean" && (err1 != nil || !two.file.Derived["d1"]) {
+			t.Errorf("clean: %v, derived %v", err1, two.file.Derived)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/sharedos/sharedos/internal/par"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -28,6 +29,12 @@ type SetOptions struct {
 	// 0700). Keep both outside the files plane's root, beside the state database.
 	CacheDir     string
 	CacheKeyFile string
+	// WriteBehind writes the cache entry of a miss (and computes the authority hashes it
+	// holds, and creates the key file if need be) on another goroutine: LoadSet returns
+	// once the files are parsed and checked. Set.Wait waits for the write; a process
+	// that exits without waiting may leave no entry (the next load parses again) or a
+	// temporary file (pruned like an old entry).
+	WriteBehind bool
 }
 
 // Set is several grant files loaded as one grant source: their grants concatenated in
@@ -38,20 +45,28 @@ type Set struct {
 	ctx   Context
 	n     int // number of grants
 
-	// The indexes are built on first use: a command that only needs the context (or
-	// none of the grants) does not pay for them.
-	once  sync.Once
-	byID  map[string]*kernel.CapabilityGrant
-	scope map[scopeKey][]*kernel.CapabilityGrant
+	// The indexes are built on first use, each on its own: a command that only needs the
+	// context (or none of the grants) does not pay for them, and a turn that resolves one
+	// scope does not build the id index ResolveGrant uses.
+	//
+	// scope holds each (world, subject, issuer) scope's grants as one immutable slice,
+	// shared by every LoadGrantSnapshot of the scope (a long-lived host begins a turn per
+	// call; the kernel reuses its validated authority for an unchanged snapshot): a
+	// scope whose grants are one contiguous run of one file (the usual grant file, written
+	// for one agent) is that run of the file's own slice, capacity-limited, not a copy.
+	once   sync.Once
+	scope  map[scopeKey][]kernel.CapabilityGrant
+	scopes []scopeKey // in order of first appearance
+	idOnce sync.Once
+	byID   map[string]*kernel.CapabilityGrant
+
+	// written writes the entry of a WriteBehind load.
+	written *par.Task
 
 	// hashes holds the authority hash of each scope's grants, from the cached snapshot
 	// or computed on first use (the authority hash is computed once per snapshot).
 	mu     sync.Mutex
 	hashes map[scopeKey]string
-	// snaps holds each scope's grants as one immutable slice, built on first use and
-	// shared by every LoadGrantSnapshot of the scope (a long-lived host begins a turn per
-	// call; the kernel reuses its validated authority for an unchanged snapshot).
-	snaps map[scopeKey][]kernel.CapabilityGrant
 }
 
 type scopeKey struct {
@@ -104,6 +119,18 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 //   - a file that fails the contract, or a grant id defined twice (within or across
 //     files): a *RefusedError wrapping the *Error of the first problem in argument order.
 func LoadSet(paths []string, opts SetOptions) (*Set, error) {
+	var macKey []byte
+	caching := opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir)
+	if caching {
+		macKey, _ = loadCacheKey(opts.CacheKeyFile, false) // a missing key: nothing cached yet
+	}
+	if macKey != nil {
+		if s, ok := loadCached(paths, opts.CacheDir, macKey); ok {
+			return s, nil
+		}
+	}
+	// A miss (or no cache): the files are read once, and those very bytes are parsed
+	// and digested for the entry written.
 	datas := make([][]byte, len(paths))
 	for i, p := range paths {
 		data, err := readFile(p)
@@ -111,20 +138,6 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 			return nil, err
 		}
 		datas[i] = data
-	}
-	var key [32]byte
-	var macKey []byte
-	caching := opts.CacheDir != "" && opts.CacheKeyFile != "" && usableCacheDir(opts.CacheDir)
-	if caching {
-		macKey, _ = loadCacheKey(opts.CacheKeyFile, false) // a missing key: nothing cached yet
-	}
-	if macKey != nil {
-		key = cacheKey(paths, datas)
-		if files, hashes, ok := readCache(opts.CacheDir, macKey, key, paths); ok {
-			s := newSet(files)
-			s.hashes = hashes
-			return s, nil
-		}
 	}
 	ps := make([]*parsed, len(paths))
 	ctxs := make([]*fileContext, len(paths))
@@ -156,16 +169,65 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 		files[i] = p.file
 	}
 	s := newSet(files)
-	if caching && macKey == nil {
-		// The set loaded cleanly: only now may the key file be created.
-		if macKey, _ = loadCacheKey(opts.CacheKeyFile, true); macKey != nil {
-			key = cacheKey(paths, datas)
+	if !caching {
+		return s, nil
+	}
+	write := func() {
+		if macKey == nil {
+			// The set loaded cleanly: only now may the key file be created.
+			if macKey, _ = loadCacheKey(opts.CacheKeyFile, true); macKey == nil {
+				return
+			}
 		}
+		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes())
 	}
-	if macKey != nil {
-		_ = writeCache(opts.CacheDir, macKey, key, files, s.allHashes())
+	if !opts.WriteBehind {
+		write()
+		return s, nil
 	}
+	s.written = par.Go(write)
 	return s, nil
+}
+
+// loadCached serves the set from the cache when it holds an entry for the files as they
+// are now. Their digest is streamed from the files on another goroutine (a hit needs no
+// copy of them) while the latest entry of these paths is read, authenticated and
+// decoded; that entry is used only if it carries the digest, else the entry the digest
+// names is read (and becomes the latest). ok=false on a miss, and when a file cannot be
+// streamed as readFile reads it: the caller reads the files and reports what is wrong.
+func loadCached(paths []string, dir string, macKey []byte) (*Set, bool) {
+	var d struct {
+		key [32]byte
+		ok  bool
+	}
+	digest := par.Go(func() { d.key, d.ok = streamCacheKey(paths) })
+	latest, ok := readEntryAt(latestPath(dir, paths), macKey, paths)
+	digest.Wait()
+	if !d.ok {
+		return nil, false
+	}
+	if ok && latest.digest == d.key {
+		s := newSet(latest.files)
+		s.hashes = latest.hashes
+		return s, true
+	}
+	files, hashes, ok := readCache(dir, macKey, d.key, paths)
+	if !ok {
+		return nil, false
+	}
+	linkLatest(dir, d.key, paths)
+	s := newSet(files)
+	s.hashes = hashes
+	return s, true
+}
+
+// Wait waits until the cache entry a SetOptions.WriteBehind load is writing is written
+// (or failed), writing it itself if that has not started; it returns at once for any
+// other set.
+func (s *Set) Wait() {
+	if s.written != nil {
+		s.written.Wait()
+	}
 }
 
 // checkIDs refuses a grant id defined in two files.
@@ -264,17 +326,77 @@ func newSet(files []*File) *Set {
 	return s
 }
 
-// index builds the look-up tables once.
+// index builds the scope table once.
 func (s *Set) index() {
 	s.once.Do(func() {
-		s.byID = make(map[string]*kernel.CapabilityGrant, s.n)
-		s.scope = map[scopeKey][]*kernel.CapabilityGrant{}
-		for _, f := range s.files {
+		// A scope is a run while all its grants so far are adjacent in one file.
+		type run struct {
+			file, lo, hi int
+			n            int  // grants in the scope
+			split        bool // not one run: its grants are copied
+		}
+		runs := map[scopeKey]*run{}
+		var last *run // the previous grant's scope: a file's grants mostly share one
+		var lastKey scopeKey
+		for fi, f := range s.files {
 			for i := range f.Grants {
 				g := &f.Grants[i]
-				s.byID[g.ID] = g
 				k := scopeKey{g.NamespaceID, g.Subject, g.Issuer}
-				s.scope[k] = append(s.scope[k], g)
+				if last != nil && k == lastKey && last.file == fi && last.hi == i && !last.split {
+					last.n++
+					last.hi++
+					continue
+				}
+				r := runs[k]
+				lastKey, last = k, r
+				if r == nil {
+					last = &run{file: fi, lo: i, hi: i + 1, n: 1}
+					runs[k] = last
+					s.scopes = append(s.scopes, k)
+					continue
+				}
+				r.n++
+				switch {
+				case !r.split && r.file == fi && r.hi == i:
+					r.hi++
+				default:
+					r.split = true
+				}
+			}
+		}
+		s.scope = make(map[scopeKey][]kernel.CapabilityGrant, len(runs))
+		split := false
+		for k, r := range runs {
+			if !r.split {
+				s.scope[k] = s.files[r.file].Grants[r.lo:r.hi:r.hi]
+			}
+			split = split || r.split
+		}
+		for _, f := range s.files {
+			if !split {
+				break
+			}
+			for i := range f.Grants {
+				g := &f.Grants[i]
+				k := scopeKey{g.NamespaceID, g.Subject, g.Issuer}
+				if r := runs[k]; r.split {
+					if s.scope[k] == nil {
+						s.scope[k] = make([]kernel.CapabilityGrant, 0, r.n)
+					}
+					s.scope[k] = append(s.scope[k], *g)
+				}
+			}
+		}
+	})
+}
+
+// ids builds the id table once.
+func (s *Set) ids() {
+	s.idOnce.Do(func() {
+		s.byID = make(map[string]*kernel.CapabilityGrant, s.n)
+		for _, f := range s.files {
+			for i := range f.Grants {
+				s.byID[f.Grants[i].ID] = &f.Grants[i]
 			}
 		}
 	})
@@ -340,8 +462,8 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 	s.index()
 	gs := s.scope[scopeKey{actx.World, actx.Actor, actx.Authority}]
 	out := make([]kernel.CapabilityGrant, len(gs))
-	for i, g := range gs {
-		out[i] = CloneGrant(g)
+	for i := range gs {
+		out[i] = CloneGrant(&gs[i])
 	}
 	return out, nil
 }
@@ -358,20 +480,10 @@ func (s *Set) LoadGrants(_ context.Context, actx kernel.AccessContext) ([]kernel
 func (s *Set) LoadGrantSnapshot(ctx context.Context, actx kernel.AccessContext) (kernel.GrantSnapshot, error) {
 	s.index()
 	k := scopeKey{actx.World, actx.Actor, actx.Authority}
-	s.mu.Lock()
-	grants, ok := s.snaps[k]
-	if !ok {
-		gs := s.scope[k]
-		grants = make([]kernel.CapabilityGrant, len(gs))
-		for i, g := range gs {
-			grants[i] = *g
-		}
-		if s.snaps == nil {
-			s.snaps = map[scopeKey][]kernel.CapabilityGrant{}
-		}
-		s.snaps[k] = grants
+	grants := s.scope[k]
+	if grants == nil {
+		grants = []kernel.CapabilityGrant{}
 	}
-	s.mu.Unlock()
 	return kernel.GrantSnapshot{Grants: grants, Hash: s.hashOf(k)}, nil
 }
 
@@ -382,7 +494,7 @@ func (s *Set) hashOf(k scopeKey) string {
 	if h, ok := s.hashes[k]; ok {
 		return h
 	}
-	h := hashScope(s.scope[k])
+	h := kernel.HashGrants(s.scope[k])
 	if s.hashes == nil {
 		s.hashes = map[scopeKey]string{}
 	}
@@ -394,24 +506,16 @@ func (s *Set) hashOf(k scopeKey) string {
 func (s *Set) allHashes() map[scopeKey]string {
 	s.index()
 	out := make(map[scopeKey]string, len(s.scope))
-	for k := range s.scope {
+	for _, k := range s.scopes {
 		out[k] = s.hashOf(k)
 	}
 	return out
 }
 
-func hashScope(gs []*kernel.CapabilityGrant) string {
-	grants := make([]kernel.CapabilityGrant, len(gs))
-	for i, g := range gs {
-		grants[i] = *g
-	}
-	return kernel.HashGrants(grants)
-}
-
 // ResolveGrant returns a copy of the grant with id in world namespaceID, from all the
 // set's grants (whoever they were issued to), or (nil, nil) when there is none.
 func (s *Set) ResolveGrant(_ context.Context, namespaceID, grantID string) (*kernel.CapabilityGrant, error) {
-	s.index()
+	s.ids()
 	g, ok := s.byID[grantID]
 	if !ok || g.NamespaceID != namespaceID {
 		return nil, nil

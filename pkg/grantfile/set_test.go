@@ -196,6 +196,70 @@ func TestGrantSource(t *testing.T) {
 	})
 }
 
+// TestGrantSnapshotScopes: a snapshot holds exactly its scope's grants in file order,
+// with the kernel's hash; a scope that is one contiguous run of one file is that run of
+// the set's own grants (not a copy, and capacity-limited so that an append cannot reach a
+// neighbour), a scope spread over the file or over files is its own slice.
+func TestGrantSnapshotScopes(t *testing.T) {
+	t.Parallel()
+	dir := writeFiles(t, map[string]string{
+		"a.yaml": "version: 1\ncontext: {world: w1}\ngrants:\n" +
+			grantFor("g1", "agent:helper", "human:alice") +
+			grantFor("g2", "agent:other", "human:alice") +
+			grantFor("g3", "agent:other", "human:alice") +
+			grantFor("g4", "agent:helper", "human:alice"),
+		"b.yaml": "version: 1\ncontext: {world: w1}\ngrants:\n" + grantFor("g5", "agent:bob", "human:alice") + grantFor("g6", "agent:helper", "human:alice"),
+	})
+	s, err := LoadSet([]string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")}, SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := kernel.Address{Kind: kernel.KindHuman, ID: "alice"}
+	tests := []struct {
+		actor  string
+		want   []string
+		shared *kernel.CapabilityGrant // the set's grant the snapshot's first must be, or nil
+	}{
+		{"other", []string{"g2", "g3"}, &s.files[0].Grants[1]},
+		{"bob", []string{"g5"}, &s.files[1].Grants[0]},
+		{"helper", []string{"g1", "g4", "g6"}, nil},
+		{"nobody", nil, nil},
+	}
+	for _, tc := range tests {
+		actx := kernel.AccessContext{World: "w1", Actor: kernel.Address{Kind: kernel.KindAgent, ID: tc.actor}, Authority: alice}
+		snap, err := s.LoadGrantSnapshot(context.Background(), actx)
+		if err != nil || snap.Grants == nil {
+			t.Fatalf("%s: snapshot %v, %v", tc.actor, snap, err)
+		}
+		var ids []string
+		for _, g := range snap.Grants {
+			ids = append(ids, g.ID)
+		}
+		if !reflect.DeepEqual(ids, tc.want) {
+			t.Errorf("%s: snapshot grants %v, want %v", tc.actor, ids, tc.want)
+		}
+		if want := kernel.HashGrants(snap.Grants); snap.Hash != want {
+			t.Errorf("%s: hash %s, want the kernel's %s", tc.actor, snap.Hash, want)
+		}
+		if len(snap.Grants) == 0 {
+			continue
+		}
+		if shared := &snap.Grants[0] == tc.shared; shared != (tc.shared != nil) {
+			t.Errorf("%s: snapshot shares the set's grants = %v, want %v", tc.actor, shared, tc.shared != nil)
+		}
+		if cap(snap.Grants) != len(snap.Grants) {
+			t.Errorf("%s: snapshot capacity %d beyond its %d grants", tc.actor, cap(snap.Grants), len(snap.Grants))
+		}
+		for _, f := range s.files {
+			for i := range f.Grants {
+				if tc.shared == nil && &snap.Grants[0] == &f.Grants[i] {
+					t.Errorf("%s: a spread scope aliases the file's grants", tc.actor)
+				}
+			}
+		}
+	}
+}
+
 func TestResolveGrant(t *testing.T) {
 	t.Parallel()
 	s, err := LoadSet([]string{filepath.Join("testdata", "full.yaml")}, SetOptions{})

@@ -16,6 +16,7 @@ package host
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -25,11 +26,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sharedos/sharedos/internal/uuid"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
+	"github.com/sharedos/sharedos/internal/par"
 	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/grantfile"
@@ -146,6 +150,9 @@ type Prepared struct {
 	frozen     [][]string // the ceiling's frozen files: paths, for the planes
 	frozenRepo [][]string // and its frozen repo: paths, for the repo plane besides
 	tools      []kernel.ToolHandler
+	prepared   []kernel.PreparedTool // tools, prepared for the kernel (same order)
+	preparing  *par.Task             // non-nil while they are prepared in the background
+	prepareErr error                 // why they could not be
 	index      *snapshotIndexRef
 	closers    []io.Closer
 	gw         *gateway.Gateway // the MCP servers' providers (nil before Open)
@@ -204,6 +211,7 @@ const LocalOperator = "human:operator"
 // read once when s.Now is empty. On error nothing is left open.
 func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err error) {
 	p := &Prepared{Settings: s, needs: needs, clock: clock}
+	warmSQLite()
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -239,6 +247,28 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 		p.Instant = time.UnixMilli(clock().UnixMilli()).UTC()
 	}
 
+	// Without planes the tool table depends on none of what follows and touches nothing:
+	// it is built, and its tools prepared for the kernel, while the grant files load (on
+	// the other core). Its error is reported where it was built before, after every input
+	// check. The planes are built only once every input was checked (the files plane
+	// creates its snapshot directory); their tools are then prepared while Open opens the
+	// state database.
+	var tools *par.Task
+	var toolsErr error
+	toolsJoined := false
+	if !needs.Planes {
+		tools = par.Go(func() {
+			if toolsErr = p.buildToolTable(); toolsErr == nil {
+				toolsErr = p.prepareTools()
+			}
+		})
+		defer func() { // before the Close above: nothing may still append to p.closers
+			if !toolsJoined {
+				tools.Abandon()
+			}
+		}()
+	}
+
 	// Grant files: none ⇒ no grants; refused ⇒ an unavailable source (fail-closed).
 	p.source = emptySource{}
 	var gctx grantfile.Context
@@ -250,11 +280,13 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 			}
 		}
 		stateDir := filepath.Dir(s.State)
+		// The cache entry of a miss is written while the command runs; Close waits for it.
 		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
-			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key")})
+			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key"), WriteBehind: true})
 		switch {
 		case err == nil:
 			p.Grants, p.source, p.resolver, gctx = set, set, set, set.Context()
+			p.closers = append(p.closers, waitCloser{set})
 		case errors.Is(err, grantfile.ErrContextConflict):
 			return nil, usageError("make the grant files' context blocks agree, or pass the field as a flag",
 				"grant files disagree: %v", err)
@@ -287,15 +319,47 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 		}
 		p.Context.EnabledToolNamespaces = sel
 	}
-	if err := p.buildTools(); err != nil {
+	if !needs.Planes {
+		toolsJoined = true
+		if tools.Wait(); toolsErr != nil {
+			return nil, toolsErr
+		}
+		return p, nil
+	}
+	if err := p.buildToolTable(); err != nil {
 		return nil, err
 	}
+	p.preparing = par.Go(func() { p.prepareErr = p.prepareTools() })
 	return p, nil
 }
 
-// buildTools builds the planes over the root and the tool table, once. A command that
-// needs no planes gets the same tool definitions over providers that open nothing.
-func (p *Prepared) buildTools() error {
+// preparedTools waits for the tools prepared in the background, if any (preparing them
+// itself if that has not started).
+func (p *Prepared) preparedTools() error {
+	if p.preparing != nil {
+		p.preparing.Wait()
+		p.preparing = nil
+	}
+	return p.prepareErr
+}
+
+// prepareTools prepares the tool table for the kernel (kernel.PrepareTool: checked and
+// digested).
+func (p *Prepared) prepareTools() error {
+	p.prepared = make([]kernel.PreparedTool, len(p.tools))
+	for i, t := range p.tools {
+		pt, err := kernel.PrepareTool(t)
+		if err != nil {
+			return &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
+		}
+		p.prepared[i] = pt
+	}
+	return nil
+}
+
+// buildToolTable builds the planes over the root and the tool table, once. A command
+// that needs no planes gets the same tool definitions over providers that open nothing.
+func (p *Prepared) buildToolTable() error {
 	s := p.Settings
 	if !p.needs.Planes {
 		tools, err := DefinitionTools()
@@ -365,6 +429,17 @@ func (p *Prepared) Definitions() []kernel.ToolDefinition {
 // On error the prepared host stays as it was (Close still releases it).
 func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	s := p.Settings
+	warmSkip.Store(true)
+	// The grants of the context are validated and indexed (by the kernel's code, as its
+	// first turn would) on the other core while the state database opens; the kernel
+	// adopts the result when a turn first needs its authority.
+	var authority func() *kernel.PreparedAuthority
+	if p.Grants != nil {
+		var prepared *kernel.PreparedAuthority
+		actx := p.Context
+		task := par.Go(func() { prepared = kernel.PrepareAuthority(ctx, p.source, actx, s.MaxGrants) })
+		authority = func() *kernel.PreparedAuthority { task.Wait(); return prepared }
+	}
 	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {
 		if !errors.Is(err, sqlitestore.ErrUnavailable) {
@@ -395,9 +470,15 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	}
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
 		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
-	for _, t := range p.tools {
-		if err := h.Kernel.RegisterTool(t); err != nil {
-			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", t.Definition.Name, err), Err: err}
+	if authority != nil {
+		h.Kernel.AdoptAuthorityLater(authority)
+	}
+	if err := p.preparedTools(); err != nil {
+		return nil, err
+	}
+	for i, t := range p.prepared {
+		if err := h.Kernel.RegisterPrepared(t); err != nil {
+			return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("register %s: %v", p.tools[i].Definition.Name, err), Err: err}
 		}
 	}
 	// shell completion (unaudited) never starts a server: cached lists only
@@ -413,6 +494,37 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	p.Context = h.Turn.Context()
 	return h, nil
 }
+
+// warmSQLite opens and uses a private in-memory database, once per process and on
+// another goroutine, so that Open finds the SQLite library initialised and its code in
+// memory (the state database's open then takes about half as long). It touches no file.
+// A warm-up that has not started when Open begins is skipped: it would only compete
+// with the real open.
+func warmSQLite() {
+	warmOnce.Do(func() {
+		go func() {
+			if !warmSkip.Load() {
+				_ = warmUp()
+			}
+		}()
+	})
+}
+
+// warmUp is the warm-up: a database in memory only, created, written, read and closed.
+func warmUp() error {
+	db, err := sql.Open("sqlite", "file:sharedos-warm?mode=memory")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec("CREATE TABLE w(a INTEGER PRIMARY KEY, b TEXT NOT NULL); INSERT INTO w(b) VALUES ('x'); SELECT a, b FROM w WHERE a = 1")
+	return err
+}
+
+var (
+	warmOnce sync.Once
+	warmSkip atomic.Bool
+)
 
 // registerProviders registers the gateway's per-context providers on k.
 func registerProviders(k *kernel.Kernel, gw *gateway.Gateway) error {
@@ -464,6 +576,7 @@ func (h *Host) Definition(name string) *kernel.ToolDefinition {
 // Close releases everything the host opened (the planes' roots, the state database), in
 // reverse order, and returns the first error.
 func (p *Prepared) Close() error {
+	_ = p.preparedTools()
 	var first error
 	for i := len(p.closers) - 1; i >= 0; i-- {
 		if err := p.closers[i].Close(); err != nil && first == nil {
@@ -774,6 +887,14 @@ func resolveExisting(p string) string {
 func within(root, p string) bool {
 	rel, err := filepath.Rel(root, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// waitCloser waits, on Close, for the grant cache entry a set is writing.
+type waitCloser struct{ set *grantfile.Set }
+
+func (w waitCloser) Close() error {
+	w.set.Wait()
+	return nil
 }
 
 // discardAudit is the audit sink of an unaudited host (shell completion): it keeps

@@ -127,3 +127,63 @@ func TestCloseReleasesEverything(t *testing.T) {
 		t.Fatal("the state database is still open after Close")
 	}
 }
+
+// TestPrepareOpenWithGrants: with or without the planes, the tools prepared while the
+// inputs load are the ones the kernel registers, the authority prepared while the state
+// database opens is the turn's, and Close returns only once the grant cache entry of a
+// miss is written.
+func TestPrepareOpenWithGrants(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	grants := filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(grants, []byte("version: 1\ncontext:\n  actor: agent:a\n  owner: human:o\ngrants:\n"+
+		"  - id: g1\n    subject: agent:a\n    issuer: human:o\n    issuedAt: 2026-01-01T00:00:00Z\n"+
+		"    capabilities:\n      - resource: {namespace: files, path: [docs]}\n        actions: [read, list]\n        scope: descendants\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, needs := range []Needs{{Actor: true}, {Planes: true, Actor: true}} {
+		state := filepath.Join(dir, "state", string(rune('a'+i)), "state.db")
+		s := &Settings{Root: root, State: state, Grants: []string{grants}, NamespacesSet: true, Namespaces: []string{"files"}}
+		p, err := Prepare(s, time.Now, needs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := p.Open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools, err := h.Turn.ListTools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := len(p.Definitions()); len(p.prepared) != want || len(tools) == 0 {
+			t.Fatalf("%+v: %d prepared tools of %d, %d listed", needs, len(p.prepared), want, len(tools))
+		}
+		if auth := h.Turn.Authority(context.Background()); auth.GrantCount() != 1 || auth.Unavailable() != "" {
+			t.Fatalf("%+v: authority of %d grants (%q)", needs, auth.GrantCount(), auth.Unavailable())
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := filepath.Glob(filepath.Join(filepath.Dir(state), "cache", "grants", "*.grants"))
+		if len(entries) != 1 {
+			t.Fatalf("%+v: %d grant cache entries after Close, want 1", needs, len(entries))
+		}
+	}
+}
+
+// TestWarmUpTouchesNoFile: the SQLite warm-up Prepare starts runs against a database in
+// memory: it works, and creates nothing in the working directory (or anywhere else).
+func TestWarmUpTouchesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := warmUp(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("the warm-up created %v", ents)
+	}
+}

@@ -5,9 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+
+	"github.com/sharedos/sharedos/internal/par"
 )
 
 // DefaultMaxGrants is how many grants one context may resolve before the kernel refuses
@@ -119,6 +124,37 @@ type actionIndex struct {
 	all  []int32
 	once sync.Once
 	trie *pathNode
+	// scans counts the lookups answered by scanning all (the first trieAfter; the result
+	// is the trie's): a short-lived process decides once or twice and never needs the
+	// trie; a long-lived one builds it at its trieAfter+1-th lookup.
+	scans atomic.Int32
+}
+
+// trieAfter is how many path lookups of one (namespace, action) scan the grants before
+// the path trie is built.
+const trieAfter = 4
+
+// scan appends the grants the trie would give for path (see candidates): those with a
+// capability in ns for action whose path is a proper prefix of path with a descendants
+// scope or, when subtree, is path or below it (any scope), else is exactly path.
+func (x *actionIndex) scan(a *Authority, ns, action string, path []string, subtree bool, out []int32) []int32 {
+	for _, gi := range x.all {
+		for _, c := range a.grants[gi].g.Capabilities {
+			if c.Resource.Namespace != ns || !slices.Contains(c.Actions, action) {
+				continue
+			}
+			cp := c.Resource.Path
+			n := min(len(cp), len(path))
+			if !slices.Equal(cp[:n], path[:n]) {
+				continue
+			}
+			if len(cp) < len(path) && c.Scope != ScopeExact || len(cp) == len(path) || subtree && len(cp) > len(path) {
+				out = append(out, gi)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (x *actionIndex) root(a *Authority, ns, action string) *pathNode {
@@ -298,6 +334,7 @@ func (c *authorityCache) put(key authorityKey, a *Authority) {
 
 // resolveAuthority is ResolveAuthority with the kernel's per-snapshot cache.
 func (k *Kernel) resolveAuthority(ctx context.Context, actx AccessContext) *Authority {
+	k.adoptPending()
 	ss, ok := k.cfg.Grants.(SnapshotGrantSource)
 	if !ok {
 		return ResolveAuthority(ctx, k.cfg.Grants, actx, k.cfg.MaxGrants)
@@ -309,17 +346,106 @@ func (k *Kernel) resolveAuthority(ctx context.Context, actx AccessContext) *Auth
 	if snap.Hash == "" {
 		return NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
 	}
-	key := authorityKey{hash: snap.Hash, world: actx.World, actor: actx.Actor, authority: actx.Authority,
-		maxGrants: k.cfg.MaxGrants, hashSize: len(snap.Grants)}
+	key := snapshotAuthorityKey(snap, actx, k.cfg.MaxGrants)
 	if a := k.auths.get(key, snap.Grants); a != nil {
 		return a
 	}
-	a := NewAuthority(snap.Grants, actx, k.cfg.MaxGrants)
+	a := newSnapshotAuthority(snap, actx, k.cfg.MaxGrants)
 	if a.unavailable == "" {
-		a.hashOnce.Do(func() { a.hash = snap.Hash })
 		k.auths.put(key, a)
 	}
 	return a
+}
+
+func snapshotAuthorityKey(snap GrantSnapshot, actx AccessContext, maxGrants int) authorityKey {
+	return authorityKey{hash: snap.Hash, world: actx.World, actor: actx.Actor, authority: actx.Authority,
+		maxGrants: maxGrants, hashSize: len(snap.Grants)}
+}
+
+// newSnapshotAuthority validates and indexes a snapshot's grants and takes its hash.
+func newSnapshotAuthority(snap GrantSnapshot, actx AccessContext, maxGrants int) *Authority {
+	a := NewAuthority(snap.Grants, actx, maxGrants)
+	if a.unavailable == "" {
+		a.hashOnce.Do(func() { a.hash = snap.Hash })
+	}
+	return a
+}
+
+// PreparedAuthority is the authority of one context resolved from a snapshot grant
+// source before the kernel that will use it exists (PrepareAuthority), so that a host
+// can validate and index the grants while it opens its other ports.
+type PreparedAuthority struct {
+	src  SnapshotGrantSource
+	key  authorityKey
+	auth *Authority
+}
+
+// PrepareAuthority resolves the authority of actx from src exactly as the first turn of
+// a kernel with Config.Grants src and Config.MaxGrants maxGrants would: the grants are
+// loaded, validated against the contract and indexed by the kernel's own code. It
+// returns nil when there is nothing to prepare (src is not a SnapshotGrantSource, its
+// snapshot carries no hash, or it failed or was refused: the turn then resolves, and
+// fails, on its own).
+func PrepareAuthority(ctx context.Context, src GrantSource, actx AccessContext, maxGrants int) *PreparedAuthority {
+	ss, ok := src.(SnapshotGrantSource)
+	if !ok {
+		return nil
+	}
+	snap, err := ss.LoadGrantSnapshot(ctx, actx)
+	if err != nil || snap.Hash == "" {
+		return nil
+	}
+	a := newSnapshotAuthority(snap, actx, maxGrants)
+	if a.unavailable != "" {
+		return nil
+	}
+	return &PreparedAuthority{src: ss, key: snapshotAuthorityKey(snap, actx, maxGrants), auth: a}
+}
+
+// Authority returns the prepared authority.
+func (p *PreparedAuthority) Authority() *Authority { return p.auth }
+
+// AdoptAuthority puts a prepared authority into the kernel's per-snapshot cache, where a
+// turn over the same snapshot, context and limit finds it (the turn still loads its
+// snapshot and checks it lists the same grant ids, as for any cached authority). It
+// reports whether it was adopted: only an authority prepared from this kernel's own
+// grant source (Config.Grants, the same value) and grant limit is.
+func (k *Kernel) AdoptAuthority(p *PreparedAuthority) bool {
+	if p == nil || p.key.maxGrants != k.cfg.MaxGrants {
+		return false
+	}
+	if ss, ok := k.cfg.Grants.(SnapshotGrantSource); !ok || !sameSource(ss, p.src) {
+		return false
+	}
+	k.auths.put(p.key, p.auth)
+	return true
+}
+
+// AdoptAuthorityLater is AdoptAuthority for an authority still being prepared: get is
+// called once, by the first turn that resolves its authority (and not at all when none
+// does), and what it returns is adopted before that turn looks in the cache.
+func (k *Kernel) AdoptAuthorityLater(get func() *PreparedAuthority) {
+	k.mu.Lock()
+	k.pending = append(k.pending, get)
+	k.mu.Unlock()
+}
+
+// adoptPending adopts the authorities AdoptAuthorityLater announced.
+func (k *Kernel) adoptPending() {
+	k.mu.Lock()
+	pending := k.pending
+	k.pending = nil
+	k.mu.Unlock()
+	for _, get := range pending {
+		k.AdoptAuthority(get())
+	}
+}
+
+// sameSource compares two sources as values; values of a type that is not comparable
+// are never the same source.
+func sameSource(a, b SnapshotGrantSource) bool {
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // HashGrants is the authority hash of a grant list (see Authority.Hash); snapshot
@@ -401,6 +527,10 @@ func (a *Authority) candidates(req *CapabilityRequirement, discovery bool, buf [
 			out = append(out, x.all...)
 			continue
 		}
+		if x.scans.Load() < trieAfter && x.scans.Add(1) <= trieAfter {
+			out = x.scan(a, req.Resource.Namespace, key, req.Resource.Path, discovery, out)
+			continue
+		}
 		node := x.root(a, req.Resource.Namespace, key)
 		found := true
 		for _, seg := range req.Resource.Path {
@@ -439,34 +569,111 @@ func collectSubtree(n *pathNode, out []int32) []int32 {
 }
 
 // authorityHash computes the hash of Authority.Hash.
+//
+// Each grant's canonical JSON goes into an arena; the parts are sorted and then streamed,
+// escaped as the elements of a JSON array, straight into SHA-256. From parallelHashMin
+// grants on, the work is shared with a second goroutine (the CLI runs on few cores and
+// has nothing else to do meanwhile): each half of the grants is canonicalized and sorted
+// on its own, the two sorted runs are merged, and the second half of the merged list is
+// escaped while the first is hashed. The bytes hashed are the same either way.
 func authorityHash(grants []compiledGrant) string {
-	// Each grant's canonical JSON goes into one arena; the parts are sorted and then
-	// streamed, escaped as the elements of a JSON array, straight into SHA-256.
-	var arena bytes.Buffer
-	arena.Grow(len(grants) * 320)
-	bounds := make([][2]int, len(grants))
-	for i := range grants {
-		start := arena.Len()
-		canonicalGrant(&arena, grants[i].g)
-		bounds[i] = [2]int{start, arena.Len()}
+	if len(grants) < parallelHashMin {
+		var p hashPart
+		p.canonicalize(grants)
+		parts := p.sorted()
+		h := sha256.New()
+		var out bytes.Buffer
+		out.Grow(64 << 10)
+		out.WriteByte('[')
+		escapeParts(&out, parts, true, h)
+		out.WriteByte(']')
+		h.Write(out.Bytes())
+		return hex.EncodeToString(h.Sum(nil))
 	}
-	data := arena.Bytes()
-	slices.SortFunc(bounds, func(x, y [2]int) int { return bytes.Compare(data[x[0]:x[1]], data[y[0]:y[1]]) })
+	mid := len(grants) / 2
+	var second hashPart
+	task := par.Go(func() {
+		second.canonicalize(grants[mid:])
+		second.sorted()
+	})
+	var first hashPart
+	first.canonicalize(grants[:mid])
+	a := first.sorted()
+	task.Wait()
+	parts := mergeSorted(a, second.parts)
+
+	half := len(parts) / 2
+	var tail bytes.Buffer
+	escaped := par.Go(func() {
+		tail.Grow((second.arena.Len() + first.arena.Len()) / 2 * 9 / 8)
+		escapeParts(&tail, parts[half:], false, nil)
+	})
 	h := sha256.New()
 	var out bytes.Buffer
 	out.Grow(64 << 10)
 	out.WriteByte('[')
+	escapeParts(&out, parts[:half], true, h)
+	h.Write(out.Bytes())
+	escaped.Wait()
+	tail.WriteByte(']')
+	h.Write(tail.Bytes())
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// parallelHashMin is how many grants make authorityHash use a second goroutine.
+const parallelHashMin = 512
+
+// hashPart is the canonical JSON of some grants, one arena for all.
+type hashPart struct {
+	arena bytes.Buffer
+	parts [][]byte
+}
+
+func (p *hashPart) canonicalize(grants []compiledGrant) {
+	p.arena.Grow(len(grants) * 320)
+	bounds := make([][2]int, len(grants))
+	for i := range grants {
+		start := p.arena.Len()
+		canonicalGrant(&p.arena, grants[i].g)
+		bounds[i] = [2]int{start, p.arena.Len()}
+	}
+	data := p.arena.Bytes()
+	p.parts = make([][]byte, len(grants))
 	for i, bd := range bounds {
-		if i > 0 {
+		p.parts[i] = data[bd[0]:bd[1]:bd[1]]
+	}
+}
+
+func (p *hashPart) sorted() [][]byte {
+	slices.SortFunc(p.parts, bytes.Compare)
+	return p.parts
+}
+
+// mergeSorted merges two sorted lists of parts.
+func mergeSorted(a, b [][]byte) [][]byte {
+	out := make([][]byte, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if bytes.Compare(b[0], a[0]) < 0 {
+			out, b = append(out, b[0]), b[1:]
+		} else {
+			out, a = append(out, a[0]), a[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// escapeParts writes parts as JSON strings separated by commas (a comma before the first
+// too unless first), handing the buffer to h whenever it grows past 60 KiB (h nil: the
+// buffer keeps everything).
+func escapeParts(out *bytes.Buffer, parts [][]byte, first bool, h hash.Hash) {
+	for i, part := range parts {
+		if i > 0 || !first {
 			out.WriteByte(',')
 		}
-		writeJSBytes(&out, data[bd[0]:bd[1]])
-		if out.Len() > 60<<10 {
+		writeJSBytes(out, part)
+		if h != nil && out.Len() > 60<<10 {
 			h.Write(out.Bytes())
 			out.Reset()
 		}
 	}
-	out.WriteByte(']')
-	h.Write(out.Bytes())
-	return hex.EncodeToString(h.Sum(nil))
 }

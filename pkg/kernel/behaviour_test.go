@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -284,6 +285,88 @@ func TestAuthorityReusedPerSnapshot(t *testing.T) {
 		if a := authOf(testContext()); a.Unavailable() != kernel.AuthorityInvalidGrantMaterial {
 			t.Fatalf("an invalid snapshot: %q", a.Unavailable())
 		}
+	}
+}
+
+// sliceSnapshots is a SnapshotGrantSource of a type that is not comparable.
+type sliceSnapshots []kernel.CapabilityGrant
+
+func (s sliceSnapshots) LoadGrants(context.Context, kernel.AccessContext) ([]kernel.CapabilityGrant, error) {
+	return s, nil
+}
+
+func (s sliceSnapshots) LoadGrantSnapshot(context.Context, kernel.AccessContext) (kernel.GrantSnapshot, error) {
+	return kernel.GrantSnapshot{Grants: s, Hash: "h"}, nil
+}
+
+// TestPreparedAuthority: an authority prepared before the kernel exists is the one the
+// kernel's first turn uses when the kernel adopts it — and only a kernel over the same
+// source value and grant limit adopts it; what cannot be prepared (no snapshot source,
+// an invalid snapshot) is left to the turn, which fails on its own. AdoptAuthorityLater
+// waits for the preparation only when a turn first needs its authority.
+func TestPreparedAuthority(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g1 := grant("g1", []string{"read"}, kernel.ScopeDescendants)
+	src := &countingSnapshots{snap: kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g1}, Hash: "h1"}}
+	pa := kernel.PrepareAuthority(ctx, src, testContext(), 0)
+	if pa == nil || pa.Authority().Unavailable() != "" || pa.Authority().Hash() != "h1" {
+		t.Fatalf("prepared authority %+v", pa)
+	}
+	k := kernel.New(kernel.Config{Grants: src})
+	if !k.AdoptAuthority(pa) {
+		t.Fatal("a kernel over the same source refused the prepared authority")
+	}
+	loads := src.loads
+	if a := mustTurn(t, k, testContext()).Authority(ctx); a != pa.Authority() {
+		t.Fatal("the turn validated and indexed the grants again")
+	}
+	if src.loads != loads+1 {
+		t.Fatalf("the turn loaded its snapshot %d times, want once", src.loads-loads)
+	}
+	// the turn still checks the snapshot it loads: other grants under the same hash are
+	// validated afresh
+	src.snap = kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{grant("g2", []string{"read"}, kernel.ScopeDescendants)}, Hash: "h1"}
+	if a := mustTurn(t, kernel.New(kernel.Config{Grants: src}), testContext()).Authority(ctx); a == pa.Authority() || a.Grant("g2") == nil {
+		t.Fatal("a changed snapshot used the prepared authority")
+	}
+	src.snap = kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{g1}, Hash: "h1"}
+
+	other := &countingSnapshots{snap: src.snap}
+	if kernel.New(kernel.Config{Grants: other}).AdoptAuthority(pa) {
+		t.Fatal("a kernel over another source adopted the prepared authority")
+	}
+	if kernel.New(kernel.Config{Grants: src, MaxGrants: 5}).AdoptAuthority(pa) {
+		t.Fatal("a kernel with another grant limit adopted the prepared authority")
+	}
+	unc := sliceSnapshots{g1}
+	if pu := kernel.PrepareAuthority(ctx, unc, testContext(), 0); pu == nil || kernel.New(kernel.Config{Grants: unc}).AdoptAuthority(pu) {
+		t.Fatal("a source of a type that is not comparable cannot be known to be the same")
+	}
+	bad := g1
+	bad.IssuedAt = "not a time"
+	if p := kernel.PrepareAuthority(ctx, &countingSnapshots{snap: kernel.GrantSnapshot{Grants: []kernel.CapabilityGrant{bad}, Hash: "h3"}}, testContext(), 0); p != nil {
+		t.Fatal("an invalid snapshot was prepared")
+	}
+	if p := kernel.PrepareAuthority(ctx, &grantStore{grants: []kernel.CapabilityGrant{g1}}, testContext(), 0); p != nil {
+		t.Fatal("a source without snapshots was prepared")
+	}
+	if k.AdoptAuthority(nil) {
+		t.Fatal("nil adopted")
+	}
+
+	calls := 0
+	k = kernel.New(kernel.Config{Grants: src})
+	k.AdoptAuthorityLater(func() *kernel.PreparedAuthority { calls++; return pa })
+	turn := mustTurn(t, k, testContext())
+	if calls != 0 {
+		t.Fatal("the preparation was waited for before a turn needed its authority")
+	}
+	if a := turn.Authority(ctx); a != pa.Authority() || calls != 1 {
+		t.Fatalf("later adoption: shared=%v, %d calls", a == pa.Authority(), calls)
+	}
+	if a := mustTurn(t, k, testContext()).Authority(ctx); a != pa.Authority() || calls != 1 {
+		t.Fatalf("second turn: shared=%v, %d calls", a == pa.Authority(), calls)
 	}
 }
 
@@ -612,6 +695,70 @@ func TestContractRefusesInvalidUTF8(t *testing.T) {
 	for _, doc := range []string{``, `{`, `{"a":1} {"b":2}`, `nope`} {
 		if out, err := kernel.CanonicalJSON([]byte(doc)); err == nil {
 			t.Errorf("CanonicalJSON(%q) = %q, want an error", doc, out)
+		}
+	}
+}
+
+// TestScanAgreesWithTrie: the first path lookups of an authority scan its grants, later
+// ones use the path trie; both give the same decisions and diagnostics (the same
+// candidates) for calls and for discovery, over exact and descendants capabilities on
+// overlapping paths, several actions and the wildcard.
+func TestScanAgreesWithTrie(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	segs := []string{"a", "b", "c"}
+	rnd := uint32(7)
+	next := func(n int) int { rnd = rnd*1103515245 + 12345; return int(rnd>>16) % n }
+	path := func() []string {
+		p := []string{}
+		for range next(4) {
+			p = append(p, segs[next(len(segs))])
+		}
+		return p
+	}
+	actions := [][]string{{"read"}, {"list"}, {"read", "list"}, {"*"}}
+	var grants []kernel.CapabilityGrant
+	for i := range 300 {
+		scope := kernel.ScopeDescendants
+		if next(2) == 0 {
+			scope = kernel.ScopeExact
+		}
+		g := grant(fmt.Sprintf("g%03d", i), actions[next(len(actions))], scope, path()...)
+		if next(3) == 0 { // a second capability, in another namespace or not
+			ns := []string{"files", "repo"}[next(2)]
+			g.Capabilities = append(g.Capabilities, kernel.Capability{Resource: kernel.ResourceRef{Namespace: ns, Path: path()},
+				Actions: actions[next(len(actions))], Scope: kernel.ScopeExact})
+		}
+		if next(4) == 0 {
+			g.Constraints.Purposes = []string{"other"} // ineligible: reported among the rejections
+		}
+		grants = append(grants, g)
+	}
+	actx := testContext()
+	warm := kernel.NewAuthority(grants, actx, 0)
+	if warm.Unavailable() != "" {
+		t.Fatal(warm.Unavailable())
+	}
+	z := &kernel.Authorizer{}
+	for _, act := range []string{"read", "list", "*", "stat"} { // past the scans: the trie from now on
+		for range 5 {
+			z.Authorize(ctx, warm, actx, req(act, "a"), kernel.AuthorizeOptions{})
+			z.CanDiscover(ctx, warm, actx, req(act, "a"), "")
+		}
+	}
+	for range 300 {
+		r := req([]string{"read", "list", "*", "stat"}[next(4)], path()...)
+		fresh := kernel.NewAuthority(grants, actx, 0) // its first lookup: a scan
+		d1, g1 := z.Authorize(ctx, fresh, actx, r, kernel.AuthorizeOptions{})
+		d2, g2 := z.Authorize(ctx, warm, actx, r, kernel.AuthorizeOptions{})
+		if !reflect.DeepEqual(d1, d2) || !reflect.DeepEqual(g1, g2) {
+			t.Fatalf("call %+v: scan %+v %+v, trie %+v %+v", r, d1, g1, d2, g2)
+		}
+		fresh = kernel.NewAuthority(grants, actx, 0)
+		d1, g1 = z.CanDiscover(ctx, fresh, actx, r, "")
+		d2, g2 = z.CanDiscover(ctx, warm, actx, r, "")
+		if !reflect.DeepEqual(d1, d2) || !reflect.DeepEqual(g1, g2) {
+			t.Fatalf("discovery %+v: scan %+v %+v, trie %+v %+v", r, d1, g1, d2, g2)
 		}
 	}
 }

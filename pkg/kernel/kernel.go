@@ -14,10 +14,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"maps"
 	"slices"
 	"sort"
@@ -71,6 +73,7 @@ type Kernel struct {
 	cfg       Config
 	authz     Authorizer
 	auths     authorityCache
+	pending   []func() *PreparedAuthority // AdoptAuthorityLater, adopted at the next resolution
 	mu        sync.RWMutex
 	static    map[string]*registered
 	staticReg *registry // newRegistry(static), built on first use after registrations
@@ -122,26 +125,191 @@ func validateHandler(h *ToolHandler) error {
 	return nil
 }
 
-// digestDefinition identifies a definition inside the catalogue hash. encoding/json is
-// deterministic (struct fields in order, map keys sorted), so the digest is stable for a
-// definition; the catalogue hash is an opaque audit identity, not a cross-host format.
+// digestDefinition identifies a definition inside the catalogue hash: the SHA-256 of
+// every field of the definition, each length-prefixed or tagged (so two definitions that
+// differ anywhere differ in the bytes hashed), map keys sorted. It walks the values
+// itself instead of encoding JSON (a process registers its tools once, on the way to its
+// first answer); a value of a type it does not know is hashed as its encoding/json
+// encoding. The catalogue hash is an opaque audit identity, not a cross-host format.
 func digestDefinition(d *ToolDefinition) [32]byte {
-	b, _ := json.Marshal(d)
-	return sha256.Sum256(b)
+	w := digester{h: sha256.New(), buf: make([]byte, 0, 8<<10)}
+	w.str("sharedos tool definition v2")
+	w.str(d.Name)
+	w.str(d.Description)
+	w.str(d.Namespace)
+	w.str(d.Source)
+	w.str(string(d.ReadWrite))
+	w.value(d.InputSchema)
+	w.value(d.OutputSchema)
+	r := &d.RequiredCapability
+	w.str(r.Resource.Namespace)
+	w.strs(r.Resource.Path)
+	w.addr(r.Resource.Owner)
+	w.str(r.Action)
+	if a := d.Annotations; a == nil {
+		w.tag('-')
+	} else {
+		w.tag('a')
+		w.optBool(a.ReadOnly)
+		w.optBool(a.Destructive)
+		w.optBool(a.Idempotent)
+	}
+	w.value(d.Metadata)
+	w.flush()
+	var sum [32]byte
+	w.h.Sum(sum[:0])
+	return sum
+}
+
+// digester writes values, unambiguously, into a hash, through one buffer.
+type digester struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func (w *digester) flush() {
+	w.h.Write(w.buf)
+	w.buf = w.buf[:0]
+}
+
+func (w *digester) tag(c byte) { w.buf = append(w.buf, c) }
+
+func (w *digester) count(n int) { w.buf = binary.AppendUvarint(w.buf, uint64(n)) }
+
+func (w *digester) str(s string) {
+	w.count(len(s))
+	w.buf = append(w.buf, s...)
+	if len(w.buf) > 4<<10 {
+		w.flush()
+	}
+}
+
+func (w *digester) strs(ss []string) {
+	w.count(len(ss))
+	for _, s := range ss {
+		w.str(s)
+	}
+}
+
+func (w *digester) addr(a *Address) {
+	if a == nil {
+		w.tag('-')
+		return
+	}
+	w.tag('@')
+	w.str(string(a.Kind))
+	w.str(a.ID)
+}
+
+func (w *digester) optBool(b *bool) {
+	switch {
+	case b == nil:
+		w.tag('-')
+	case *b:
+		w.tag('t')
+	default:
+		w.tag('f')
+	}
+}
+
+func (w *digester) value(v any) {
+	switch x := v.(type) {
+	case nil:
+		w.tag('n')
+	case bool:
+		if x {
+			w.tag('t')
+		} else {
+			w.tag('f')
+		}
+	case string:
+		w.tag('s')
+		w.str(x)
+	case json.Number:
+		w.tag('#')
+		w.str(string(x))
+	case float64:
+		w.tag('#')
+		w.str(strconv.FormatFloat(x, 'g', -1, 64))
+	case int:
+		w.tag('#')
+		w.str(strconv.Itoa(x))
+	case int64:
+		w.tag('#')
+		w.str(strconv.FormatInt(x, 10))
+	case []string:
+		w.tag('[')
+		w.strs(x)
+	case []any:
+		w.tag('[')
+		w.count(len(x))
+		for _, e := range x {
+			w.value(e)
+		}
+	case map[string]any:
+		if x == nil {
+			w.tag('n')
+			return
+		}
+		w.tag('{')
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		w.count(len(keys))
+		for _, k := range keys {
+			w.str(k)
+			w.value(x[k])
+		}
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			b = []byte(fmt.Sprintf("%T %v", x, x))
+		}
+		w.tag('j')
+		w.str(string(b))
+	}
 }
 
 // RegisterTool adds a static, process-wide tool. It fails on an invalid definition or a
 // name already registered (ErrDuplicateRegistration).
 func (k *Kernel) RegisterTool(h ToolHandler) error {
-	if err := validateHandler(&h); err != nil {
+	t, err := PrepareTool(h)
+	if err != nil {
 		return err
 	}
+	return k.RegisterPrepared(t)
+}
+
+// PreparedTool is a tool handler the kernel has checked against the contract and
+// digested for the catalogue hash, ready for RegisterPrepared. Preparing needs no
+// kernel, so a host can prepare its tools while it loads its other inputs.
+type PreparedTool struct{ r *registered }
+
+// PrepareTool checks h as RegisterTool does (an invalid definition fails) and digests its
+// definition.
+func PrepareTool(h ToolHandler) (PreparedTool, error) {
+	if err := validateHandler(&h); err != nil {
+		return PreparedTool{}, err
+	}
+	return PreparedTool{&registered{handler: h, digest: digestDefinition(&h.Definition)}}, nil
+}
+
+// RegisterPrepared adds a prepared static tool; it is RegisterTool without the work
+// PrepareTool did. It fails on a tool that was not prepared or a name already registered
+// (ErrDuplicateRegistration). A prepared tool may be registered on several kernels.
+func (k *Kernel) RegisterPrepared(t PreparedTool) error {
+	if t.r == nil {
+		return contractErr("tool", "was not prepared with PrepareTool")
+	}
+	name := t.r.handler.Definition.Name
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, dup := k.static[h.Definition.Name]; dup {
-		return fmt.Errorf("tool %q: %w", h.Definition.Name, ErrDuplicateRegistration)
+	if _, dup := k.static[name]; dup {
+		return fmt.Errorf("tool %q: %w", name, ErrDuplicateRegistration)
 	}
-	k.static[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
+	k.static[name] = t.r
 	k.staticReg = nil
 	return nil
 }

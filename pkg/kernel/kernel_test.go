@@ -2,8 +2,13 @@ package kernel_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,6 +316,45 @@ func (s snapshotSource) LoadGrantSnapshot(context.Context, kernel.AccessContext)
 	return s.snap, nil
 }
 
+// TestHashGrantsReference: the authority hash is hex(SHA-256(the JSON array, escaped as
+// JSON.stringify, of the sorted canonical JSON of each grant)), whatever the count — below
+// and above the count from which the work is shared with a second goroutine, with equal
+// grants, and with strings that need escaping.
+func TestHashGrantsReference(t *testing.T) {
+	t.Parallel()
+	reference := func(grants []kernel.CapabilityGrant) string {
+		parts := make([]string, len(grants))
+		for i := range grants {
+			parts[i] = string(kernel.CanonicalGrant(&grants[i]))
+		}
+		slices.Sort(parts)
+		doc, err := json.Marshal(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := kernel.CanonicalJSON(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(canon)
+		return hex.EncodeToString(sum[:])
+	}
+	for _, n := range []int{0, 1, 2, 3, 511, 512, 513, 2001} {
+		grants := make([]kernel.CapabilityGrant, n)
+		for i := range grants {
+			// descending ids, so that neither half arrives sorted; every 7th a repeat
+			id := fmt.Sprintf("g-%05d \"q\" \\ \x01 é", n-i)
+			if i%7 == 6 {
+				id = fmt.Sprintf("g-%05d \"q\" \\ \x01 é", n-i+1)
+			}
+			grants[i] = grant(id, []string{"read"}, kernel.ScopeDescendants, "docs", fmt.Sprint(i%13))
+		}
+		if got, want := kernel.HashGrants(grants), reference(grants); got != want {
+			t.Fatalf("%d grants: hash %s, want %s", n, got, want)
+		}
+	}
+}
+
 func TestSnapshotGrantSource(t *testing.T) {
 	ctx := context.Background()
 	actx := testContext()
@@ -416,6 +460,68 @@ func TestCatalogHash(t *testing.T) {
 	}
 }
 
+// TestPreparedTools: a tool prepared before any kernel exists (PrepareTool) registers as
+// RegisterTool would: the same checks (an invalid definition fails at PrepareTool, a
+// duplicate or an unprepared value at RegisterPrepared) and the same catalogue hash.
+func TestPreparedTools(t *testing.T) {
+	hashOf := func(prepared bool, tools ...kernel.ToolHandler) string {
+		t.Helper()
+		audit := &memAudit{}
+		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}, audit)
+		for _, h := range tools {
+			if !prepared {
+				if err := k.RegisterTool(h); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			p, err := kernel.PrepareTool(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.RegisterPrepared(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := k.ListTools(context.Background(), testContext()); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range audit.all() {
+			if ev.Type == kernel.EventToolCatalogListed {
+				return ev.Metadata["catalogHash"].(string)
+			}
+		}
+		t.Fatal("no tool.catalog.listed event")
+		return ""
+	}
+	a, b := echoTool("t.a", "read"), echoTool("t.b", "read")
+	if got, want := hashOf(true, a, b), hashOf(false, a, b); got != want || len(got) != 64 {
+		t.Fatalf("prepared catalogue hash %q, registered %q", got, want)
+	}
+	bad := echoTool("t.bad", "read")
+	bad.Definition.Annotations = &kernel.ToolAnnotations{Destructive: kernel.BoolPtr(true)}
+	if _, err := kernel.PrepareTool(bad); err == nil {
+		t.Fatal("a read tool marked destructive must be refused")
+	}
+	k := kernel.New(kernel.Config{})
+	p, err := kernel.PrepareTool(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RegisterPrepared(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RegisterPrepared(p); !errors.Is(err, kernel.ErrDuplicateRegistration) {
+		t.Fatalf("duplicate prepared tool: %v", err)
+	}
+	if err := k.RegisterTool(a); !errors.Is(err, kernel.ErrDuplicateRegistration) {
+		t.Fatalf("a registered tool after its prepared one: %v", err)
+	}
+	if err := k.RegisterPrepared(kernel.PreparedTool{}); err == nil {
+		t.Fatal("an unprepared tool was registered")
+	}
+}
+
 // TestEventIDs: 32 lowercase hex digits, unique, and ordered by the millisecond they were
 // minted in (so the trail's id index grows at its end).
 func TestEventIDs(t *testing.T) {
@@ -439,5 +545,96 @@ func TestEventIDs(t *testing.T) {
 	time.Sleep(3 * time.Millisecond)
 	if b := kernel.NewEventID(); b <= a {
 		t.Fatalf("an id minted later sorts first: %s <= %s", b, a)
+	}
+}
+
+// TestDefinitionDigest: the catalogue hash changes whenever any part of a definition
+// changes — every field, nested schema values, their types, a map key — and not with the
+// order a map was built in. If a field is added to ToolDefinition (or the types it
+// holds), digestDefinition must hash it: the field counts below fail until it does.
+func TestDefinitionDigest(t *testing.T) {
+	for typ, n := range map[reflect.Type]int{reflect.TypeOf(kernel.ToolDefinition{}): 10, reflect.TypeOf(kernel.ToolAnnotations{}): 3,
+		reflect.TypeOf(kernel.CapabilityRequirement{}): 2, reflect.TypeOf(kernel.ResourceRef{}): 3, reflect.TypeOf(kernel.Address{}): 2} {
+		if typ.NumField() != n {
+			t.Errorf("%s has %d fields, not %d: hash the new one in digestDefinition", typ, typ.NumField(), n)
+		}
+	}
+	hashOf := func(tool kernel.ToolHandler) string {
+		t.Helper()
+		audit := &memAudit{}
+		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}, audit, tool)
+		if _, err := k.ListTools(context.Background(), testContext()); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range audit.all() {
+			if ev.Type == kernel.EventToolCatalogListed {
+				return ev.Metadata["catalogHash"].(string)
+			}
+		}
+		t.Fatal("no tool.catalog.listed event")
+		return ""
+	}
+	base := func() kernel.ToolHandler {
+		h := echoTool("t.read", "read")
+		h.Definition.InputSchema = map[string]any{"type": "object", "properties": map[string]any{
+			"path": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": 64},
+			"n":    map[string]any{"type": "integer", "minimum": json.Number("1"), "default": 3.5, "enum": []any{1, int64(2), "x", true, nil}},
+		}, "required": []any{"path"}, "additionalProperties": false}
+		h.Definition.OutputSchema = map[string]any{"type": "object"}
+		h.Definition.Annotations = &kernel.ToolAnnotations{ReadOnly: kernel.BoolPtr(true), Idempotent: kernel.BoolPtr(false)}
+		h.Definition.Metadata = map[string]any{"k": []string{"a", "b"}}
+		return h
+	}
+	ref := hashOf(base())
+	// the same definition, its maps built in another order
+	same := base()
+	same.Definition.InputSchema = map[string]any{"additionalProperties": false, "required": []any{"path"}, "properties": map[string]any{
+		"n":    map[string]any{"enum": []any{1, int64(2), "x", true, nil}, "default": 3.5, "minimum": json.Number("1"), "type": "integer"},
+		"path": map[string]any{"maxItems": 64, "items": map[string]any{"type": "string"}, "type": "array"},
+	}, "type": "object"}
+	if hashOf(same) != ref {
+		t.Fatal("the order a map was built in changed the hash")
+	}
+	owner := alice
+	mutations := map[string]func(d *kernel.ToolDefinition){
+		"name":        func(d *kernel.ToolDefinition) { d.Name = "t.read2" },
+		"description": func(d *kernel.ToolDefinition) { d.Description = "other" },
+		"input type":  func(d *kernel.ToolDefinition) { d.InputSchema["type"] = "objects" },
+		"nested value": func(d *kernel.ToolDefinition) {
+			d.InputSchema["properties"].(map[string]any)["path"].(map[string]any)["maxItems"] = 65
+		},
+		"value type": func(d *kernel.ToolDefinition) {
+			d.InputSchema["properties"].(map[string]any)["path"].(map[string]any)["maxItems"] = "64"
+		},
+		"enum element": func(d *kernel.ToolDefinition) {
+			d.InputSchema["properties"].(map[string]any)["n"].(map[string]any)["enum"] = []any{1, int64(2), "x", false, nil}
+		},
+		"number": func(d *kernel.ToolDefinition) {
+			d.InputSchema["properties"].(map[string]any)["n"].(map[string]any)["minimum"] = json.Number("2")
+		},
+		"map key": func(d *kernel.ToolDefinition) {
+			d.InputSchema["requires"] = d.InputSchema["required"]
+			delete(d.InputSchema, "required")
+		},
+		"additionalProps":    func(d *kernel.ToolDefinition) { d.InputSchema["additionalProperties"] = true },
+		"output schema":      func(d *kernel.ToolDefinition) { d.OutputSchema = nil },
+		"requirement action": func(d *kernel.ToolDefinition) { d.RequiredCapability.Action = "list" },
+		"requirement path":   func(d *kernel.ToolDefinition) { d.RequiredCapability.Resource.Path = []string{"docs"} },
+		"requirement owner":  func(d *kernel.ToolDefinition) { d.RequiredCapability.Resource.Owner = &owner },
+		"annotation":         func(d *kernel.ToolDefinition) { d.Annotations.Idempotent = kernel.BoolPtr(true) },
+		"annotation unset":   func(d *kernel.ToolDefinition) { d.Annotations.ReadOnly = nil },
+		"no annotations":     func(d *kernel.ToolDefinition) { d.Annotations = nil },
+		"metadata":           func(d *kernel.ToolDefinition) { d.Metadata = map[string]any{"k": []string{"a", "c"}} },
+	}
+	for name, mutate := range mutations {
+		h := base()
+		mutate(&h.Definition)
+		if h.Definition.Validate() != nil {
+			t.Logf("%s: skipped, invalid", name)
+			continue // only valid definitions register
+		}
+		if hashOf(h) == ref {
+			t.Errorf("%s: the catalogue hash did not change", name)
+		}
 	}
 }
