@@ -46,7 +46,8 @@ func TestFixGrantNamesTheAuthority(t *testing.T) {
 // record could not be written (here a trigger makes the audit table refuse it, as a full
 // disk would), tools call prints the result, warns on stderr and exits 1 — never a quiet
 // success. A read changes nothing until its output is reported, so a read whose records
-// cannot be written reports no output: it fails audit_unavailable (exit 4).
+// cannot be written (here the shared spool refuses them) reports no output: it fails
+// audit_unavailable (exit 4).
 func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
 	dir, env := sandbox(t)
 	root := filepath.Join(dir, "root")
@@ -85,6 +86,15 @@ func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "b.md")); err != nil || string(b) != "hi" {
 		t.Fatalf("the effect: %q, %v", b, err)
+	}
+	// A read's records go to the shared spool (sqlitestore.EnableSharedSpool): make it
+	// refuse them, as a full disk would (a directory where the file should be).
+	spool := filepath.Join(dir, "state", "sharedos", "state.db-spool", "shared.log")
+	if err := os.Remove(spool); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(spool, 0o700); err != nil {
+		t.Fatal(err)
 	}
 	code, out, errOut = run1(t, env, append(args, "tools", "call", "files.read", "-a", "path=a.md")...)
 	if code != ExitToolFailed || !strings.Contains(out, `"code": "audit_unavailable"`) || strings.Contains(out, "hello") {

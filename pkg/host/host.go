@@ -200,6 +200,12 @@ type Needs struct {
 	// (sqlitestore.Store.EnableSpool) instead of one SQLite commit per call; readers of
 	// the trail see them all the same.
 	SpoolAudit bool
+	// SharedSpool: a short-lived process (a CLI command). Its store appends the
+	// write-ahead audit records to the database's shared spool
+	// (sqlitestore.Store.EnableSharedSpool), so that a command that changes nothing
+	// writes nothing to the database and SQLite syncs nothing when it exits. SpoolAudit
+	// wins over it.
+	SharedSpool bool
 }
 
 // LocalOperator is the identity of a command that needs no actor when nothing names one
@@ -453,6 +459,8 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 		if err := st.EnableSpool(); err != nil {
 			return nil, stateError(err, s.State)
 		}
+	} else if p.needs.SharedSpool {
+		st.EnableSharedSpool()
 	}
 	h := &Host{Prepared: p, Store: st, SelectionSource: "flag"}
 	if !s.NamespacesSet {

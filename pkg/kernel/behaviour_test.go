@@ -582,6 +582,26 @@ func TestEffectWithoutAuditIsMarked(t *testing.T) {
 	}
 }
 
+// TestRefusalWithoutAuditIsNotAnEffect: a refused call whose tool.invoked record could
+// not be written took no effect, so its result is not marked (a host would report an
+// effect that never happened); OnAuditError is still told.
+func TestRefusalWithoutAuditIsNotAnEffect(t *testing.T) {
+	t.Parallel()
+	var told error
+	k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}},
+		Audit: &failingAudit{failType: kernel.EventToolInvoked}, OnAuditError: func(err error) { told = err }})
+	if err := k.RegisterTool(echoTool("t.write", "write")); err != nil {
+		t.Fatal(err)
+	}
+	res := k.InvokeTool(context.Background(), testContext(), call("t.write", `{"path":["a"]}`))
+	if res.Status != kernel.StatusDenied {
+		t.Fatalf("status %s, want denied (no grant for write)", res.Status)
+	}
+	if _, ok := res.Metadata[kernel.AuditUnavailableKey]; ok || told == nil {
+		t.Fatalf("a refusal is marked as an effect without its record: %v (told %v)", res.Metadata, told)
+	}
+}
+
 // TestNamespaceChangeWithoutAuditFails: with a settings store that cannot write the
 // selection and its record in one transaction, a change whose record fails is reported
 // as an error (the CLI exits non-zero), never a quiet success.

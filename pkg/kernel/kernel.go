@@ -834,7 +834,7 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 		}
 		return res
 	}
-	t.finish(ctx, st, p, &res, ran && p.handler.Definition.ReadWrite != ClassRead)
+	t.finish(ctx, st, p, &res, ran, ran && p.handler.Definition.ReadWrite != ClassRead)
 	return res
 }
 
@@ -890,9 +890,11 @@ func (t *Turn) execute(ctx context.Context, p *Plan) ToolResult {
 const AuditUnavailableKey = "sharedos/auditUnavailable"
 
 // finish writes the call's tool.invoked audit record, durably when the call may have
-// changed state (a tool of any class but read ran). When it cannot be written the result
-// is marked (AuditUnavailableKey) and OnAuditError is told.
-func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult, durable bool) {
+// changed state (a tool of any class but read ran). When it cannot be written
+// OnAuditError is told, and, when the tool ran, the result is marked
+// (AuditUnavailableKey): a refusal whose record is missing took no effect, and marking it
+// would make the host report an effect that never happened.
+func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult, ran, durable bool) {
 	k := t.k
 	if k.cfg.Audit == nil {
 		return
@@ -905,6 +907,9 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResu
 	if err := write(ctx, ev); err != nil {
 		if k.cfg.OnAuditError != nil {
 			k.cfg.OnAuditError(err)
+		}
+		if !ran {
+			return
 		}
 		meta := make(map[string]any, len(res.Metadata)+1)
 		for key, v := range res.Metadata {

@@ -64,6 +64,9 @@ func (s *Store) Append(ctx context.Context, ev kernel.AuditEvent) error {
 		err = s.ingestOwn(ctx) // the records spooled before this one come first
 	}
 	if err == nil {
+		err = s.flushOwnShared(ctx)
+	}
+	if err == nil {
 		err = appendEvent(ctx, db, nil, ev)
 	}
 	if err != nil {
@@ -77,10 +80,12 @@ func (s *Store) Append(ctx context.Context, ev kernel.AuditEvent) error {
 // reader, but without forcing it to the disk (see Store): for the records of work that
 // changed nothing (kernel.WriteAheadAuditSink).
 func (s *Store) AppendWriteAhead(ctx context.Context, ev kernel.AuditEvent) error {
-	if sp := s.spool(); sp != nil {
+	if sp, sh := s.spool(), s.sharedSpool(); sp != nil || sh != nil {
 		row, err := eventArgs(&ev)
-		if err == nil {
+		if err == nil && sp != nil {
 			err = s.spoolAppend(ctx, sp, [][]any{row})
+		} else if err == nil {
+			err = s.sharedAppend(ctx, sh, [][]any{row})
 		}
 		if err != nil {
 			return fmt.Errorf("append audit event to %s: %w", s.path, err)
@@ -108,7 +113,7 @@ func (s *Store) AppendWriteAheadBatch(ctx context.Context, evs []kernel.AuditEve
 	if len(evs) == 0 {
 		return nil
 	}
-	if sp := s.spool(); sp != nil {
+	if sp, sh := s.spool(), s.sharedSpool(); sp != nil || sh != nil {
 		rows := make([][]any, len(evs))
 		for i := range evs {
 			r, err := eventArgs(&evs[i])
@@ -117,7 +122,13 @@ func (s *Store) AppendWriteAheadBatch(ctx context.Context, evs []kernel.AuditEve
 			}
 			rows[i] = r
 		}
-		return s.spoolAppend(ctx, sp, rows)
+		if sp != nil {
+			return s.spoolAppend(ctx, sp, rows)
+		}
+		if err := s.sharedAppend(ctx, sh, rows); err != nil {
+			return fmt.Errorf("append audit events to %s: %w", s.path, err)
+		}
+		return nil
 	}
 	args := make([]any, 0, len(evs)*auditColumns)
 	for i := range evs {

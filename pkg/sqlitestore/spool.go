@@ -336,6 +336,9 @@ func (s *Store) syncSpools(ctx context.Context) error {
 	if !spoolSupported {
 		return nil
 	}
+	if err := s.ingestShared(ctx); err != nil {
+		return err
+	}
 	dir := SpoolDir(s.path)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -35,11 +35,16 @@ func runSpoolChild(role string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	if err := s.EnableSpool(); err != nil {
+	if role == "spool-shared" {
+		s.EnableSharedSpool()
+	} else if err := s.EnableSpool(); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
 	n, _ := strconv.Atoi(os.Getenv(childSpoolN))
+	if role == "spool-shared" {
+		role = fmt.Sprintf("%s-%d", role, os.Getpid())
+	}
 	for i := 0; i < n; i += 2 {
 		// as the kernel writes a read's two records
 		batch := []kernel.AuditEvent{spoolEvent(fmt.Sprintf("%s-%d", role, i)), spoolEvent(fmt.Sprintf("%s-%d", role, i+1))}
@@ -48,11 +53,18 @@ func runSpoolChild(role string) int {
 			return 1
 		}
 	}
-	switch role {
-	case "spool-crash":
+	switch {
+	case strings.HasPrefix(role, "spool-shared-"):
+		if err := s.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		fmt.Println(role)
+		return 0
+	case role == "spool-crash":
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
-	case "spool-live":
+	case role == "spool-live":
 		fmt.Println("ready")
 		io.Copy(io.Discard, os.Stdin)
 		if err := s.Close(); err != nil {
@@ -494,5 +506,154 @@ func TestSpoolAfterTornWrite(t *testing.T) {
 	}
 	if got := spooledIDs(t, r, "after-torn"); !slices.Equal(got, []string{"after-torn"}) {
 		t.Fatalf("another reader sees %q, want the record written after the torn line", got)
+	}
+}
+
+// rawCount counts audit_events rows with id prefix, reading the database directly (no
+// spool is copied in).
+func rawCount(t *testing.T, s *Store, prefix string) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM audit_events WHERE id LIKE ? || '%'`, prefix).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The shared spool of short-lived processes: their write-ahead records write nothing to
+// the database; the next reader (another process) sees them, in order, and copies them
+// in; a durable write of the appender comes after its own spooled records.
+func TestSharedSpool(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	a, b, r := mustOpen(t, path), mustOpen(t, path), mustOpen(t, path)
+	defer r.Close()
+	a.EnableSharedSpool()
+	b.EnableSharedSpool()
+	ctx := context.Background()
+	for i := range 3 {
+		if err := a.AppendWriteAheadBatch(ctx, []kernel.AuditEvent{spoolEvent(fmt.Sprintf("sh-%d-a", i)), spoolEvent(fmt.Sprintf("sh-%d-b", i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AppendWriteAhead(ctx, spoolEvent(fmt.Sprintf("sh-%d-c", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rawCount(t, r, "sh-"); n != 0 {
+		t.Fatalf("%d records were written to the database", n)
+	}
+	want := []string{"sh-0-a", "sh-0-b", "sh-0-c", "sh-1-a", "sh-1-b", "sh-1-c", "sh-2-a", "sh-2-b", "sh-2-c"}
+	if got := spooledIDs(t, r, "sh-"); !slices.Equal(got, want) {
+		t.Fatalf("a reader sees %q, want %q", got, want)
+	}
+	if fi, err := os.Stat(SharedSpoolPath(path)); err != nil || fi.Size() != 0 {
+		t.Fatalf("the shared spool after a reader copied it in: %v, %v", fi, err)
+	}
+	// a durable record after spooled ones
+	if err := a.AppendWriteAhead(ctx, spoolEvent("sh-3-checked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, spoolEvent("sh-3-invoked")); err != nil {
+		t.Fatal(err)
+	}
+	if got := spooledIDs(t, r, "sh-3"); !slices.Equal(got, []string{"sh-3-checked", "sh-3-invoked"}) {
+		t.Fatalf("order %q", got)
+	}
+	// a process that closed (exited) leaves its records for the next reader
+	if err := b.AppendWriteAhead(ctx, spoolEvent("sh-4")); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b.Close()
+	if got := spooledIDs(t, r, "sh-4"); !slices.Equal(got, []string{"sh-4"}) {
+		t.Fatalf("after the appenders closed: %q", got)
+	}
+}
+
+// Past sharedSpoolMax the appender copies the shared spool in itself; a line torn by a
+// process that died mid-write costs only that line.
+func TestSharedSpoolBoundAndTorn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	w, r := mustOpen(t, path), mustOpen(t, path)
+	defer w.Close()
+	defer r.Close()
+	w.EnableSharedSpool()
+	ctx := context.Background()
+	if err := w.AppendWriteAhead(ctx, spoolEvent("bt-first")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(SharedSpoolPath(path), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("\n0badc0de 0000000000000000 {\"version\":\"1\",\"id\":\"bt-torn")) // died mid-write
+	f.Close()
+	n, prev := 0, int64(0)
+	for ; n < 3000; n++ {
+		if err := w.AppendWriteAhead(ctx, spoolEvent(fmt.Sprintf("bt-%04d", n))); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(SharedSpoolPath(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() < prev {
+			n++
+			break // the appender copied it in and emptied it
+		}
+		prev = fi.Size()
+	}
+	if n == 3000 || prev <= sharedSpoolMax-4096 {
+		t.Fatal("the shared spool grew past its bound")
+	}
+	if c := rawCount(t, r, "bt-"); c < n {
+		t.Fatalf("%d records in the database after the appender copied %d in", c, n)
+	}
+	got := spooledIDs(t, r, "bt-")
+	if len(got) != n+1 || got[0] != "bt-first" || got[1] != "bt-0000" || got[n] != fmt.Sprintf("bt-%04d", n-1) {
+		t.Fatalf("recorded %d: %q..., want bt-first, bt-0000 ... bt-%04d", len(got), got[:min(3, len(got))], n-1)
+	}
+}
+
+// Short-lived processes appending to the shared spool at once: every record is recorded
+// exactly once, each process's in its order.
+func TestSharedSpoolProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := mustOpen(t, path) // the schema first
+	defer s.Close()
+	const procs, each = 6, 40
+	var wg sync.WaitGroup
+	roles := make([]string, procs)
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=spool-shared", childDB+"="+path, childSpoolN+"="+strconv.Itoa(each))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Error(err)
+			}
+			roles[i] = strings.TrimSpace(string(out))
+		}()
+	}
+	wg.Wait()
+	evs, err := s.ListAudit(context.Background(), AuditFilter{Oldest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := map[string]int{}
+	for _, ev := range evs {
+		i := strings.LastIndexByte(ev.ID, '-')
+		role, n := ev.ID[:i], ev.ID[i+1:]
+		if want := strconv.Itoa(next[role]); n != want {
+			t.Fatalf("%s recorded where %s-%s was due", ev.ID, role, want)
+		}
+		next[role]++
+	}
+	for _, role := range roles {
+		if next[role] != each {
+			t.Errorf("%s: %d records, want %d", role, next[role], each)
+		}
 	}
 }

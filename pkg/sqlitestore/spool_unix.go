@@ -15,3 +15,11 @@ const spoolSupported = true
 func lockFile(f *os.File) error {
 	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 }
+
+// unlockFile releases lockFile's lock (closing f releases it too).
+func unlockFile(f *os.File) { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN) }
+
+// openAppendNoFollow opens path with flags, refusing a symbolic link.
+func openAppendNoFollow(path string, flags int) (*os.File, error) {
+	return os.OpenFile(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+}

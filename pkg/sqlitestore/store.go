@@ -99,7 +99,8 @@ type Store struct {
 	now func() time.Time // the clock of the selection cache (tests move it)
 
 	spoolMu sync.Mutex
-	sp      *spool // the audit spool (EnableSpool), nil when records are committed one by one
+	sp      *spool       // the audit spool (EnableSpool), nil when records are committed one by one
+	shared  *sharedSpool // the shared spool (EnableSharedSpool)
 }
 
 // applicationID marks a database file as a sharedos state database ("shOS").
@@ -153,7 +154,7 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database. Calls after Close fail.
 func (s *Store) Close() error {
 	var errs []error
-	errs = append(errs, s.closeSpool())
+	errs = append(errs, s.closeSpool(), s.closeShared())
 	s.durableOnce.Do(func() { s.durableErr = errors.New("the store is closed") }) // no durable pool after Close
 	if s.durableDB != nil {
 		errs = append(errs, s.durableDB.Close())
@@ -195,6 +196,9 @@ func (s *Store) beginDurable(ctx context.Context) (*sql.Tx, error) {
 	// A durable write records an effect: the write-ahead records spooled before it (its
 	// decision, say) come first in the trail.
 	if err := s.ingestOwn(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.flushOwnShared(ctx); err != nil {
 		return nil, err
 	}
 	return db.BeginTx(ctx, nil) // immediate (see dsnParams)
