@@ -21,10 +21,12 @@ import (
 	"fmt"
 	"hash"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -80,7 +82,8 @@ type Kernel struct {
 	providers []ContextToolProvider
 
 	memoMu   sync.Mutex
-	recorded map[string]struct{} // authority.resolved records written (TurnOptions.AuthorityResolvedOnce)
+	lastMemo atomic.Pointer[memoKey] // the last memo key (authorityMemoKey)
+	recorded map[string]struct{}     // authority.resolved records written (TurnOptions.AuthorityResolvedOnce)
 }
 
 // New creates a kernel with cfg's ports.
@@ -540,6 +543,39 @@ const maxAuthorityMemo = 1024
 // authorityMemoKey identifies what a turn's authority.resolved record says but its
 // instant and id.
 func (t *Turn) authorityMemoKey(auth *Authority) string {
+	a := &t.actx
+	// A session's turns share the authority and the metadata map (TurnOptions: not to
+	// be changed after): the key of the last turn is reused when nothing it names changed.
+	var metaPtr uintptr
+	if t.meta != nil {
+		metaPtr = reflect.ValueOf(t.meta).Pointer()
+	}
+	last := t.k.lastMemo.Load()
+	if last != nil && last.auth == auth && last.metaPtr == metaPtr && last.actor == a.Actor && last.authority == a.Authority &&
+		last.owner == a.Owner && last.world == a.World && last.purpose == a.Purpose && last.trace == a.TraceID {
+		return last.key
+	}
+	key := t.buildMemoKey(auth)
+	if key != "" {
+		t.k.lastMemo.Store(&memoKey{auth: auth, meta: t.meta, metaPtr: metaPtr, actor: a.Actor, authority: a.Authority, owner: a.Owner,
+			world: a.World, purpose: a.Purpose, trace: a.TraceID, key: key})
+	}
+	return key
+}
+
+// memoKey is the last authority.resolved memo key built, with what it was built from. It
+// holds the authority and the metadata map themselves, so that neither address can be
+// reused by another value while it is compared by address.
+type memoKey struct {
+	auth                    *Authority
+	meta                    map[string]any
+	metaPtr                 uintptr
+	actor, authority, owner Address
+	world, purpose, trace   string
+	key                     string
+}
+
+func (t *Turn) buildMemoKey(auth *Authority) string {
 	a := &t.actx
 	b := make([]byte, 0, 256)
 	b = append(b, auth.Hash()...)
