@@ -127,7 +127,8 @@ print(f"raw-client ratios (server-filesystem / sharedos): call p50 {peer['call']
       f"tools/list p50 {peer['list'] / ours['list']:.2f}x, cold start {peer['cold'] / ours['cold']:.2f}x; "
       f"sharedos over the middleware floor: call p50 +{ours['call'] - floor['call']:.0f} µs "
       f"(over the same answer from the SDK, the shape floor: +{ours['call'] - med['go-sdk-shape-floor']['call']:.0f} µs); "
-      f"the floor's own call ratio (the most any go-sdk server can show): {peer['call'] / floor['call']:.2f}x")
+      f"the floors' own call ratios (the most any go-sdk server can show): {peer['call'] / floor['call']:.2f}x, "
+      f"{peer['call'] / med['go-sdk-shape-floor']['call']:.2f}x with sharedos' answer")
 if "base-sharedos" in med:
     print(f"raw-client call p50, base / this build: {med['base-sharedos']['call'] / ours['call']:.2f}x")
 PY
