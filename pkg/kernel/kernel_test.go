@@ -483,16 +483,7 @@ func TestPreparedTools(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := k.ListTools(context.Background(), testContext()); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range audit.all() {
-			if ev.Type == kernel.EventToolCatalogListed {
-				return ev.Metadata["catalogHash"].(string)
-			}
-		}
-		t.Fatal("no tool.catalog.listed event")
-		return ""
+		return listedCatalogHash(t, k, audit)
 	}
 	a, b := echoTool("t.a", "read"), echoTool("t.b", "read")
 	if got, want := hashOf(true, a, b), hashOf(false, a, b); got != want || len(got) != 64 {
@@ -563,16 +554,7 @@ func TestDefinitionDigest(t *testing.T) {
 		t.Helper()
 		audit := &memAudit{}
 		k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeDescendants)}, audit, tool)
-		if _, err := k.ListTools(context.Background(), testContext()); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range audit.all() {
-			if ev.Type == kernel.EventToolCatalogListed {
-				return ev.Metadata["catalogHash"].(string)
-			}
-		}
-		t.Fatal("no tool.catalog.listed event")
-		return ""
+		return listedCatalogHash(t, k, audit)
 	}
 	base := func() kernel.ToolHandler {
 		h := echoTool("t.read", "read")
@@ -637,4 +619,20 @@ func TestDefinitionDigest(t *testing.T) {
 			t.Errorf("%s: the catalogue hash did not change", name)
 		}
 	}
+}
+
+// listedCatalogHash lists k's tools and returns the catalogue hash its
+// tool.catalog.listed record names.
+func listedCatalogHash(t *testing.T, k *kernel.Kernel, audit *memAudit) string {
+	t.Helper()
+	if _, err := k.ListTools(context.Background(), testContext()); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range audit.all() {
+		if ev.Type == kernel.EventToolCatalogListed {
+			return ev.Metadata["catalogHash"].(string)
+		}
+	}
+	t.Fatal("no tool.catalog.listed event")
+	return ""
 }
