@@ -88,7 +88,7 @@ func (s *Store) Selection(ctx context.Context, world string, owner kernel.Addres
 	// no update happened (selCache), else read with a statement prepared once.
 	now := s.now()
 	key := selKey{world, owner.String()}
-	stamp, cacheable := statStamp(stampPath(s.path))
+	stamp, cacheable := statStamp(SelectionStampPath(s.path))
 	if cacheable {
 		if sel, stored, ok := s.sel.lookup(key, stamp, now); ok {
 			return append([]string{}, sel...), stored, nil

@@ -56,8 +56,6 @@ type selCache struct {
 // SelectionStampPath is the selection stamp file of the database at path (see selCache).
 func SelectionStampPath(path string) string { return path + "-selection" }
 
-func stampPath(path string) string { return SelectionStampPath(path) }
-
 // lookup returns the cached selection of k when it can be trusted with stamp st now.
 func (c *selCache) lookup(k selKey, st fileStamp, now time.Time) ([]string, bool, bool) {
 	c.mu.Lock()
@@ -94,7 +92,7 @@ func (c *selCache) forget() {
 // changes its times), never through a symbolic link (openNoFollow). An error is ignored:
 // readers then notice the change within maxSelectionAge.
 func stampSelection(path string) {
-	f, err := openNoFollow(stampPath(path))
+	f, err := openNoFollow(SelectionStampPath(path))
 	if err != nil {
 		return
 	}

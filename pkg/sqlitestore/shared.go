@@ -78,13 +78,7 @@ func (s *Store) sharedAppend(ctx context.Context, sh *sharedSpool, rows [][]any)
 		}
 		sh.f = f
 	}
-	b := make([]byte, 0, 1024*len(rows))
-	for _, r := range rows {
-		b = append(b, '\n')
-		b = appendSpoolLine(b, 0, []byte(r[auditColumns-1].(string)))
-		b = b[:len(b)-1] // the next line's "\n" (or the next append's) ends it
-	}
-	b = append(b, '\n')
+	b := appendSpoolBatch(make([]byte, 0, 1024*len(rows)), 0, rows) // ordered by the file
 	unlock, err := lockShared(ctx, sh.f)
 	if err != nil {
 		return err
@@ -110,20 +104,8 @@ func (s *Store) sharedAppend(ctx context.Context, sh *sharedSpool, rows [][]any)
 // create makes the directory and the file when missing. A missing file without create
 // is (nil, nil).
 func openShared(path string, create bool) (*os.File, error) {
-	dir := SpoolDir(path)
-	if create {
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("audit spool of %s: %w", path, err)
-		}
-	}
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		if errors.Is(err, os.ErrNotExist) && !create {
-			return nil, nil
-		}
-		if err == nil {
-			err = errors.New("not a directory (a symbolic link or a file)")
-		}
-		return nil, fmt.Errorf("audit spool %s: %w", dir, err)
+	if _, ok, err := spoolDir(path, create); err != nil || !ok {
+		return nil, err
 	}
 	flags := os.O_RDWR | os.O_APPEND
 	if create {
@@ -203,15 +185,8 @@ func (s *Store) ingestSharedLocked(ctx context.Context, f *os.File) error {
 	if len(data) == 0 {
 		return nil
 	}
-	lines := spoolLines(data)
-	if len(lines) > 0 {
-		rows := make([][]any, len(lines))
-		for i, l := range lines {
-			rows[i] = l.row
-		}
-		if err := s.ingestRows(ctx, rows); err != nil {
-			return err
-		}
+	if err := s.ingestLines(ctx, spoolLines(data)); err != nil {
+		return err
 	}
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("empty the audit spool %s: %w", f.Name(), err)

@@ -76,7 +76,6 @@ type spool struct {
 	mu      sync.Mutex // guards the fields below
 	files   [2]*os.File
 	sizes   [2]int64
-	torn    [2]bool // a failed write left part of a line that could not be cut off
 	cur     int     // the file appends go to
 	pending [][]any // rows appended and not yet ingested, in order
 	failed  error   // the last ingest's error, nil once one succeeded
@@ -107,16 +106,9 @@ func (s *Store) EnableSpool() error {
 	if s.sp != nil {
 		return nil
 	}
-	dir := SpoolDir(s.path)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("audit spool of %s: %w", s.path, err)
-	}
-	// Not through a link (it could lead where an agent writes, and forge records there).
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		if err == nil {
-			err = errors.New("not a directory (a symbolic link or a file)")
-		}
-		return fmt.Errorf("audit spool %s: %w", dir, err)
+	dir, _, err := spoolDir(s.path, true)
+	if err != nil {
+		return err
 	}
 	sp := &spool{dir: dir, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	base := fmt.Sprintf("%d-%s", os.Getpid(), kernel.NewEventID())
@@ -131,6 +123,29 @@ func (s *Store) EnableSpool() error {
 	s.sp = sp
 	go s.spoolLoop(sp)
 	return nil
+}
+
+// spoolDir returns the spool directory of the database at path, made when create, and
+// whether it exists. It is never used through a link (one could lead where an agent
+// writes, and forge records there) and never when it is not a directory.
+func spoolDir(path string, create bool) (string, bool, error) {
+	dir := SpoolDir(path)
+	if create {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return dir, false, fmt.Errorf("audit spool of %s: %w", path, err)
+		}
+	}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) && !create {
+		return dir, false, nil
+	}
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory (a symbolic link or a file)")
+	}
+	if err != nil {
+		return dir, false, fmt.Errorf("audit spool %s: %w", dir, err)
+	}
+	return dir, true, nil
 }
 
 // createLocked creates dir/name, locked, in a way a reader never sees unlocked: it is
@@ -172,15 +187,8 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 	if sp.closed {
 		return errors.New("the store is closed")
 	}
-	b := sp.buf[:0]
-	if sp.torn[sp.cur] {
-		b = append(b, '\n') // ends the torn line, so that these lines stay whole
-	}
-	seq := sp.seq
-	for _, r := range rows {
-		b = appendSpoolLine(b, seq, []byte(r[auditColumns-1].(string)))
-		seq++
-	}
+	b := appendSpoolBatch(sp.buf[:0], sp.seq, rows)
+	seq := sp.seq + uint64(len(rows))
 	sp.buf = b
 	f := sp.files[sp.cur]
 	n, err := f.Write(b)
@@ -188,15 +196,13 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		// The file ends where it did; if it cannot be cut back, the next lines written
-		// start after a line end (a torn line is ignored by readers, whole ones are not).
+		// The file ends where it did (should that fail, the torn line is ended by the next
+		// batch's leading line end, and readers ignore it).
 		if n > 0 && f.Truncate(sp.sizes[sp.cur]) != nil {
-			sp.torn[sp.cur] = true
 			sp.sizes[sp.cur] += int64(n)
 		}
 		return fmt.Errorf("audit spool %s: %w", sp.names[sp.cur], err)
 	}
-	sp.torn[sp.cur] = false
 	sp.sizes[sp.cur] += int64(n)
 	sp.seq = seq
 	sp.pending = append(sp.pending, rows...)
@@ -205,6 +211,20 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 	default:
 	}
 	return nil
+}
+
+// appendSpoolBatch appends the lines of rows, numbered from seq, as one write of either
+// spool: each line is led by a line end and the batch ends with one, so that a line torn
+// by a write that did not complete (the process died, the disk filled) is ended by the
+// next batch and ignored, and the lines after it stay whole.
+func appendSpoolBatch(b []byte, seq uint64, rows [][]any) []byte {
+	for _, r := range rows {
+		b = append(b, '\n')
+		b = appendSpoolLine(b, seq, []byte(r[auditColumns-1].(string)))
+		b = b[:len(b)-1] // ended by the next line's lead, or the batch's end
+		seq++
+	}
+	return append(b, '\n')
 }
 
 // appendSpoolLine appends one spool line: "CCCCCCCC SSSSSSSSSSSSSSSS {json}\n", the CRC32C
@@ -278,7 +298,7 @@ func (s *Store) ingestOwn(ctx context.Context) error {
 	}
 	sp.failed = nil
 	if terr := sp.files[old].Truncate(0); terr == nil {
-		sp.sizes[old], sp.torn[old] = 0, false
+		sp.sizes[old] = 0
 	}
 	return nil
 }
@@ -454,15 +474,9 @@ func (s *Store) ingestForeign(ctx context.Context, paths []string) error {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) > 0 {
-		slices.SortFunc(lines, func(a, b spoolLine) int { return cmp.Compare(a.seq, b.seq) })
-		rows := make([][]any, len(lines))
-		for i, l := range lines {
-			rows[i] = l.row
-		}
-		if err := s.ingestRows(ctx, rows); err != nil {
-			return err
-		}
+	slices.SortFunc(lines, func(a, b spoolLine) int { return cmp.Compare(a.seq, b.seq) })
+	if err := s.ingestLines(ctx, lines); err != nil {
+		return err
 	}
 	if dead {
 		for _, p := range open {
@@ -472,6 +486,18 @@ func (s *Store) ingestForeign(ctx context.Context, paths []string) error {
 		}
 	}
 	return nil
+}
+
+// ingestLines inserts the records of lines, in their order, in one transaction.
+func (s *Store) ingestLines(ctx context.Context, lines []spoolLine) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(lines))
+	for i, l := range lines {
+		rows[i] = l.row
+	}
+	return s.ingestRows(ctx, rows)
 }
 
 // spoolReadHook, when set (by a test), is called before the n-th read of ingestForeign.
