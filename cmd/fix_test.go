@@ -101,3 +101,36 @@ func TestEffectWithoutAuditExitsNonZero(t *testing.T) {
 		t.Fatalf("read without its records: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
+
+// TestReadOnlyCommandWritesNoDatabase: a command that changes nothing (tools list, a
+// read) writes nothing to the state database — its records go to the shared spool
+// (sqlitestore.EnableSharedSpool), so SQLite has nothing to sync when it exits — and the
+// next reader of the trail sees them all the same.
+func TestReadOnlyCommandWritesNoDatabase(t *testing.T) {
+	dir, env := sandbox(t)
+	root, grants := readFixture(t, dir)
+	state := filepath.Join(dir, "state.db")
+	args := []string{"--root", root, "--grants", grants, "--namespaces", "files", "--state", state}
+	if code, _, errOut := run1(t, env, append(args, "tools", "list")...); code != 0 {
+		t.Fatalf("list: %d %s", code, errOut)
+	}
+	if code, _, errOut := run1(t, env, append(args, "tools", "call", "files.read", "-a", "path=notes/todo.md")...); code != 0 {
+		t.Fatalf("read: %d %s", code, errOut)
+	}
+	db, err := sql.Open("sqlite", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM audit_events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if n != 0 {
+		t.Fatalf("%d audit rows written to the database by commands that changed nothing", n)
+	}
+	code, out, errOut := run1(t, env, append(args, "audit", "list", "-o", "json")...)
+	if code != 0 || !strings.Contains(out, `"tool.catalog.listed"`) || !strings.Contains(out, `"tool.invoked"`) {
+		t.Fatalf("audit list: %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 type syncBuffer struct {
@@ -73,7 +74,16 @@ func TestMCPStdio(t *testing.T) {
 	if text.Code != "tool_unavailable" || text.Hint != "no grant covers this call; run 'sharedos explain files.create' with the same arguments for the grant to add" {
 		t.Fatalf("refusal %+v", text)
 	}
+	// The server writes its write-ahead records through a spool of its own
+	// (sqlitestore.EnableSpool), present while it serves and removed when it ends.
+	state := filepath.Join(dir, "state", "state.db")
+	if files, _ := filepath.Glob(filepath.Join(sqlitestore.SpoolDir(state), "*.spool")); len(files) != 2 {
+		t.Fatalf("spool files while serving: %q, want the server's two", files)
+	}
 	run.endOfInput(t, 5*time.Second)
+	if files, _ := filepath.Glob(filepath.Join(sqlitestore.SpoolDir(state), "*.spool")); len(files) != 0 {
+		t.Fatalf("spool files after the session: %q", files)
+	}
 	_ = cs.Close()
 	logs := strings.TrimSpace(stderr.String())
 	if logs == "" {

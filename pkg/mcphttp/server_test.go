@@ -326,6 +326,11 @@ func TestTwoTokensIsolated(t *testing.T) {
 	if la.Meta[mcpserver.MetaCatalogHash] == lb.Meta[mcpserver.MetaCatalogHash] {
 		t.Fatal("same catalogue hash for different tool sets")
 	}
+	// Each token's host writes its write-ahead records through a spool of its own
+	// (sqlitestore.EnableSpool): two files per token.
+	if files, _ := filepath.Glob(filepath.Join(sqlitestore.SpoolDir(f.state), "*.spool")); len(files) != 4 {
+		t.Fatalf("spool files with two tokens served: %q, want two per token", files)
+	}
 	if r := call(t, alice, "files.read", map[string]any{"path": []string{"notes", "todo.md"}}); r.IsError {
 		t.Fatalf("alice read: %+v", r)
 	}
