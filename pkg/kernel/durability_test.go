@@ -339,3 +339,43 @@ func TestReadRecordsBatched(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditEventSizeIndependentOfGrants: the audit records of a turn's listing and call
+// are the same size with 10 grants as with 1,000 (a grant set is named by its hash and
+// counted, never listed), but for the digits of the count.
+func TestAuditEventSizeIndependentOfGrants(t *testing.T) {
+	sizes := func(n int) map[kernel.AuditEventType]int {
+		grants := append(benchGrants(n-1), grant("g-read", []string{"read", "list"}, kernel.ScopeDescendants))
+		audit := &memAudit{}
+		k := kernel.New(kernel.Config{Grants: &grantStore{grants: grants}, Usage: newMemUsage(), Audit: audit})
+		if err := k.RegisterTool(echoTool("files.read", "read")); err != nil {
+			t.Fatal(err)
+		}
+		turn := mustTurn(t, k, testContext())
+		if _, err := turn.ListTools(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if res := turn.InvokeTool(context.Background(), call("files.read", `{"path":["a"]}`)); res.Status != kernel.StatusSucceeded {
+			t.Fatalf("call: %s %+v", res.Status, res.Error)
+		}
+		out := map[kernel.AuditEventType]int{}
+		for _, ev := range audit.all() {
+			ev.ID, ev.At, ev.RecordedAt, ev.AuthorityHash = "", "", "", "" // fixed-size or instant
+			b, err := json.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[ev.Type] += len(b)
+		}
+		return out
+	}
+	small, large := sizes(10), sizes(1000)
+	if len(small) < 3 {
+		t.Fatalf("too few record types to compare: %v", small)
+	}
+	for typ, n := range small {
+		if d := large[typ] - n; d < 0 || d > 2 {
+			t.Errorf("%s: %d bytes with 10 grants, %d with 1,000", typ, n, large[typ])
+		}
+	}
+}
