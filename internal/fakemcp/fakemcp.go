@@ -3,7 +3,10 @@
 // Its behaviour is chosen by FAKEMCP_MODE:
 //
 //	normal (default)  tools with resource arguments (get_file_contents, create_issue,
-//	                  search_code), echo_args, echo_env, huge, slow, fail, add_tool,
+//	                  search_code), struct_repo and struct_row (which read their
+//	                  arguments as many Go servers do: encoding/json into a struct, keys
+//	                  matched case-insensitively, numbers into int64), echo_args,
+//	                  echo_env, huge, giant, slow, fail, fail_echo, add_tool,
 //	                  exit (answers, then the process exits)
 //	crash             writes to stderr and exits 3 before answering anything
 //	hang              reads its input and never answers
@@ -113,6 +116,28 @@ func NewServer() *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		InputSchema: obj(map[string]any{"query": str}, "query")},
 		func(a map[string]any) *mcp.CallToolResult { return text(fmt.Sprintf("results for %v", a["query"])) })
+	// Many Go MCP servers decode a call's arguments with encoding/json into a struct,
+	// which matches keys case-insensitively (the go-sdk's own typed handlers do not).
+	s.AddTool(&mcp.Tool{Name: "struct_repo", Description: "Serve owner/repo, read into a Go struct.",
+		InputSchema: obj(map[string]any{"owner": str, "repo": str}, "owner", "repo")},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logCall("struct_repo", req.Params.Arguments)
+			var in struct{ Owner, Repo string }
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return nil, err
+			}
+			return text("served " + in.Owner + "/" + in.Repo), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "struct_row", Description: "Serve a row by its int64 id, read into a Go struct.",
+		InputSchema: obj(map[string]any{"id": map[string]any{"type": "integer"}}, "id")},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logCall("struct_row", req.Params.Arguments)
+			var in struct{ ID int64 }
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return nil, err
+			}
+			return text(fmt.Sprintf("row %d", in.ID)), nil
+		})
 	add(&mcp.Tool{Name: "echo_args", Description: "Echo the raw arguments.",
 		InputSchema: map[string]any{"type": "object"}}, nil)
 	add(&mcp.Tool{Name: "echo_env", Description: "Echo the environment.",

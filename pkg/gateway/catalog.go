@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -289,36 +288,39 @@ func firstLine(err error) error {
 	return fmt.Errorf("%s", s)
 }
 
-// parsedCall is what a gateway tool's ParseArguments hands the kernel: the raw arguments
-// (sent upstream unchanged) and the resolved resource path.
+// parsedCall is what a gateway tool's ParseArguments hands the kernel: the arguments
+// to forward (re-encoded from the value the template read, never the caller's bytes)
+// and the resolved resource path.
 type parsedCall struct {
 	raw  json.RawMessage
 	path []string
 }
 
-// parse validates a call's arguments against the upstream's input schema, then resolves
-// the template. Any error is invalid_tool_arguments, before authorization.
+// parse decodes a call's arguments once (DecodeArguments), validates that value against
+// the upstream's input schema, resolves the template on it, and re-encodes it for the
+// upstream, so that the resource authorized is the one the upstream reads. Any error is
+// invalid_tool_arguments, before authorization.
 func (e *Entry) parse(raw json.RawMessage) (any, error) {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	args, err := DecodeArguments(raw)
 	if err != nil {
-		return nil, fmt.Errorf("arguments must be a JSON object")
+		return nil, err
 	}
 	sch, err := e.schema.get()
 	if err != nil {
 		return nil, fmt.Errorf("the tool's input schema cannot be compiled: %v", err)
 	}
-	if err := sch.Validate(inst); err != nil {
+	if err := sch.Validate(args); err != nil {
 		return nil, fmt.Errorf("the arguments do not match the tool's input schema: %s", schemaMessage(err))
-	}
-	args, err := DecodeArguments(raw)
-	if err != nil {
-		return nil, err
 	}
 	path, err := e.mapping.Resolve(args)
 	if err != nil {
 		return nil, err
 	}
-	return &parsedCall{raw: slices.Clone(raw), path: path}, nil
+	fwd, err := EncodeArguments(args)
+	if err != nil {
+		return nil, err
+	}
+	return &parsedCall{raw: fwd, path: path}, nil
 }
 
 // schemaMessage is a validation error in one line, at most 512 bytes.

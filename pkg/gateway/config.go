@@ -96,6 +96,9 @@ type Elem struct {
 	Literal string
 	Arg     *Pointer
 	Split   string
+	// Number is how a number argument becomes a segment: NumberSafe (integers within
+	// ±(2^53−1)) or NumberInt64.
+	Number string
 }
 
 // String renders the element as the config writes it.
@@ -103,10 +106,14 @@ func (e Elem) String() string {
 	if e.Arg == nil {
 		return e.Literal
 	}
+	out := "{arg: " + e.Arg.String()
 	if e.Split != "" {
-		return fmt.Sprintf("{arg: %s, split: %q}", e.Arg.String(), e.Split)
+		out += fmt.Sprintf(", split: %q", e.Split)
 	}
-	return "{arg: " + e.Arg.String() + "}"
+	if e.Number != "" {
+		out += ", number: " + e.Number
+	}
+	return out + "}"
 }
 
 // ConfigError is a configuration problem at a line of a file.
@@ -592,9 +599,17 @@ func (p *parser) elem(s *Server, tool string, n *yaml.Node) (Elem, error) {
 				return Elem{}, p.errf(sn, "server %s: tool %s: split must be a non-empty separator", s.ID, tool)
 			}
 		}
+		if nn, ok := m["number"]; ok {
+			if e.Number, err = p.str(nn, "number"); err != nil {
+				return Elem{}, err
+			}
+			if e.Number != NumberInt64 {
+				return Elem{}, p.errf(nn, "server %s: tool %s: number must be int64 (omit it for integers within ±(2^53−1))", s.ID, tool)
+			}
+		}
 		return e, nil
 	}
-	return Elem{}, p.errf(n, "server %s: tool %s: a path element is a literal segment or {arg: POINTER[, split: SEP]}", s.ID, tool)
+	return Elem{}, p.errf(n, "server %s: tool %s: a path element is a literal segment or {arg: POINTER[, split: SEP][, number: int64]}", s.ID, tool)
 }
 
 // Namespaces returns the tool namespaces of the configured servers.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,6 +106,92 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if b, err := json.Marshal(cfg.Namespaces()); err != nil || len(b) == 0 {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzAuthorizedIsWhatUpstreamReads: for every argument object, either the call is
+// refused invalid_tool_arguments, or the resource the template resolved is exactly what
+// each reference reader of the forwarded arguments reads: encoding/json into a Go struct
+// (keys matched case-insensitively, the id into int64 and into float64) and a
+// json.Number decode (keys matched exactly).
+func FuzzAuthorizedIsWhatUpstreamReads(f *testing.F) {
+	for _, s := range []string{
+		`{"owner":"acme","repo":"app","id":7}`,
+		`{"owner":"acme","repo":"app","Repo":"secret","id":1}`,
+		`{"owner":"acme","repo":"app","id":9007199254740993}`,
+		`{"owner":"acme","repo":"app","id":-0}`,
+		`{"owner":"acme","repo":"app","id":1e3}`,
+		`{"owner":"acme","repo":"app","id":"12"}`,
+		`{"owner":"acme","repo":"a\u0070p","id":1,"ID":2}`,
+		`{"owner":"acme","repo":"app","id":9223372036854775807}`,
+		`{"\u212aey":"x","owner":"a","repo":"b","id":3}`,
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, args string, int64Mode bool) {
+		mode := NumberSafe
+		if int64Mode {
+			mode = NumberInt64
+		}
+		e := &Entry{schema: &lazySchema{doc: map[string]any{"type": "object"}},
+			mapping: &ToolMap{Namespace: "db", Path: []Elem{{Arg: ptrOf("/owner")}, {Arg: ptrOf("/repo")}, {Arg: ptrOf("/id"), Number: mode}}}}
+		parsed, err := e.parse(json.RawMessage(args))
+		if err != nil {
+			return
+		}
+		pc := parsed.(*parsedCall)
+		if len(pc.path) != 3 {
+			t.Fatalf("path %q", pc.path)
+		}
+		// a Go upstream: encoding/json into a struct
+		var st struct {
+			Owner, Repo string
+			ID          json.RawMessage
+		}
+		if err := json.Unmarshal(pc.raw, &st); err != nil {
+			t.Fatalf("forwarded arguments %s do not decode: %v", pc.raw, err)
+		}
+		if st.Owner != pc.path[0] || st.Repo != pc.path[1] {
+			t.Fatalf("authorized %q, a struct-decoding upstream reads %s/%s (forwarded %s)", pc.path, st.Owner, st.Repo, pc.raw)
+		}
+		var idStr string
+		if json.Unmarshal(st.ID, &idStr) == nil {
+			if idStr != pc.path[2] {
+				t.Fatalf("authorized id %q, upstream reads %q", pc.path[2], idStr)
+			}
+		} else {
+			var i64 int64
+			if err := json.Unmarshal(st.ID, &i64); err != nil || strconv.FormatInt(i64, 10) != pc.path[2] {
+				t.Fatalf("authorized id %q, an int64 reader reads %d (%v)", pc.path[2], i64, err)
+			}
+			var f64 float64
+			if err := json.Unmarshal(st.ID, &f64); err != nil {
+				t.Fatal(err)
+			}
+			if mode == NumberSafe && strconv.FormatFloat(f64, 'f', -1, 64) != pc.path[2] {
+				t.Fatalf("authorized id %q, a float64 reader reads %v", pc.path[2], f64)
+			}
+		}
+		// an exact-key reader of the forwarded bytes
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(string(pc.raw)))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range []string{"owner", "repo", "id"} {
+			var got string
+			switch v := m[k].(type) {
+			case string:
+				got = v
+			case json.Number:
+				got = string(v)
+			}
+			if got != pc.path[i] {
+				t.Fatalf("authorized %q, the forwarded %s has %s=%v", pc.path, pc.raw, k, m[k])
+			}
 		}
 	})
 }

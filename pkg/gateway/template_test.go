@@ -76,6 +76,7 @@ func ptr(s string) *Pointer { p, _ := ParsePointer(s); return &p }
 func TestResolve(t *testing.T) {
 	m := &ToolMap{Namespace: "github", Path: []Elem{{Arg: ptr("/owner")}, {Arg: ptr("/repo")}, {Literal: "contents"}, {Arg: ptr("/path"), Split: "/"}}}
 	num := &ToolMap{Path: []Elem{{Arg: ptr("/n")}}}
+	num64 := &ToolMap{Path: []Elem{{Arg: ptr("/n"), Number: NumberInt64}}}
 	cases := []struct {
 		m    *ToolMap
 		args string
@@ -100,9 +101,33 @@ func TestResolve(t *testing.T) {
 		{m, `{"owner":["a"],"repo":"app","path":"x"}`, nil, "must be a string or a number"},
 		{m, `{"owner":{"a":1},"repo":"app","path":"x"}`, nil, "must be a string or a number"},
 		{num, `{"n":42}`, []string{"42"}, ""},
-		{num, `{"n":42.0}`, []string{"42"}, ""},
-		{num, `{"n":-1.5e3}`, []string{"-1500"}, ""},
-		{num, `{"n":1e400}`, nil, "not a valid number"},
+		{num, `{"n":-7}`, []string{"-7"}, ""},
+		{num, `{"n":0}`, []string{"0"}, ""},
+		// a number becomes a segment from its exact JSON text, or is refused
+		{num, `{"n":42.0}`, nil, "without a fraction or an exponent"},
+		{num, `{"n":1.0}`, nil, "without a fraction or an exponent"},
+		{num, `{"n":1e3}`, nil, "without a fraction or an exponent"},
+		{num, `{"n":1E3}`, nil, "without a fraction or an exponent"},
+		{num, `{"n":-1.5e3}`, nil, "without a fraction or an exponent"},
+		{num, `{"n":1e400}`, nil, "without a fraction or an exponent"},
+		{num, `{"n":-0}`, nil, "negative zero"},
+		// around 2^53: float64 readers round 2^53+1 to 2^53
+		{num, `{"n":9007199254740991}`, []string{"9007199254740991"}, ""},
+		{num, `{"n":-9007199254740991}`, []string{"-9007199254740991"}, ""},
+		{num, `{"n":9007199254740992}`, nil, "outside ±9007199254740991"},
+		{num, `{"n":9007199254740993}`, nil, "outside ±9007199254740991"},
+		{num, `{"n":-9007199254740992}`, nil, "outside ±9007199254740991"},
+		{num64, `{"n":9007199254740992}`, []string{"9007199254740992"}, ""},
+		{num64, `{"n":9007199254740993}`, []string{"9007199254740993"}, ""},
+		// around 2^63 and 2^64
+		{num64, `{"n":9223372036854775807}`, []string{"9223372036854775807"}, ""},
+		{num64, `{"n":-9223372036854775808}`, []string{"-9223372036854775808"}, ""},
+		{num64, `{"n":9223372036854775808}`, nil, "not a 64-bit integer"},
+		{num64, `{"n":-9223372036854775809}`, nil, "not a 64-bit integer"},
+		{num, `{"n":18446744073709551615}`, nil, "not a 64-bit integer"},
+		{num64, `{"n":18446744073709551616}`, nil, "not a 64-bit integer"},
+		{num64, `{"n":1.0}`, nil, "without a fraction or an exponent"},
+		{num64, `{"n":-0}`, nil, "negative zero"},
 		{&ToolMap{Path: []Elem{{Arg: ptr("/p"), Split: "/"}}}, `{"p":"` + strings.Repeat("a/", 64) + `a"}`, nil, "at most 64"},
 	}
 	for _, c := range cases {
@@ -126,9 +151,45 @@ func TestResolve(t *testing.T) {
 }
 
 func TestDecodeArguments(t *testing.T) {
-	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, `null`, `{"repo":"app","repo":"other"}`, `{"a":{"b":1,"b":2}}`, `{"a":[{"c":1,"c":1}]}`} {
+	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, `null`, `{"repo":"app","repo":"other"}`, `{"a":{"b":1,"b":2}}`, `{"a":[{"c":1,"c":1}]}`,
+		// keys equal under case folding: a Go upstream's struct decoding reads either
+		`{"owner":"acme","repo":"app","Repo":"secret"}`, `{"repo":"app","REPO":"x"}`,
+		`{"key":"a","\u212aey":"b"}`, // the Kelvin sign folds to k
+		`{"Straße":1,"STRASSE":2,"strasse":3}`,
+		`{"a":{"id":1,"ID":2}}`, `{"a":[{"x":1},{"name":1,"Name":2}]}`} {
 		if v, err := DecodeArguments([]byte(bad)); err == nil {
 			t.Errorf("DecodeArguments(%q) = %v", bad, v)
 		}
+	}
+	for _, good := range []string{`{"repo":"app","repos":"x"}`, `{"a":{"id":1},"A1":{"id":2}}`, `{"ß":1,"ss":2}`} {
+		if _, err := DecodeArguments([]byte(good)); err != nil {
+			t.Errorf("DecodeArguments(%q): %v", good, err)
+		}
+	}
+	v, err := DecodeArguments([]byte(`{"a":{"Id":1}, "b":[{"id":2}], "x":"<&>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFoldedKeys(v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeArguments([]byte(`{"a":{"Id":1,"iD":2}}`)); err == nil || !strings.Contains(err.Error(), `"Id" and "iD" at /a differ only by letter case`) {
+		t.Errorf("nested folded keys: %v", err)
+	}
+}
+
+// EncodeArguments forwards the decoded value: exact number text, HTML characters as
+// they are, and the caller's formatting gone.
+func TestEncodeArguments(t *testing.T) {
+	v, err := DecodeArguments([]byte(` { "n" : 9007199254740993, "f": 2.50, "s":"<\u0041&>" , "a":[1, {"b":null}] } `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := EncodeArguments(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":[1,{"b":null}],"f":2.50,"n":9007199254740993,"s":"<A&>"}`; string(got) != want {
+		t.Errorf("EncodeArguments = %s, want %s", got, want)
 	}
 }

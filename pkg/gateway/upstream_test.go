@@ -197,7 +197,7 @@ func TestPerResourceGating(t *testing.T) {
 		}
 	}
 	calls := e.calls()
-	want := []string{`get_file_contents {"owner":"acme","repo":"app","path":"src/main.go"}`,
+	want := []string{`get_file_contents {"owner":"acme","path":"src/main.go","repo":"app"}`,
 		`create_issue {"owner":"acme","repo":"app","title":"hi"}`, `search_code {"query":"x"}`}
 	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("upstream saw:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
@@ -643,5 +643,50 @@ func TestNoConnect(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("a stale cached list was not used by a command that never connects")
+	}
+}
+
+// The resource authorized is the resource the upstream reads: against an upstream that
+// decodes into a Go struct (keys matched case-insensitively, numbers into int64), a
+// second key that differs only by case, or a number a float64 would round, is refused
+// before anything reaches it; what is forwarded is the value the template read.
+func TestAuthorizedIsWhatUpstreamReads(t *testing.T) {
+	e := newEnv(t, fakeServer(t, "github", "normal", `    tools:
+      struct_repo:
+        action: read
+        resource: {path: [{arg: /owner}, {arg: /repo}]}
+      struct_row:
+        action: read
+        resource: {path: [rows, {arg: /id}]}
+`))
+	grants := strings.Replace(grantFile, `      - resource: {namespace: files, path: [], owner: human:alice}`, `      - resource: {namespace: github, path: [rows, "9007199254740992"], owner: human:alice}
+        actions: [read]
+        scope: exact
+      - resource: {namespace: files, path: [], owner: human:alice}`, 1)
+	if err := os.WriteFile(filepath.Join(e.dir, "grants.yaml"), []byte(grants), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := e.open(host.Needs{})
+	cases := []struct{ tool, args, want, output string }{
+		{"github.struct_repo", `{"owner":"acme","repo":"app"}`, "succeeded", "served acme/app"},
+		{"github.struct_repo", `{"owner":"acme","repo":"app","Repo":"secret"}`, "failed invalid_tool_arguments", ""},
+		{"github.struct_repo", `{"owner":"acme","Repo":"secret","repo":"app"}`, "failed invalid_tool_arguments", ""},
+		{"github.struct_repo", `{"OWNER":"evil","owner":"acme","repo":"app"}`, "failed invalid_tool_arguments", ""},
+		{"github.struct_repo", `{"owner":"acme","repo":"secret"}`, "denied no_matching_grant", ""},
+		{"github.struct_row", `{"id":9007199254740993}`, "failed invalid_tool_arguments", ""},
+		{"github.struct_row", `{"id":9007199254740992.0}`, "failed invalid_tool_arguments", ""},
+		{"github.struct_row", `{"id":9.007199254740993e15}`, "failed invalid_tool_arguments", ""},
+		{"github.struct_row", `{"id":9007199254740991}`, "denied no_matching_grant", ""},
+	}
+	for _, c := range cases {
+		r := invoke(h, c.tool, c.args)
+		if got := code(r); got != c.want {
+			t.Errorf("%s %s = %s, want %s", c.tool, c.args, got, c.want)
+		} else if c.output != "" && r.Output != c.output {
+			t.Errorf("%s %s: the upstream served %v, want %s", c.tool, c.args, r.Output, c.output)
+		}
+	}
+	if calls := e.calls(); strings.Join(calls, "\n") != `struct_repo {"owner":"acme","repo":"app"}` {
+		t.Errorf("upstream saw:\n%s", strings.Join(calls, "\n"))
 	}
 }
