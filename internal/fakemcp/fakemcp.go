@@ -16,10 +16,12 @@ package fakemcp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -149,12 +151,34 @@ func NewServer() *mcp.Server {
 		})
 	add(&mcp.Tool{Name: "huge", Description: "Return more than 4 MiB.", InputSchema: map[string]any{"type": "object"}},
 		func(map[string]any) *mcp.CallToolResult { return text(strings.Repeat("x", 5<<20)) })
+	add(&mcp.Tool{Name: "giant", Description: "Return 24 MiB (over the SDK's own 16 MiB frame limit too).", InputSchema: map[string]any{"type": "object"}},
+		func(map[string]any) *mcp.CallToolResult { return text(strings.Repeat("y", 24<<20)) })
 	add(&mcp.Tool{Name: "slow", Description: "Never finish.", InputSchema: map[string]any{"type": "object"}}, nil)
 	add(&mcp.Tool{Name: "fail", Description: "Fail with a long message.", InputSchema: map[string]any{"type": "object"}},
 		func(map[string]any) *mcp.CallToolResult {
 			r := text("upstream says no: " + strings.Repeat("e", 100<<10))
 			r.IsError = true
 			return r
+		})
+	add(&mcp.Tool{Name: "fail_echo", Description: "Fail, echoing the credentials of its environment (bare, base64, URL-encoded) in its text, its structured content and on stderr.",
+		InputSchema: map[string]any{"type": "object"}},
+		func(map[string]any) *mcp.CallToolResult {
+			tok := os.Getenv("TOKEN")
+			_, bare, _ := strings.Cut(os.Getenv("AUTH"), "=") // AUTH is "prefix=" + a credential
+			msg := fmt.Sprintf("failed with token %s (base64 %s, url %s) and auth %s (raw base64 %s)", tok,
+				base64.StdEncoding.EncodeToString([]byte(tok)), url.QueryEscape(tok), bare,
+				base64.RawURLEncoding.EncodeToString([]byte(bare)))
+			fmt.Fprintln(os.Stderr, "fakemcp: "+msg)
+			r := text(msg)
+			r.IsError = true
+			return r
+		})
+	add(&mcp.Tool{Name: "echo_secret", Description: "Succeed, with a credential of its environment in its text and structured content (as a key and as an escaped value).",
+		InputSchema: map[string]any{"type": "object"}},
+		func(map[string]any) *mcp.CallToolResult {
+			_, bare, _ := strings.Cut(os.Getenv("AUTH"), "=")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "auth <" + bare + ">"}},
+				StructuredContent: map[string]any{bare: "key", "v": "<" + bare + ">", "n": 1}}
 		})
 	add(&mcp.Tool{Name: "add_tool", Description: "Add the tool late_tool (the list changes).", InputSchema: map[string]any{"type": "object"}},
 		func(map[string]any) *mcp.CallToolResult {

@@ -527,13 +527,26 @@ func (c *conn) call(ctx context.Context, call kernel.ParsedToolCall, now, upstre
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.s.CallTimeout)
 	defer cancel()
-	r, err := up.cs.CallTool(cctx, &mcp.CallToolParams{Name: upstreamName, Arguments: raw})
+	r, err := up.callTool(cctx, upstreamName, raw)
+	if errors.Is(err, errResultTooLarge) {
+		// the read stopped at the cap: what is left of the answer is unread, so the
+		// connection cannot go on; the next call opens another
+		c.mu.Lock()
+		if c.up == up {
+			c.up = nil
+		}
+		c.mu.Unlock()
+		up.abort()
+		c.g.opts.Logger.Warn("MCP call result over the cap; connection dropped", "server", c.s.ID, "tool", upstreamName)
+		return kernel.FailedResult(call.ToolCall, now, kernel.CodeInvalidToolResult,
+			fmt.Sprintf("MCP server %s returned a result larger than 4 MiB", c.s.ID))
+	}
 	if err != nil {
 		msg := fmt.Sprintf("the call to MCP server %s failed", c.s.ID)
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			msg = fmt.Sprintf("the call to MCP server %s exceeded its callTimeout of %s and was cancelled", c.s.ID, c.s.CallTimeout)
 		}
-		c.g.opts.Logger.Warn("MCP call failed", "server", c.s.ID, "tool", upstreamName, "err", up.red.clean(err.Error()))
+		c.g.opts.Logger.Warn("MCP call failed", "server", c.s.ID, "tool", upstreamName, "err", err.Error())
 		res := kernel.FailedResult(call.ToolCall, now, kernel.CodeToolExecutionFailed, msg)
 		res.Error.Retryable = kernel.BoolPtr(true)
 		return res

@@ -1,13 +1,20 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -85,11 +92,12 @@ grants:
 `
 
 type env struct {
-	t     testing.TB
-	dir   string
-	log   string
-	state string
-	cfg   *gateway.Config
+	t      testing.TB
+	dir    string
+	log    string
+	state  string
+	cfg    *gateway.Config
+	logger *slog.Logger
 }
 
 func newEnv(t testing.TB, servers string) *env {
@@ -118,7 +126,8 @@ func newEnv(t testing.TB, servers string) *env {
 func (e *env) open(needs host.Needs) *host.Host {
 	e.t.Helper()
 	s := &host.Settings{Root: filepath.Join(e.dir, "root"), State: e.state, Grants: []string{filepath.Join(e.dir, "grants.yaml")},
-		DefaultNamespaces: []string{"github", "files", "notes"}, MCPServers: e.cfg, ConfigFile: filepath.Join(e.dir, "config.yaml")}
+		DefaultNamespaces: []string{"github", "files", "notes"}, MCPServers: e.cfg, ConfigFile: filepath.Join(e.dir, "config.yaml"),
+		GatewayLogger: e.logger}
 	needs.Planes, needs.Actor = true, true
 	p, err := host.Prepare(s, time.Now, needs)
 	if err != nil {
@@ -271,21 +280,15 @@ func TestHangTimesOut(t *testing.T) {
 }
 
 // callTimeout cancels the call (retryable); an upstream isError is upstream_tool_error
-// with its text capped; a result over 4 MiB is invalid_tool_result.
+// with its text capped. The timeout is what is tested: slow never answers.
 func TestCallOutcomes(t *testing.T) {
-	e := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 3s\n    unmapped: gate\n"))
+	e := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 300ms\n    unmapped: gate\n"))
 	h := e.open(host.Needs{})
 	r := invoke(h, "github.slow", `{}`)
 	if code(r) != "failed tool_execution_failed" || r.Error.Retryable == nil || !*r.Error.Retryable || !strings.Contains(r.Error.Message, "callTimeout") {
 		t.Errorf("slow = %s %+v", code(r), r.Error)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(e.calls(), "slow-cancelled") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream never saw the cancellation: %q", e.calls())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return slices.Contains(e.calls(), "slow-cancelled") }, "the upstream never saw the cancellation")
 	r = invoke(h, "github.fail", `{}`)
 	if code(r) != string(kernel.StatusFailed)+" "+string(gateway.CodeUpstreamToolError) || !strings.Contains(r.Error.Message, "upstream says no") {
 		t.Fatalf("fail = %s %+v", code(r), r.Error)
@@ -293,15 +296,90 @@ func TestCallOutcomes(t *testing.T) {
 	if txt, _ := r.Error.Details["upstreamText"].(string); len(txt) != gateway.MaxErrorTextBytes {
 		t.Errorf("upstream text is %d bytes, want the cap %d", len(txt), gateway.MaxErrorTextBytes)
 	}
-	if r := invoke(h, "github.huge", `{}`); code(r) != "failed invalid_tool_result" {
-		t.Errorf("huge = %s", code(r))
-	}
 	// unmapped: gate publishes at {github, [tool]} / call; a name that is not a segment is skipped
 	if r := invoke(h, "github.echo_args", `{"a":[1,2.50,{"b":null}]}`); code(r) != "succeeded" || r.Output != `{"a":[1,2.50,{"b":null}]}` {
 		t.Errorf("echo_args = %s %v", code(r), r.Output)
 	}
 	if d := h.Definition("github.bad name!"); d != nil {
 		t.Errorf("a tool whose name is not canonical was published: %+v", d)
+	}
+}
+
+// giantHandler answers a call of the tool giant itself, streaming a result as
+// a JSON body with little memory (this process is the one measured): 24 MiB, like the
+// stdio fake's. It passes every
+// other request to next.
+func giantHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.Method != "tools/call" || req.Params.Name != "giant" {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, req.ID)
+		chunk := bytes.Repeat([]byte("y"), 64<<10)
+		for range 384 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		fmt.Fprint(w, `"}]}}`)
+	})
+}
+
+// waitFor polls cond until it holds, failing after the test's own deadline (never a
+// wall-clock bound of its own: a loaded machine is slow, not wrong).
+func waitFor(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	for !cond() {
+		if dl, ok := t.Deadline(); ok && time.Until(dl) < 5*time.Second {
+			t.Fatal(msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A result over 4 MiB is refused invalid_tool_result while it is read: the callTimeout
+// is an hour, so the cap (not the clock) ends it, and a 24 MiB answer costs less than
+// 24 MiB of memory. The connection is dropped; the next call opens another.
+func TestResultCapWhileReading(t *testing.T) {
+	srv := httptest.NewServer(giantHandler(fakemcp.Handler("")))
+	t.Cleanup(srv.Close)
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			server := fakeServer(t, "github", "normal", "    callTimeout: 1h\n    unmapped: gate\n")
+			if transport == "http" {
+				server = fmt.Sprintf("  - id: github\n    url: %s\n    callTimeout: 1h\n    unmapped: gate\n", srv.URL)
+			}
+			e := newEnv(t, server)
+			h := e.open(host.Needs{})
+			if r := invoke(h, "github.huge", `{}`); code(r) != "failed invalid_tool_result" {
+				t.Errorf("huge = %s %+v", code(r), r.Error)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			r := invoke(h, "github.giant", `{}`)
+			runtime.ReadMemStats(&after)
+			if code(r) != "failed invalid_tool_result" || !strings.Contains(r.Error.Message, "larger than 4 MiB") {
+				t.Errorf("giant = %s %+v", code(r), r.Error)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 24<<20 {
+				t.Errorf("a 24 MiB answer allocated %d MiB: it was read whole", alloc>>20)
+			}
+			if r := invoke(h, "github.echo_args", `{"a":1}`); code(r) != "succeeded" {
+				t.Errorf("the call after the oversize one = %s %+v", code(r), r.Error)
+			}
+		})
 	}
 }
 
@@ -323,7 +401,8 @@ func TestStdioEnvironment(t *testing.T) {
 	if strings.Join(names, ",") != want {
 		t.Errorf("upstream environment = %v, want %s", names, want)
 	}
-	if !strings.Contains(r.Output.(string), "TOKEN="+secret) || strings.Contains(r.Output.(string), "caller-only") {
+	// the value is there (only a credential's value is redacted), and comes back redacted
+	if !strings.Contains(r.Output.(string), "\nTOKEN="+gateway.Redacted) || strings.Contains(r.Output.(string), secret) || strings.Contains(r.Output.(string), "caller-only") {
 		t.Errorf("environment = %s", r.Output)
 	}
 }
@@ -689,4 +768,48 @@ func TestAuthorizedIsWhatUpstreamReads(t *testing.T) {
 	if calls := e.calls(); strings.Join(calls, "\n") != `struct_repo {"owner":"acme","repo":"app"}` {
 		t.Errorf("upstream saw:\n%s", strings.Join(calls, "\n"))
 	}
+}
+
+// Every credential an upstream echoes — bare, without its configured prefix, base64
+// or URL-encoded, in its error text, its stderr, its structured content (keys too), its
+// text — is redacted before it reaches the agent's result, the audit trail or the log.
+func TestCredentialsRedacted(t *testing.T) {
+	const auth = "auth-5e4d3c2b1a09"
+	t.Setenv("FAKE_AUTH", auth)
+	e := newEnv(t, strings.Replace(fakeServer(t, "github", "normal", "    unmapped: gate\n"),
+		"      TOKEN: {fromEnv: FAKE_TOKEN}\n", "      TOKEN: {fromEnv: FAKE_TOKEN}\n      AUTH: {fromEnv: FAKE_AUTH, prefix: \"token=\"}\n", 1))
+	var logged strings.Builder
+	e.logger = slog.New(slog.NewTextHandler(&logged, nil))
+	h := e.open(host.Needs{})
+	forms := []string{secret, auth, base64.StdEncoding.EncodeToString([]byte(secret)), url.QueryEscape(secret),
+		base64.RawURLEncoding.EncodeToString([]byte(auth))}
+	leaks := func(where, s string) {
+		t.Helper()
+		for _, f := range forms {
+			if strings.Contains(s, f) {
+				t.Errorf("%s holds the credential form %q: %s", where, f, s)
+			}
+		}
+	}
+	r := invoke(h, "github.fail_echo", `{}`)
+	b, _ := json.Marshal(r)
+	if code(r) != "failed upstream_tool_error" || strings.Count(r.Error.Message, gateway.Redacted) != 5 {
+		t.Errorf("fail_echo = %s", b)
+	}
+	leaks("the failed result", string(b))
+	r = invoke(h, "github.echo_secret", `{}`)
+	b, _ = json.Marshal(r)
+	if code(r) != "succeeded" || !strings.Contains(string(b), gateway.Redacted) {
+		t.Errorf("echo_secret = %s", b)
+	}
+	leaks("the result", string(b))
+	evs, err := h.Store.ListAudit(context.Background(), sqlitestore.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		b, _ := json.Marshal(ev)
+		leaks("the audit trail", string(b))
+	}
+	leaks("the log", logged.String())
 }
