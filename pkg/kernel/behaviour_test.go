@@ -160,21 +160,67 @@ func TestWrongCallIDIsInvalidResult(t *testing.T) {
 }
 
 // TestRequirementComesFromTheArguments: the call is decided on the resource its
-// arguments name, not on the tool's declared bound (the root): an exact grant on
-// docs/a allows docs/a and nothing else, although it makes the tool discoverable.
+// arguments name, not on the tool's declared bound (its ceiling, files:/docs here). A
+// grant on exactly the derived resource allows that resource and nothing else, although
+// it does not cover the ceiling; a grant on exactly the ceiling allows the ceiling and
+// none of the resources under it; a grant on a sibling of the derived resource allows
+// the sibling and not it. A kernel that authorized the ceiling instead (or first, taking
+// its allow for the call's) fails the second table; one that looked for the ceiling's
+// grants fails the first. A denial names the derived resource as the missing authority.
 func TestRequirementComesFromTheArguments(t *testing.T) {
 	t.Parallel()
-	k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeExact, "docs", "a")}, nil, echoTool("t.read", "read"))
-	for path, want := range map[string]kernel.ToolStatus{
-		`["docs","a"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusDenied, `["docs"]`: kernel.StatusDenied,
-		`[]`: kernel.StatusDenied, `["docs","a","x"]`: kernel.StatusDenied,
+	tool := echoTool("t.read", "read")
+	tool.Definition.RequiredCapability = req("read", "docs")
+	for _, tc := range []struct {
+		name  string
+		grant kernel.CapabilityGrant
+		want  map[string]kernel.ToolStatus
+	}{
+		{"exact on the derived resource", grant("g", []string{"read"}, kernel.ScopeExact, "docs", "a"), map[string]kernel.ToolStatus{
+			`["docs","a"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusDenied, `["docs"]`: kernel.StatusDenied,
+			`["docs","a","x"]`: kernel.StatusDenied}},
+		{"exact on the ceiling", grant("g", []string{"read"}, kernel.ScopeExact, "docs"), map[string]kernel.ToolStatus{
+			`["docs"]`: kernel.StatusSucceeded, `["docs","a"]`: kernel.StatusDenied, `["docs","a","x"]`: kernel.StatusDenied}},
+		{"descendants of a sibling", grant("g", []string{"read"}, kernel.ScopeDescendants, "docs", "b"), map[string]kernel.ToolStatus{
+			`["docs","b","x"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusSucceeded, `["docs","a"]`: kernel.StatusDenied,
+			`["docs"]`: kernel.StatusDenied}},
 	} {
-		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":`+path+`}`))
-		if res.Status != want {
-			t.Errorf("path %s: %s, want %s", path, res.Status, want)
-		}
-		if want == kernel.StatusDenied && res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) {
-			t.Errorf("path %s: %s, want no_matching_grant", path, res.Error.Code)
+		k := newKernel(t, []kernel.CapabilityGrant{tc.grant}, nil, tool)
+		for path, want := range tc.want {
+			res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":`+path+`}`))
+			if res.Status != want {
+				t.Errorf("%s: path %s: %s, want %s", tc.name, path, res.Status, want)
+				continue
+			}
+			if want != kernel.StatusDenied {
+				continue
+			}
+			if res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) {
+				t.Errorf("%s: path %s: %s, want no_matching_grant", tc.name, path, res.Error.Code)
+			}
+			// the missing authority is the derived resource, not the ceiling
+			b, err := json.Marshal(res.Error)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Details struct {
+					RequiredAuthority struct {
+						Capabilities []kernel.Capability `json:"capabilities"`
+					} `json:"requiredAuthority"`
+				} `json:"details"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			var wantPath []string
+			if err := json.Unmarshal([]byte(path), &wantPath); err != nil {
+				t.Fatal(err)
+			}
+			if caps := e.Details.RequiredAuthority.Capabilities; len(caps) != 1 || !slices.Equal(caps[0].Resource.Path, wantPath) ||
+				caps[0].Scope != kernel.ScopeExact || !slices.Equal(caps[0].Actions, []string{"read"}) {
+				t.Errorf("%s: path %s: the missing authority is %s, want read on exactly %s", tc.name, path, b, path)
+			}
 		}
 	}
 }
