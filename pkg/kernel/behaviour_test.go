@@ -583,6 +583,102 @@ func TestForbiddenNamespaces(t *testing.T) {
 	}
 }
 
+// auditedMemSettings is memSettings storing a selection and appending its event
+// together, as the state database does (kernel.AuditedSettingsStore).
+type auditedMemSettings struct {
+	memSettings
+	audit *memAudit
+}
+
+func (s *auditedMemSettings) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContext, u kernel.ToolNamespaceUpdate, event func([]string) kernel.AuditEvent) ([]string, error) {
+	sel, err := s.ApplyUpdate(ctx, actx, u)
+	if err != nil {
+		return nil, err
+	}
+	return sel, s.audit.Append(ctx, event(sel))
+}
+
+// TestForbiddenNamespaceIsNeverStored: what a host forbids is dropped from an update
+// before it reaches the settings store, not only from the answer and the turn: enabled
+// while forbidden, a namespace stays off once the ban is lifted (the next turn's
+// selection is the stored one), through the plain and the audited store alike; asking
+// only for a forbidden namespace stores nothing. Enabling it after the lift does store it.
+func TestForbiddenNamespaceIsNeverStored(t *testing.T) {
+	t.Parallel()
+	grants := &grantStore{grants: []kernel.CapabilityGrant{grant("g", []string{"*"}, kernel.ScopeDescendants)}}
+	for _, tc := range []struct {
+		name     string
+		settings func(*memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings)
+	}{
+		{"plain store", func(*memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings) {
+			s := &memSettings{selection: []string{}}
+			return s, s
+		}},
+		{"audited store", func(a *memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings) {
+			s := &auditedMemSettings{memSettings: memSettings{selection: []string{}}, audit: a}
+			return s, &s.memSettings
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { forbiddenNeverStored(t, grants, tc.settings) })
+	}
+}
+
+// forbiddenNeverStored is TestForbiddenNamespaceIsNeverStored on one settings store
+// (stored is the selection it keeps).
+func forbiddenNeverStored(t *testing.T, grants *grantStore, newSettings func(*memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings)) {
+	audit := &memAudit{}
+	settings, stored := newSettings(audit)
+	kernelWith := func(forbidden []string) *kernel.Kernel {
+		k := kernel.New(kernel.Config{Grants: grants, Settings: settings, Audit: audit, ForbiddenNamespaces: forbidden})
+		if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	// the host's context: the stored selection
+	turnOn := func(k *kernel.Kernel) *kernel.Turn {
+		actx := testContext()
+		actx.EnabledToolNamespaces = stored.current()
+		return mustTurn(t, k, actx)
+	}
+	banned := kernelWith([]string{"files"})
+	if _, _, err := turnOn(banned).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files", "other"}}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if got := stored.current(); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("stored selection %q after enabling files while it was forbidden, want [other]", got)
+	}
+	if _, _, err := turnOn(banned).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if got := stored.current(); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("stored selection %q after asking only for the forbidden namespace, want [other]", got)
+	}
+	for _, ev := range audit.events {
+		if sel, _ := ev.Metadata["enabledNamespaces"].([]string); slices.Contains(sel, "files") {
+			t.Fatalf("%s records files enabled: %v", ev.Type, ev.Metadata)
+		}
+	}
+
+	// The ban is lifted: files is still off, at listing and at the call.
+	lifted := kernelWith(nil)
+	turn := turnOn(lifted)
+	if tools, err := turn.ListTools(context.Background()); err != nil || len(tools) != 0 {
+		t.Fatalf("after the ban was lifted, listed %v (%v)", tools, err)
+	}
+	if res := turn.InvokeTool(context.Background(), call("t.read", `{"path":["a"]}`)); res.Cause != kernel.CauseNamespaceDisabled {
+		t.Fatalf("after the ban was lifted, a files call: %s %s, want namespace_disabled", res.Status, res.Cause)
+	}
+	// Enabling it now is stored.
+	if _, sel, err := turnOn(lifted).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil ||
+		!slices.Equal(sel, []string{"files", "other"}) || !slices.Equal(stored.current(), []string{"files", "other"}) {
+		t.Fatalf("enabling files once allowed: answer %q stored %q (%v)", sel, stored.current(), err)
+	}
+	if res := turnOn(lifted).InvokeTool(context.Background(), call("t.read", `{"path":["a"]}`)); res.Status != kernel.StatusSucceeded {
+		t.Fatalf("a files call once enabled: %s %s", res.Status, res.Cause)
+	}
+}
+
 // TestUsageKeyedByGrantIdentity: two subjects' grants that share an id in one world have
 // their own maxUses; the kernel names the grant by world, issuer, subject and id.
 func TestUsageKeyedByGrantIdentity(t *testing.T) {
