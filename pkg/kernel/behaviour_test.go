@@ -160,21 +160,67 @@ func TestWrongCallIDIsInvalidResult(t *testing.T) {
 }
 
 // TestRequirementComesFromTheArguments: the call is decided on the resource its
-// arguments name, not on the tool's declared bound (the root): an exact grant on
-// docs/a allows docs/a and nothing else, although it makes the tool discoverable.
+// arguments name, not on the tool's declared bound (its ceiling, files:/docs here). A
+// grant on exactly the derived resource allows that resource and nothing else, although
+// it does not cover the ceiling; a grant on exactly the ceiling allows the ceiling and
+// none of the resources under it; a grant on a sibling of the derived resource allows
+// the sibling and not it. A kernel that authorized the ceiling instead (or first, taking
+// its allow for the call's) fails the second table; one that looked for the ceiling's
+// grants fails the first. A denial names the derived resource as the missing authority.
 func TestRequirementComesFromTheArguments(t *testing.T) {
 	t.Parallel()
-	k := newKernel(t, []kernel.CapabilityGrant{grant("g", []string{"read"}, kernel.ScopeExact, "docs", "a")}, nil, echoTool("t.read", "read"))
-	for path, want := range map[string]kernel.ToolStatus{
-		`["docs","a"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusDenied, `["docs"]`: kernel.StatusDenied,
-		`[]`: kernel.StatusDenied, `["docs","a","x"]`: kernel.StatusDenied,
+	tool := echoTool("t.read", "read")
+	tool.Definition.RequiredCapability = req("read", "docs")
+	for _, tc := range []struct {
+		name  string
+		grant kernel.CapabilityGrant
+		want  map[string]kernel.ToolStatus
+	}{
+		{"exact on the derived resource", grant("g", []string{"read"}, kernel.ScopeExact, "docs", "a"), map[string]kernel.ToolStatus{
+			`["docs","a"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusDenied, `["docs"]`: kernel.StatusDenied,
+			`["docs","a","x"]`: kernel.StatusDenied}},
+		{"exact on the ceiling", grant("g", []string{"read"}, kernel.ScopeExact, "docs"), map[string]kernel.ToolStatus{
+			`["docs"]`: kernel.StatusSucceeded, `["docs","a"]`: kernel.StatusDenied, `["docs","a","x"]`: kernel.StatusDenied}},
+		{"descendants of a sibling", grant("g", []string{"read"}, kernel.ScopeDescendants, "docs", "b"), map[string]kernel.ToolStatus{
+			`["docs","b","x"]`: kernel.StatusSucceeded, `["docs","b"]`: kernel.StatusSucceeded, `["docs","a"]`: kernel.StatusDenied,
+			`["docs"]`: kernel.StatusDenied}},
 	} {
-		res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":`+path+`}`))
-		if res.Status != want {
-			t.Errorf("path %s: %s, want %s", path, res.Status, want)
-		}
-		if want == kernel.StatusDenied && res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) {
-			t.Errorf("path %s: %s, want no_matching_grant", path, res.Error.Code)
+		k := newKernel(t, []kernel.CapabilityGrant{tc.grant}, nil, tool)
+		for path, want := range tc.want {
+			res := k.InvokeTool(context.Background(), testContext(), call("t.read", `{"path":`+path+`}`))
+			if res.Status != want {
+				t.Errorf("%s: path %s: %s, want %s", tc.name, path, res.Status, want)
+				continue
+			}
+			if want != kernel.StatusDenied {
+				continue
+			}
+			if res.Error.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) {
+				t.Errorf("%s: path %s: %s, want no_matching_grant", tc.name, path, res.Error.Code)
+			}
+			// the missing authority is the derived resource, not the ceiling
+			b, err := json.Marshal(res.Error)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Details struct {
+					RequiredAuthority struct {
+						Capabilities []kernel.Capability `json:"capabilities"`
+					} `json:"requiredAuthority"`
+				} `json:"details"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			var wantPath []string
+			if err := json.Unmarshal([]byte(path), &wantPath); err != nil {
+				t.Fatal(err)
+			}
+			if caps := e.Details.RequiredAuthority.Capabilities; len(caps) != 1 || !slices.Equal(caps[0].Resource.Path, wantPath) ||
+				caps[0].Scope != kernel.ScopeExact || !slices.Equal(caps[0].Actions, []string{"read"}) {
+				t.Errorf("%s: path %s: the missing authority is %s, want read on exactly %s", tc.name, path, b, path)
+			}
 		}
 	}
 }
@@ -534,6 +580,102 @@ func TestForbiddenNamespaces(t *testing.T) {
 	}
 	if _, sel, err := turn.UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil || slices.Contains(sel, "files") {
 		t.Fatalf("enabling only the forbidden namespace: %v %v", sel, err)
+	}
+}
+
+// auditedMemSettings is memSettings storing a selection and appending its event
+// together, as the state database does (kernel.AuditedSettingsStore).
+type auditedMemSettings struct {
+	memSettings
+	audit *memAudit
+}
+
+func (s *auditedMemSettings) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContext, u kernel.ToolNamespaceUpdate, event func([]string) kernel.AuditEvent) ([]string, error) {
+	sel, err := s.ApplyUpdate(ctx, actx, u)
+	if err != nil {
+		return nil, err
+	}
+	return sel, s.audit.Append(ctx, event(sel))
+}
+
+// TestForbiddenNamespaceIsNeverStored: what a host forbids is dropped from an update
+// before it reaches the settings store, not only from the answer and the turn: enabled
+// while forbidden, a namespace stays off once the ban is lifted (the next turn's
+// selection is the stored one), through the plain and the audited store alike; asking
+// only for a forbidden namespace stores nothing. Enabling it after the lift does store it.
+func TestForbiddenNamespaceIsNeverStored(t *testing.T) {
+	t.Parallel()
+	grants := &grantStore{grants: []kernel.CapabilityGrant{grant("g", []string{"*"}, kernel.ScopeDescendants)}}
+	for _, tc := range []struct {
+		name     string
+		settings func(*memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings)
+	}{
+		{"plain store", func(*memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings) {
+			s := &memSettings{selection: []string{}}
+			return s, s
+		}},
+		{"audited store", func(a *memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings) {
+			s := &auditedMemSettings{memSettings: memSettings{selection: []string{}}, audit: a}
+			return s, &s.memSettings
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { forbiddenNeverStored(t, grants, tc.settings) })
+	}
+}
+
+// forbiddenNeverStored is TestForbiddenNamespaceIsNeverStored on one settings store
+// (stored is the selection it keeps).
+func forbiddenNeverStored(t *testing.T, grants *grantStore, newSettings func(*memAudit) (kernel.ToolNamespaceSettingsStore, *memSettings)) {
+	audit := &memAudit{}
+	settings, stored := newSettings(audit)
+	kernelWith := func(forbidden []string) *kernel.Kernel {
+		k := kernel.New(kernel.Config{Grants: grants, Settings: settings, Audit: audit, ForbiddenNamespaces: forbidden})
+		if err := k.RegisterTool(echoTool("t.read", "read")); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	// the host's context: the stored selection
+	turnOn := func(k *kernel.Kernel) *kernel.Turn {
+		actx := testContext()
+		actx.EnabledToolNamespaces = stored.current()
+		return mustTurn(t, k, actx)
+	}
+	banned := kernelWith([]string{"files"})
+	if _, _, err := turnOn(banned).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files", "other"}}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if got := stored.current(); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("stored selection %q after enabling files while it was forbidden, want [other]", got)
+	}
+	if _, _, err := turnOn(banned).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if got := stored.current(); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("stored selection %q after asking only for the forbidden namespace, want [other]", got)
+	}
+	for _, ev := range audit.events {
+		if sel, _ := ev.Metadata["enabledNamespaces"].([]string); slices.Contains(sel, "files") {
+			t.Fatalf("%s records files enabled: %v", ev.Type, ev.Metadata)
+		}
+	}
+
+	// The ban is lifted: files is still off, at listing and at the call.
+	lifted := kernelWith(nil)
+	turn := turnOn(lifted)
+	if tools, err := turn.ListTools(context.Background()); err != nil || len(tools) != 0 {
+		t.Fatalf("after the ban was lifted, listed %v (%v)", tools, err)
+	}
+	if res := turn.InvokeTool(context.Background(), call("t.read", `{"path":["a"]}`)); res.Cause != kernel.CauseNamespaceDisabled {
+		t.Fatalf("after the ban was lifted, a files call: %s %s, want namespace_disabled", res.Status, res.Cause)
+	}
+	// Enabling it now is stored.
+	if _, sel, err := turnOn(lifted).UpdateToolNamespaces(context.Background(), kernel.ToolNamespaceUpdate{Enable: []string{"files"}}); err != nil ||
+		!slices.Equal(sel, []string{"files", "other"}) || !slices.Equal(stored.current(), []string{"files", "other"}) {
+		t.Fatalf("enabling files once allowed: answer %q stored %q (%v)", sel, stored.current(), err)
+	}
+	if res := turnOn(lifted).InvokeTool(context.Background(), call("t.read", `{"path":["a"]}`)); res.Status != kernel.StatusSucceeded {
+		t.Fatalf("a files call once enabled: %s %s", res.Status, res.Cause)
 	}
 }
 

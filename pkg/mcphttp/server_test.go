@@ -823,3 +823,81 @@ func TestTokenAddedWhileRunning(t *testing.T) {
 		t.Fatalf("alice beside a broken token: %d", resp.StatusCode)
 	}
 }
+
+// TestEscalationLatchThroughTheStore: over HTTP, with the session's real resolver
+// (EscalationResolver on the state database): after sharedos.escalate every call of that
+// session — of any tool — is refused escalation_pending while the record is pending;
+// another session of the same token is not latched; once the store records a decision
+// (ResolveEscalation, as `escalations resolve` does) the next call runs and carries it.
+// Approved and denied alike lift the latch; neither grants anything.
+func TestEscalationLatchThroughTheStore(t *testing.T) {
+	f := newFixture(t, fixtureOptions{aliceGrants: aliceGrants + `  - id: g-alice-escalate
+    subject: agent:alice-bot
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: sharedos, path: [escalation]}
+        actions: [request]
+        scope: exact
+`})
+	alice := f.mustConnect(f.tok["alice"], nil)
+	other := f.mustConnect(f.tok["alice"], nil)
+	read := map[string]any{"path": []string{"notes", "todo.md"}}
+	codeOf := func(r *mcp.CallToolResult) string {
+		t.Helper()
+		if !r.IsError {
+			return ""
+		}
+		var text struct{ Code string }
+		must(t, json.Unmarshal([]byte(r.Content[0].(*mcp.TextContent).Text), &text))
+		return text.Code
+	}
+	ctx := context.Background()
+	for n, decision := range []string{sqlitestore.EscalationApproved, sqlitestore.EscalationDenied} {
+		if r := call(t, alice, kernel.EscalationToolName, map[string]any{"reason": "may I write drafts?"}); r.IsError {
+			t.Fatalf("escalate: %s", codeOf(r))
+		}
+		st, err := sqlitestore.Open(ctx, f.state, sqlitestore.Options{})
+		must(t, err)
+		recs, err := st.ListEscalations(ctx, sqlitestore.EscalationFilter{Status: sqlitestore.EscalationPending})
+		must(t, err)
+		if len(recs) != 1 || recs[0].Escalation.Status != sqlitestore.EscalationPending {
+			t.Fatalf("pending escalations %+v", recs)
+		}
+		rec := recs[0]
+		for i, c := range []struct {
+			name string
+			args map[string]any
+		}{{"files.read", read}, {"files.list", map[string]any{"path": []string{"notes"}}},
+			{"files.create", map[string]any{"path": []string{"drafts", "x.md"}, "content": "x"}}, {"files.read", read}} {
+			if code := codeOf(call(t, alice, c.name, c.args)); code != "escalation_pending" {
+				t.Fatalf("escalation %d, call %d (%s) while pending: %q, want escalation_pending", n+1, i+1, c.name, code)
+			}
+		}
+		if r := call(t, other, "files.read", read); r.IsError {
+			t.Fatalf("another session of the token is latched: %s", codeOf(r))
+		}
+		owner, _ := kernel.ParseAddress("human:alice")
+		at := f.clock().UTC().Format("2006-01-02T15:04:05.000Z")
+		ev := kernel.AuditEvent{Version: "1", ID: fmt.Sprintf("resolve-%d", n), Type: "escalation.resolved", Outcome: kernel.OutcomeSucceeded,
+			At: at, TraceID: "resolve", NamespaceID: rec.World, Actor: owner, Authority: owner, Owner: owner, Purpose: "cli",
+			OperationID: rec.CallID, Tool: kernel.EscalationToolName, Source: "cli"}
+		_, err = st.ResolveEscalation(ctx, rec.ID, sqlitestore.EscalationResolution{Status: decision, ResolvedBy: owner, ResolvedAt: at, Note: "note " + decision}, ev)
+		must(t, err)
+		must(t, st.Close())
+
+		r := call(t, alice, "files.read", read)
+		got, _ := r.Meta[mcpserver.MetaEscalation].(map[string]any)
+		if r.IsError || got["id"] != rec.CallID || got["status"] != decision || got["note"] != "note "+decision {
+			t.Fatalf("the first call after %s: %s %v", decision, codeOf(r), r.Meta)
+		}
+		if r := call(t, alice, "files.read", read); r.IsError || r.Meta[mcpserver.MetaEscalation] != nil {
+			t.Fatalf("the second call after %s: %s %v", decision, codeOf(r), r.Meta)
+		}
+		if code := codeOf(call(t, alice, "files.create", map[string]any{"path": []string{"drafts", "x.md"}, "content": "x"})); code != "tool_unavailable" {
+			t.Fatalf("files.create after %s: %q, want tool_unavailable (resolving grants nothing)", decision, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.root, "drafts", "x.md")); !os.IsNotExist(err) {
+		t.Fatalf("drafts/x.md was written: %v", err)
+	}
+}

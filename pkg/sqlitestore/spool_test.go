@@ -5,6 +5,8 @@ package sqlitestore
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -239,6 +241,53 @@ func TestSpoolDamagedLines(t *testing.T) {
 		t.Fatalf("recorded %q, want the two whole lines", got)
 	}
 	if files := spoolFiles(t, path); !slices.Equal(files, []string{".1-y.0.spool.tmp"}) {
+		t.Fatalf("spool directory after recovery: %q", files)
+	}
+}
+
+// A line whose checksum is well formed but wrong is never ingested, although its record
+// is a valid event and everything else about the line is whole: the reader refuses it
+// (and accepts the same line with its right checksum), the lines around it are
+// recorded, and the dead spool is removed.
+func TestSpoolWrongChecksum(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := mustOpen(t, path)
+	defer s.Close()
+	line := func(seq uint64, id string) []byte {
+		ev := spoolEvent(id)
+		row, err := eventArgs(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return appendSpoolLine(nil, seq, []byte(row[auditColumns-1].(string)))
+	}
+	wrong := line(2, "sum-wrong")
+	if l, ok := parseSpoolLine(wrong[:len(wrong)-1]); !ok || l.seq != 2 || l.row[0] != "sum-wrong" {
+		t.Fatalf("the line with its right checksum is refused: %v %v", ok, l.row)
+	}
+	var sum [4]byte
+	if _, err := hex.Decode(sum[:], wrong[:8]); err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint32(sum[:], binary.BigEndian.Uint32(sum[:])+1)
+	hex.Encode(wrong[:8], sum[:]) // still eight hex digits, no longer the record's CRC32C
+	if _, ok := parseSpoolLine(wrong[:len(wrong)-1]); ok {
+		t.Errorf("the reader accepts a line whose checksum does not match: %q", wrong)
+	}
+	content := slices.Concat(line(1, "sum-0"), wrong, line(3, "sum-1"))
+	if got := spoolLines(content); len(got) != 2 || got[0].seq != 1 || got[1].seq != 3 {
+		t.Errorf("the reader returns %d lines, want the two whose checksum matches", len(got))
+	}
+	if err := os.MkdirAll(SpoolDir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(SpoolDir(path), "1-x.0.spool"), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := spooledIDs(t, s, "sum-"); !slices.Equal(got, []string{"sum-0", "sum-1"}) {
+		t.Fatalf("recorded %q, want sum-0 and sum-1 only", got)
+	}
+	if files := spoolFiles(t, path); len(files) != 0 {
 		t.Fatalf("spool directory after recovery: %q", files)
 	}
 }
