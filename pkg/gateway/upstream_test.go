@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -702,27 +703,53 @@ func TestNoConnect(t *testing.T) {
 		t.Errorf("upstream called: %v", calls)
 	}
 	_ = h.Close()
-	h2 := e.open(host.Needs{}) // connects and caches
-	if _, err := h2.Turn.ListTools(context.Background()); err != nil {
-		t.Fatal(err)
+	// a list cached long ago (the clock is injected: no waiting for the TTL to pass) is
+	// still what a command that never connects uses, the server being down
+	cache := &memCache{}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := gateway.New(e.cfg, gateway.Options{Cache: cache, Clock: func() time.Time { return now }})
+	actx := kernel.AccessContext{Owner: kernel.Address{Kind: "human", ID: "alice"}}
+	if hs, err := g.Providers()[0].ListTools(context.Background(), actx); err != nil || len(hs) == 0 {
+		t.Fatalf("connecting list: %d, %v", len(hs), err)
 	}
-	_ = h2.Close()
+	_ = g.Close()
 	t.Setenv("FAKE_MODE_GITHUB", "crash")
-	time.Sleep(5 * time.Millisecond) // the 1ms TTL has passed
-	h3 := e.open(host.Needs{Unaudited: true})
-	tools, err = h3.Turn.ListTools(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	stale := gateway.New(e.cfg, gateway.Options{Cache: cache, NoConnect: true, Clock: func() time.Time { return now.Add(24 * time.Hour) }})
+	defer stale.Close()
+	hs, err := stale.Providers()[0].ListTools(context.Background(), actx)
+	if err != nil || len(hs) != 3 {
+		t.Errorf("a stale cached list was not used by a command that never connects: %d, %v", len(hs), err)
 	}
-	n := 0
-	for _, d := range tools {
-		if d.Source == gateway.Source {
-			n++
-		}
+	// the same stale list is not used by a command that connects: it asks the (crashing) server
+	fresh := gateway.New(e.cfg, gateway.Options{Cache: cache, Clock: func() time.Time { return now.Add(24 * time.Hour) }})
+	defer fresh.Close()
+	if _, err := fresh.Providers()[0].ListTools(context.Background(), actx); err == nil {
+		t.Error("a list past its catalogTTL was used by a command that connects")
 	}
-	if n == 0 {
-		t.Error("a stale cached list was not used by a command that never connects")
+}
+
+// memCache is a CatalogCache in memory.
+type memCache struct {
+	mu   sync.Mutex
+	data map[string][]byte
+	at   map[string]time.Time
+}
+
+func (m *memCache) GetGatewayCatalog(_ context.Context, key string) ([]byte, time.Time, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.data[key]
+	return d, m.at[key], ok, nil
+}
+
+func (m *memCache) PutGatewayCatalog(_ context.Context, key string, data []byte, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.data == nil {
+		m.data, m.at = map[string][]byte{}, map[string]time.Time{}
 	}
+	m.data[key], m.at[key] = data, at
+	return nil
 }
 
 // The resource authorized is the resource the upstream reads: against an upstream that
