@@ -3,11 +3,14 @@ package cmd
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sharedos/sharedos/pkg/grantfile"
+	"github.com/sharedos/sharedos/pkg/hostceiling"
 )
 
 func newGrantsCmd(f *Factory) *cobra.Command {
@@ -66,12 +69,17 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 		paths[i] = filepath.Clean(name)
 	}
 	tools := staticDefinitions()
+	var folded []string
 	if s, err := f.Settings(); err == nil {
 		// the configured MCP servers' namespaces and actions are known too (a broken
 		// config file does not stop the lint: the grant files are checked without them)
 		tools = append(tools, gatewayDefinitions(s.MCPServers)...)
+		if s.MCPServers != nil {
+			folded = s.MCPServers.CaseInsensitiveNamespaces()
+		}
 	}
 	findings := grantfile.LintWithOptions(paths, grantfile.LintOptions{Tools: tools})
+	findings = append(findings, caseFindings(paths, folded)...)
 	if findings == nil {
 		findings = []grantfile.Finding{}
 	}
@@ -111,4 +119,53 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 		return &resultExit{code: ExitCommandFailed}
 	}
 	return nil
+}
+
+// caseFindings warns about grants whose resource paths differ only by letter case in a
+// resource namespace whose MCP server declares caseInsensitive: true. The server reads
+// them as one resource, but grants match exactly, so two such grants are two budgets
+// (maxUses, time windows) for one resource, and an operator reading one of them may
+// believe the other spelling is refused.
+func caseFindings(paths, namespaces []string) []grantfile.Finding {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	type first struct {
+		file, grant string
+		path        []string
+	}
+	seen := map[string]first{}
+	var out []grantfile.Finding
+	for _, p := range paths {
+		gf, err := grantfile.Load(p)
+		if err != nil {
+			continue // the lint itself reports it
+		}
+		for _, g := range gf.Grants {
+			for i, c := range g.Capabilities {
+				ns := c.Resource.Namespace
+				if !slices.Contains(namespaces, ns) {
+					continue
+				}
+				owner := ""
+				if c.Resource.Owner != nil {
+					owner = c.Resource.Owner.String()
+				}
+				key := ns + "\x00" + owner + "\x00" + strings.Join(hostceiling.FoldPath(c.Resource.Path), "\x00")
+				prev, ok := seen[key]
+				if !ok {
+					seen[key] = first{p, g.ID, c.Resource.Path}
+					continue
+				}
+				if slices.Equal(prev.path, c.Resource.Path) {
+					continue
+				}
+				out = append(out, grantfile.Finding{File: p, Grant: g.ID, Field: fmt.Sprintf("capabilities.%d.resource.path", i),
+					Severity: grantfile.SeverityWarning,
+					Message: fmt.Sprintf("%s:%s differs only by letter case from %s:%s of grant %q: the MCP server of namespace %s treats them as one resource (caseInsensitive), but grants match exactly; write one spelling",
+						ns, strings.Join(c.Resource.Path, "/"), ns, strings.Join(prev.path, "/"), prev.grant, ns)})
+			}
+		}
+	}
+	return out
 }

@@ -38,7 +38,9 @@ func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 		return nil, f.prepErr
 	}
 	if len(s.FrozenPaths)+len(s.FrozenActions)+len(s.ForbiddenNamespaces) > 0 {
-		for _, w := range ceilingWarnings(s, f.prep.Definitions()) {
+		// a gateway server's tools are not registered until its list is read: its
+		// namespaces and actions come from the configuration
+		for _, w := range ceilingWarnings(s, append(f.prep.Definitions(), gatewayDefinitions(s.MCPServers)...)) {
 			warn(f.IOStreams, "%s", w)
 		}
 	}

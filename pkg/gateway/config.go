@@ -64,6 +64,12 @@ type Server struct {
 	CallTimeout    time.Duration
 	CatalogTTL     time.Duration
 	Unmapped       string
+	// CaseInsensitive says the server treats resource names that differ only by letter
+	// case as one resource (GitHub owners and repositories, a database with a
+	// case-insensitive collation, a case-insensitive file system): the host ceiling's
+	// frozen paths then match its resource namespaces case-folded. Grants still match
+	// exactly (a grant on acme/app does not allow acme/App: a refusal, never a widening).
+	CaseInsensitive bool
 	// Tools are the mapped upstream tools, by upstream name.
 	Tools map[string]*ToolMap
 
@@ -285,7 +291,7 @@ func validID(s string) bool {
 }
 
 var serverKeys = []string{"id", "namespace", "command", "url", "env", "headers", "owners", "connectTimeout",
-	"callTimeout", "catalogTTL", "unmapped", "tools"}
+	"callTimeout", "catalogTTL", "unmapped", "caseInsensitive", "tools"}
 
 func (p *parser) server(n *yaml.Node) (*Server, error) {
 	m, err := p.mapping(n, "an mcpServers entry", serverKeys...)
@@ -414,6 +420,12 @@ func (p *parser) server(n *yaml.Node) (*Server, error) {
 		if s.Unmapped != UnmappedHide && s.Unmapped != UnmappedGate {
 			return nil, p.errf(v, "server %s: unmapped must be hide or gate", s.ID)
 		}
+	}
+	if v, ok := m["caseInsensitive"]; ok {
+		if v.Kind != yaml.ScalarNode || (v.Value != "true" && v.Value != "false") {
+			return nil, p.errf(v, "server %s: caseInsensitive must be true or false", s.ID)
+		}
+		s.CaseInsensitive = v.Value == "true"
 	}
 	if v, ok := m["tools"]; ok {
 		tm, err := p.mapping(v, "server "+s.ID+": tools")
@@ -619,6 +631,30 @@ func (c *Config) Namespaces() []string {
 		out = append(out, s.Namespace)
 	}
 	return out
+}
+
+// ResourceNamespaces returns the resource namespaces a server's tools can require: its
+// namespace and every mapped tool's.
+func (s *Server) ResourceNamespaces() []string {
+	out := []string{s.Namespace}
+	for _, m := range s.Tools {
+		out = append(out, m.Namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CaseInsensitiveNamespaces returns the resource namespaces of the servers that declare
+// caseInsensitive: true.
+func (c *Config) CaseInsensitiveNamespaces() []string {
+	var out []string
+	for _, s := range c.Servers {
+		if s.CaseInsensitive {
+			out = append(out, s.ResourceNamespaces()...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // SecretFiles returns every fromFile path of the configuration (the host keeps them

@@ -238,6 +238,11 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 			return nil, &Error{Kind: KindConfig, Hint: "fix the ceiling section of the config file",
 				Message: fmt.Sprintf("config file %s: ceiling: %v", s.ConfigFile, err)}
 		}
+		if s.MCPServers != nil {
+			if ns := s.MCPServers.CaseInsensitiveNamespaces(); len(ns) > 0 {
+				c = c.WithCaseInsensitive(ns)
+			}
+		}
 		p.ceiling = c
 		p.frozen = c.FrozenPaths(fsplane.Namespace)
 		p.frozenRepo = c.FrozenPaths(repoplane.Namespace)

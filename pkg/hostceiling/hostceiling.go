@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/text/cases"
+
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -16,6 +18,10 @@ import (
 type Ceiling struct {
 	paths   []frozenPath
 	actions []frozenAction
+	// folded are the resource namespaces whose servers treat names that differ only
+	// by letter case as one resource (a gateway server's caseInsensitive): there a
+	// frozen path and a request's path are compared case-folded.
+	folded map[string]bool
 }
 
 type frozenPath struct {
@@ -64,6 +70,27 @@ func New(frozenPaths, frozenActions []string) (*Ceiling, error) {
 	return c, nil
 }
 
+// WithCaseInsensitive returns a copy of c that compares the frozen paths of the given
+// resource namespaces with requests case-folded (Unicode full case folding, so that
+// "Secret", "SECRET" and "secret" are one path there). Other namespaces stay exact.
+func (c *Ceiling) WithCaseInsensitive(namespaces []string) *Ceiling {
+	out := &Ceiling{paths: c.paths, actions: c.actions, folded: map[string]bool{}}
+	for _, ns := range namespaces {
+		out.folded[ns] = true
+	}
+	return out
+}
+
+// FoldPath case-folds every segment of a path (Unicode full case folding): the form in
+// which a case-insensitive namespace's paths are compared.
+func FoldPath(path []string) []string {
+	out := make([]string, len(path))
+	for i, seg := range path {
+		out[i] = cases.Fold().String(seg)
+	}
+	return out
+}
+
 // isAction reports whether spec is itself a standard action containing a colon
 // (snapshot:create and its kin), which "namespace:action" must not split; write
 // "files:snapshot:create" to freeze it in one namespace only.
@@ -106,8 +133,20 @@ func (c *Ceiling) refuses(req kernel.CapabilityRequirement) (rule, kind string) 
 	if c == nil {
 		return "", ""
 	}
+	reqPath := req.Resource.Path
+	folded := c.folded[req.Resource.Namespace]
+	if folded {
+		reqPath = FoldPath(reqPath)
+	}
 	for _, fp := range c.paths {
-		if fp.namespace == req.Resource.Namespace && kernel.PathWithin(fp.path, req.Resource.Path) {
+		if fp.namespace != req.Resource.Namespace {
+			continue
+		}
+		frozen := fp.path
+		if folded {
+			frozen = FoldPath(frozen)
+		}
+		if kernel.PathWithin(frozen, reqPath) {
 			return fp.spec, "frozen_path"
 		}
 	}

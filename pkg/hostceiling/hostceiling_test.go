@@ -65,3 +65,41 @@ func TestNewRejects(t *testing.T) {
 		t.Fatal("nil ceiling should be empty")
 	}
 }
+
+// In a namespace declared case-insensitive, a frozen path refuses every spelling of
+// itself (and what lies below it); elsewhere, and without the declaration, matching
+// stays exact.
+func TestCaseInsensitiveNamespaces(t *testing.T) {
+	c, err := New([]string{"db:acme/secret", "files:Secret", "gh:Straße"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folded := c.WithCaseInsensitive([]string{"db", "gh"})
+	allow := kernel.AuthorizationDecision{Allowed: true, MatchedGrantID: "g"}
+	cases := []struct {
+		c       *Ceiling
+		ns      string
+		path    []string
+		refused bool
+	}{
+		{c, "db", []string{"acme", "secret"}, true},
+		{c, "db", []string{"acme", "Secret"}, false}, // exact without the declaration
+		{folded, "db", []string{"acme", "secret"}, true},
+		{folded, "db", []string{"acme", "Secret"}, true},
+		{folded, "db", []string{"ACME", "SECRET", "rows"}, true},
+		{folded, "db", []string{"acme", "secrets"}, false},
+		{folded, "files", []string{"secret"}, false}, // files is not declared
+		{folded, "files", []string{"Secret"}, true},
+		{folded, "gh", []string{"STRASSE"}, true}, // full case folding: ß is ss
+	}
+	for _, tc := range cases {
+		req := kernel.CapabilityRequirement{Action: "read", Resource: kernel.ResourceRef{Namespace: tc.ns, Path: tc.path}}
+		d, err := tc.c.Narrow(allow, req, kernel.AccessContext{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed == tc.refused {
+			t.Errorf("%s:%q (folded %v): allowed=%v, want refused=%v", tc.ns, tc.path, tc.c.folded != nil, d.Allowed, tc.refused)
+		}
+	}
+}
