@@ -26,20 +26,22 @@ import (
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// ErrUnavailable is wrapped by every error of Open: the state database could not be
-// created, read or migrated (it is not a SQLite database, it is corrupt, it is a
-// directory, it belongs to another program, or its schema is newer than this build).
-var ErrUnavailable = errors.New("state database unavailable")
+// ErrUnavailable is store.ErrUnavailable, wrapped by every error of Open: the state
+// database could not be created, read or migrated (it is not a SQLite database, it is
+// corrupt, it is a directory, it belongs to another program, or its schema is newer than
+// this build).
+var ErrUnavailable = store.ErrUnavailable
 
-// ErrDuplicate is wrapped when a record that must be unique already exists: a snapshot
-// with the same (world, owner, root, path, id), or an audit event id already recorded with
-// other content.
-var ErrDuplicate = errors.New("already recorded")
+// ErrDuplicate is store.ErrDuplicate, wrapped when a record that must be unique already
+// exists: a snapshot with the same (world, owner, root, path, id), or an audit event id
+// already recorded with other content.
+var ErrDuplicate = store.ErrDuplicate
 
 // Compile-time checks that Store implements the ports it is the default for.
 var (
@@ -47,6 +49,7 @@ var (
 	_ kernel.UsageStore                 = (*Store)(nil)
 	_ kernel.AuditSink                  = (*Store)(nil)
 	_ kernel.SnapshotIndex              = (*Store)(nil)
+	_ store.State                       = (*Store)(nil)
 )
 
 // Options configures a Store.
