@@ -126,8 +126,11 @@ type Settings interface {
 // Audit is the append-only audit trail: the kernel's sink (kernel.AuditSink) and the
 // query over it. Events are never updated or deleted. Appending an event whose id is
 // recorded with the same content is a no-op; with other content it is an error wrapping
-// ErrDuplicate. An event that would not read back (no id, a field outside the contract)
-// is refused and nothing is written.
+// ErrDuplicate — except that a store may check the id of a write-ahead record only when
+// it copies the record into the trail, and drop the clashing event there (sqlitestore's
+// audit spools; the kernel mints every id, so only a caller choosing its own can clash):
+// a recorded event is never replaced. An event that would not read back (no id, a field
+// outside the contract) is refused and nothing is written.
 type Audit interface {
 	kernel.AuditSink
 	// ListAudit returns the events f selects, the newest recorded first unless f says
