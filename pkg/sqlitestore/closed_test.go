@@ -15,7 +15,8 @@ func TestClosedForgetsSelections(t *testing.T) {
 	base := time.Now().Add(racyStamp + time.Second)
 	s.now = func() time.Time { return base }
 	stampSelection(s.path) // a stamp, so the read is cacheable
-	for range 2 { // the second read is a cache hit
+	// The second read is a cache hit.
+	for range 2 {
 		if _, _, err := s.Selection(ctx, "w", alice); err != nil {
 			t.Fatal(err)
 		}

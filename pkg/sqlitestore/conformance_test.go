@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 	"github.com/sharedos/sharedos/pkg/store"
 	"github.com/sharedos/sharedos/pkg/store/storetest"
@@ -45,3 +46,6 @@ func TestConformance(t *testing.T) {
 		})})
 	})
 }
+
+// A store.State is what the gateway caches its catalogues in (host hands it over).
+var _ gateway.CatalogCache = store.State(nil)

@@ -158,7 +158,8 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	var errs []error
 	errs = append(errs, s.closeSpool(), s.closeShared())
-	s.sel.forget() // a closed store answers nothing, not even from its cache
+	// A closed store answers nothing, not even from its cache.
+	s.sel.forget()
 	s.durableOnce.Do(func() { s.durableErr = errors.New("the store is closed") }) // no durable pool after Close
 	if s.durableDB != nil {
 		errs = append(errs, s.durableDB.Close())

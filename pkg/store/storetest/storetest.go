@@ -115,10 +115,13 @@ func Run(t *testing.T, c Config) {
 // Check runs the suite like Run, one subtest after the other, and returns an error
 // naming every subtest that failed and what it reported (nil when all passed). A panic
 // of the store counts as a failure.
-func Check(c Config) error {
+func Check(c Config) error { return check(c, nil) }
+
+// check is Check of the subtests keep keeps (nil: all).
+func check(c Config, keep func(name string) bool) error {
 	var errs []error
 	for _, st := range subtests {
-		if st.durable && c.Volatile {
+		if st.durable && c.Volatile || keep != nil && !keep(st.name) {
 			continue
 		}
 		r := &recorder{name: st.name}
