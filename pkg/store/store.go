@@ -45,8 +45,8 @@
 //	an escalation                                   durable                                Escalations (RecordEscalation)
 //	an escalation's resolution with its record      durable; both or neither               Escalations (ResolveEscalation)
 //	a snapshot's metadata                           durable                                kernel.SnapshotIndex (PutSnapshot)
-//	a file's content digest                         cache: committed, never forced         kernel.FileDigestCache (StoreDigest)
-//	an upstream server's tool list                  cache: committed, never forced         GatewayCatalogCache (PutGatewayCatalog)
+//	a file's content digest                         cache: committed, not forced           kernel.FileDigestCache (StoreDigest)
+//	an upstream server's tool list                  cache: committed, not forced           GatewayCatalogCache (PutGatewayCatalog)
 //
 // Durable: forced to stable storage before the method returns, so before the caller
 // reports the effect. Write-ahead: committed and visible, not yet forced; it becomes

@@ -219,4 +219,18 @@ func testAuditQuery(t T, c Config) {
 			t.Errorf("ListAudit(%s) = %s, want %s", tc.name, q(got), q(tc.want))
 		}
 	}
+	// An address is matched by what it decodes to, whatever its JSON needs escaped.
+	odd := kernel.Address{Kind: kernel.KindService, ID: `zoë's "q" <x>&\ %_` + "\u2028"}
+	e8 := mk("e8", kernel.EventToolInvoked, kernel.OutcomeSucceeded, "2026-01-04T00:00:00Z", "files.list", "c6", "t6", world1, odd, odd)
+	if err := st.Append(ctx, e8); err != nil {
+		t.Fatalf("Append(e8): %v", err)
+	}
+	for _, f := range []store.AuditFilter{{Owner: odd}, {Actor: odd}, {Owner: odd, Actor: odd, Limit: 1}} {
+		if got, err := st.ListAudit(ctx, f); err != nil || !sameStrings(ids(got), []string{"e8"}) {
+			t.Errorf("ListAudit(owner %q, actor %q) = %s, %v; want [e8]", f.Owner, f.Actor, q(ids(got)), err)
+		}
+	}
+	if got, err := st.ListAudit(ctx, store.AuditFilter{Owner: kernel.Address{Kind: kernel.KindService, ID: "zoë"}}); err != nil || len(got) != 0 {
+		t.Errorf("ListAudit(an owner whose id is a prefix of a recorded one) = %s, %v; want none", q(ids(got)), err)
+	}
 }

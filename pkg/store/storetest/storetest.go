@@ -19,7 +19,8 @@
 // exactly maxUses of them succeed, through TryConsume and through ReserveUse); crash
 // consistency for a store that keeps its records across opens (see Config.Volatile); and
 // the error contracts (store.ErrNotFound, store.ErrAlreadyResolved, store.ErrDuplicate,
-// a refused write writes nothing, a closed store fails every method).
+// a refused write writes nothing, a closed store fails every method, a write whose
+// context is cancelled fails whole or succeeds whole).
 //
 // Check runs the same suite and returns what failed as an error instead of failing a
 // test: the suite's own tests use it to show that a broken store fails.
@@ -95,6 +96,7 @@ var subtests = []subtest{
 	{name: "FileDigests", run: testFileDigests},
 	{name: "GatewayCatalogs", run: testGatewayCatalogs},
 	{name: "Closed", run: testClosed},
+	{name: "Cancelled", run: testCancelled},
 	{name: "CrashConsistency", run: testCrashConsistency, durable: true},
 }
 
