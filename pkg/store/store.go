@@ -29,32 +29,34 @@
 // of the process alone takes back nothing that was committed. The guarantee of each
 // record, and the interface that carries it:
 //
-//	record                                          guarantee                              interface (method)
-//	----------------------------------------------  -------------------------------------  --------------------------------------------------
-//	a spent use with its authorization record       durable; both or neither               kernel.ReservingUsageStore (ReserveUse, Commit)
-//	a spent use alone (no reserving store)          durable                                kernel.UsageStore (TryConsume)
-//	a namespace selection with its record           durable; both or neither               kernel.AuditedSettingsStore (ApplyUpdateAudited)
-//	a namespace selection alone                     durable                                kernel.ToolNamespaceSettingsStore (ApplyUpdate)
-//	the record of an effect (the tool.invoked of a  durable                                kernel.AuditSink (Append)
-//	  tool of any class but read, once it ran; any
-//	  record the caller did not classify)
-//	the record of work that changed nothing         write-ahead                            kernel.WriteAheadAuditSink (AppendWriteAhead)
-//	  (authority.resolved, listings, a decision
-//	  that spent nothing, a refusal)
-//	a read-class call's decision and tool.invoked   write-ahead; all or none               kernel.WriteAheadBatchAuditSink (AppendWriteAheadBatch)
-//	an escalation                                   durable                                Escalations (RecordEscalation)
-//	an escalation's resolution with its record      durable; both or neither               Escalations (ResolveEscalation)
-//	a snapshot's metadata                           durable                                kernel.SnapshotIndex (PutSnapshot)
-//	a file's content digest                         cache: committed, not forced           kernel.FileDigestCache (StoreDigest)
-//	an upstream server's tool list                  cache: committed, not forced           GatewayCatalogCache (PutGatewayCatalog)
+//	record                                         guarantee                 interface (method)
+//	---------------------------------------------  ------------------------  ------------------------------------------------
+//	a spent use with its authorization record      durable; both or neither  kernel.ReservingUsageStore (ReserveUse, Commit)
+//	a spent use alone (no reserving store)         durable                   kernel.UsageStore (TryConsume)
+//	a namespace selection with its record          durable; both or neither  kernel.AuditedSettingsStore (ApplyUpdateAudited)
+//	a namespace selection alone                    durable                   kernel.ToolNamespaceSettingsStore (ApplyUpdate)
+//	the record of an effect: a tool.invoked of a   durable                   kernel.AuditSink (Append)
+//	  tool of any class but read, once it ran; a
+//	  record the caller did not classify
+//	the record of work that changed nothing:       write-ahead               kernel.WriteAheadAuditSink (AppendWriteAhead)
+//	  authority.resolved, a listing, a decision
+//	  that spent nothing, a refusal
+//	a read-class call's decision and tool.invoked  write-ahead; all or none  kernel.WriteAheadBatchAuditSink
+//	                                                                           (AppendWriteAheadBatch)
+//	an escalation                                  durable                   Escalations (RecordEscalation)
+//	an escalation's resolution with its record     durable; both or neither  Escalations (ResolveEscalation)
+//	a snapshot's metadata                          durable                   kernel.SnapshotIndex (PutSnapshot)
+//	a file's content digest                        cache                     kernel.FileDigestCache (StoreDigest)
+//	an upstream server's tool list                 cache                     GatewayCatalogCache (PutGatewayCatalog)
 //
 // Durable: forced to stable storage before the method returns, so before the caller
 // reports the effect. Write-ahead: committed and visible, not yet forced; it becomes
 // durable with the store's next durable write (of any process) — only a power failure
 // before that can lose it, and it never records a change. Cache: committed like a
-// write-ahead record; losing it costs recomputing it (a re-hash, an upstream listing),
-// never a decision. "Both or neither" holds across a crash at any point: a use is never
-// spent without its record, nor recorded unspent.
+// write-ahead record (not forced); losing it costs recomputing it (a re-hash, an
+// upstream listing), never a decision. "Both or neither" holds across a crash at any
+// point: a use is never spent without its record, nor recorded unspent; a resolution or
+// a selection is never stored without its record.
 //
 // storetest checks what a test can observe of this: atomicity (an error writes nothing),
 // the "both or neither" pairs, visibility, and — for a store that keeps its records
