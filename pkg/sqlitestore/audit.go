@@ -10,41 +10,14 @@ import (
 	"strings"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// AuditFilter selects audit events for ListAudit. Zero fields select everything.
-type AuditFilter struct {
-	// Types keeps events whose type is one of these (empty: any type).
-	Types []string
-	// Outcomes keeps events whose outcome is one of these (empty: any outcome).
-	Outcomes []string
-	// Tool keeps events of this tool ("" : any).
-	Tool string
-	// OperationID keeps events of this operation (call id) ("" : any).
-	OperationID string
-	// TraceID keeps events of this trace ("" : any).
-	TraceID string
-	// World keeps events of this namespaceId ("" : any).
-	World string
-	// SinceMillis keeps events whose at is at or after this Unix millisecond (0: no bound).
-	SinceMillis int64
-	// AfterSeq keeps events recorded after the one of this sequence number (0: from the
-	// first); see LastAuditSeq.
-	AfterSeq int64
-	// Limit caps the number of events returned (0: no limit).
-	Limit int
-	// Oldest returns the oldest events first; by default the newest come first. Order is
-	// the order of recording.
-	Oldest bool
-	// ByInstant orders by the events' instant (at) instead, the latest first, ties the
-	// newest recorded first (Oldest is then ignored): what `audit list` shows, read
-	// through the at index so that a limit stops the walk. An event whose at cannot be
-	// parsed comes last.
-	ByInstant bool
-}
+// AuditFilter is store.AuditFilter (the name keeps sqlitestore's callers compiling).
+type AuditFilter = store.AuditFilter
 
 type execQuerier interface {
 	queryRower
@@ -278,41 +251,26 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 	if err := s.syncSpools(ctx); err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
-	var where []string
-	var args []any
-	in := func(col string, vals []string) {
-		if len(vals) == 0 {
-			return
-		}
-		where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
-		for _, v := range vals {
-			args = append(args, v)
-		}
+	var w where
+	w.in("type", f.Types)
+	w.in("outcome", f.Outcomes)
+	w.eq("tool", f.Tool)
+	w.eq("operation_id", f.OperationID)
+	w.eq("trace_id", f.TraceID)
+	w.eq("world", f.World)
+	if err := w.jsonAddress("event", "$.owner", f.Owner); err != nil {
+		return nil, fmt.Errorf("list audit events: %w", err)
 	}
-	eq := func(col, val string) {
-		if val != "" {
-			where = append(where, col+" = ?")
-			args = append(args, val)
-		}
+	if err := w.jsonAddress("event", "$.actor", f.Actor); err != nil {
+		return nil, fmt.Errorf("list audit events: %w", err)
 	}
-	in("type", f.Types)
-	in("outcome", f.Outcomes)
-	eq("tool", f.Tool)
-	eq("operation_id", f.OperationID)
-	eq("trace_id", f.TraceID)
-	eq("world", f.World)
 	if f.SinceMillis != 0 {
-		where = append(where, "at_ms >= ?")
-		args = append(args, f.SinceMillis)
+		w.add("at_ms >= ?", f.SinceMillis)
 	}
 	if f.AfterSeq != 0 {
-		where = append(where, "seq > ?")
-		args = append(args, f.AfterSeq)
+		w.add("seq > ?", f.AfterSeq)
 	}
-	q := "SELECT seq, event FROM audit_events"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
+	q := "SELECT seq, event FROM audit_events" + w.String()
 	switch {
 	case f.ByInstant:
 		q += " ORDER BY at_ms DESC, seq DESC"
@@ -321,6 +279,7 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 	default:
 		q += " ORDER BY seq DESC"
 	}
+	args := w.args
 	if f.Limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, f.Limit)

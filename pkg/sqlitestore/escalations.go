@@ -6,60 +6,31 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
-// EscalationRecord is one recorded escalation and the context it was asked in.
-type EscalationRecord struct {
-	// ID numbers the escalations of the database (1, 2, …, in recording order); set by
-	// ListEscalations and ResolveEscalation, ignored by RecordEscalation.
-	ID         int64             `json:"id"`
-	World      string            `json:"world"`
-	Owner      kernel.Address    `json:"owner"`
-	TraceID    string            `json:"traceId"`
-	CallID     string            `json:"callId"`
-	Escalation kernel.Escalation `json:"escalation"`
-	// Resolution is the reviewer's decision, nil while the escalation is pending. When
-	// set, Escalation.Status is its status.
-	Resolution *EscalationResolution `json:"resolution,omitempty"`
-}
+// The escalation types and errors are pkg/store's; these names keep the callers of
+// sqlitestore compiling unchanged.
+type (
+	EscalationRecord     = store.EscalationRecord
+	EscalationResolution = store.EscalationResolution
+	EscalationFilter     = store.EscalationFilter
+)
 
-// EscalationResolution is a reviewer's decision on an escalation. It grants nothing:
-// authority still comes only from grant files.
-type EscalationResolution struct {
-	Status     string         `json:"status"` // EscalationApproved or EscalationDenied
-	ResolvedBy kernel.Address `json:"resolvedBy"`
-	ResolvedAt string         `json:"resolvedAt"`
-	Note       string         `json:"note,omitempty"`
-}
-
-// Escalation statuses.
+// Escalation statuses (store's).
 const (
-	EscalationPending  = "pending"
-	EscalationApproved = "approved"
-	EscalationDenied   = "denied"
+	EscalationPending  = store.EscalationPending
+	EscalationApproved = store.EscalationApproved
+	EscalationDenied   = store.EscalationDenied
 )
 
-// ErrNotFound is wrapped when the record asked for does not exist.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is store.ErrNotFound: the record asked for does not exist.
+var ErrNotFound = store.ErrNotFound
 
-// ErrAlreadyResolved is wrapped when an escalation that was already resolved is resolved
-// again (a resolution is never changed).
-var ErrAlreadyResolved = errors.New("already resolved")
-
-// EscalationFilter selects escalations for ListEscalations. Zero fields select everything.
-type EscalationFilter struct {
-	// World keeps escalations of this namespaceId ("" : any).
-	World string
-	// Owner keeps escalations of this owner (zero Address: any).
-	Owner kernel.Address
-	// Status keeps escalations of this status: pending, approved or denied ("": any).
-	Status string
-	// Limit caps the number of records returned (0: no limit).
-	Limit int
-}
+// ErrAlreadyResolved is store.ErrAlreadyResolved: a resolution is never changed.
+var ErrAlreadyResolved = store.ErrAlreadyResolved
 
 // RecordEscalation appends one escalation record. World and Owner are required.
 func (s *Store) RecordEscalation(ctx context.Context, rec EscalationRecord) error {
@@ -91,31 +62,22 @@ const escalationColumns = `SELECT e.seq, e.world, e.owner, e.trace_id, e.call_id
 
 // ListEscalations returns the escalations f selects, the most recently recorded first.
 func (s *Store) ListEscalations(ctx context.Context, f EscalationFilter) ([]EscalationRecord, error) {
-	var where []string
-	var args []any
-	if f.World != "" {
-		where = append(where, "e.world = ?")
-		args = append(args, f.World)
-	}
+	var w where
+	w.eq("e.world", f.World)
 	if !f.Owner.IsZero() {
-		where = append(where, "e.owner = ?")
-		args = append(args, f.Owner.String())
+		w.add("e.owner = ?", f.Owner.String())
 	}
 	switch f.Status {
 	case "":
 	case EscalationPending:
-		where = append(where, "r.status IS NULL")
+		w.add("r.status IS NULL")
 	case EscalationApproved, EscalationDenied:
-		where = append(where, "r.status = ?")
-		args = append(args, f.Status)
+		w.add("r.status = ?", f.Status)
 	default:
 		return nil, fmt.Errorf("list escalations: unknown status %q", f.Status)
 	}
-	q := escalationColumns
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY e.seq DESC"
+	q := escalationColumns + w.String() + " ORDER BY e.seq DESC"
+	args := w.args
 	if f.Limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
@@ -138,6 +100,22 @@ func (s *Store) ListEscalations(ctx context.Context, f EscalationFilter) ([]Esca
 	}
 	return out, nil
 }
+
+// GetEscalation returns escalation id (looked up by its key), with its resolution if
+// any. An unknown id is an error wrapping ErrNotFound.
+func (s *Store) GetEscalation(ctx context.Context, id int64) (EscalationRecord, error) {
+	rec, err := scanEscalation(s.db.QueryRowContext(ctx, escalationByID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return EscalationRecord{}, fmt.Errorf("escalation %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return EscalationRecord{}, fmt.Errorf("read escalation %d: %w", id, err)
+	}
+	return rec, nil
+}
+
+// escalationByID selects one escalation by its primary key.
+const escalationByID = escalationColumns + " WHERE e.seq = ?"
 
 func scanEscalation(row interface{ Scan(...any) error }) (EscalationRecord, error) {
 	var owner, text string
@@ -180,7 +158,7 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res EscalationR
 		return EscalationRecord{}, fmt.Errorf("resolve escalation %d: begin: %w", id, err)
 	}
 	defer tx.Rollback()
-	rec, err := scanEscalation(tx.QueryRowContext(ctx, escalationColumns+" WHERE e.seq = ?", id))
+	rec, err := scanEscalation(tx.QueryRowContext(ctx, escalationByID, id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return EscalationRecord{}, fmt.Errorf("escalation %d: %w", id, ErrNotFound)

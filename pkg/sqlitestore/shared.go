@@ -213,6 +213,7 @@ func (s *Store) flushOwnShared(ctx context.Context) error {
 func (s *Store) closeShared() error {
 	s.spoolMu.Lock()
 	sh := s.shared
+	s.shared = nil // no append after Close reopens the spool
 	s.spoolMu.Unlock()
 	if sh == nil {
 		return nil

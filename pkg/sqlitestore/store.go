@@ -2,6 +2,9 @@
 // per-(world, owner) tool namespace settings, the maxUses counters, the append-only audit
 // trail, the recorded escalations and the snapshot index of the files plane.
 //
+// Store implements store.State (pkg/store) and passes its conformance suite,
+// pkg/store/storetest.
+//
 // One database file may be shared by many processes at once (WAL mode, a busy timeout,
 // immediate write transactions and migrations guarded by the write lock). The store keeps
 // no authority of its own: it must never decide an authorization, never widen a namespace
@@ -26,20 +29,22 @@ import (
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// ErrUnavailable is wrapped by every error of Open: the state database could not be
-// created, read or migrated (it is not a SQLite database, it is corrupt, it is a
-// directory, it belongs to another program, or its schema is newer than this build).
-var ErrUnavailable = errors.New("state database unavailable")
+// ErrUnavailable is store.ErrUnavailable, wrapped by every error of Open: the state
+// database could not be created, read or migrated (it is not a SQLite database, it is
+// corrupt, it is a directory, it belongs to another program, or its schema is newer than
+// this build).
+var ErrUnavailable = store.ErrUnavailable
 
-// ErrDuplicate is wrapped when a record that must be unique already exists: a snapshot
-// with the same (world, owner, root, path, id), or an audit event id already recorded with
-// other content.
-var ErrDuplicate = errors.New("already recorded")
+// ErrDuplicate is store.ErrDuplicate, wrapped when a record that must be unique already
+// exists: a snapshot with the same (world, owner, root, path, id), or an audit event id
+// already recorded with other content.
+var ErrDuplicate = store.ErrDuplicate
 
 // Compile-time checks that Store implements the ports it is the default for.
 var (
@@ -47,6 +52,7 @@ var (
 	_ kernel.UsageStore                 = (*Store)(nil)
 	_ kernel.AuditSink                  = (*Store)(nil)
 	_ kernel.SnapshotIndex              = (*Store)(nil)
+	_ store.State                       = (*Store)(nil)
 )
 
 // Options configures a Store.
@@ -60,26 +66,22 @@ type Options struct {
 //
 // # Durability
 //
-// Every write is one SQLite transaction in WAL mode: atomic, and visible to every reader
-// in every process as soon as it commits, and it survives the crash of any process. What
-// differs is when a commit is forced to stable storage (fsync), which is what a power
-// failure or an operating-system crash could otherwise take back:
+// Which record gets which guarantee is pkg/store's contract (the table in its package
+// doc); this is how the store keeps it. Every write is one SQLite transaction in WAL
+// mode: atomic, visible to every reader in every process as soon as it commits, and it
+// survives the crash of any process. What differs is when a commit is forced to stable
+// storage (fsync), which is what a power failure or an operating-system crash could
+// otherwise take back:
 //
 //   - Durable writes commit with synchronous=FULL: the write-ahead log is fsynced before
-//     the commit returns, so the record is on the disk before its caller reports the
-//     effect. Every write that changes state is durable: a spent use and its
-//     authorization record (ReserveUse/Commit, TryConsume — the reserve, audit, commit
-//     order of the reference's ADR 0029), a namespace selection and its record, an
-//     escalation and its resolution, a snapshot record, and Append and AppendBatch (an
-//     event the caller did not classify is treated as the record of an effect).
-//   - Write-ahead writes (AppendWriteAhead) commit with synchronous=NORMAL: no fsync. The
-//     kernel uses them for the records of work that changed nothing — the authority
-//     resolved, catalogue listings, decisions that spent nothing, refusals, and the
-//     tool.invoked record of a read-class tool — so a read-only command forces nothing
-//     to the disk. Such a record becomes durable with the next durable commit of any
-//     process (its fsync covers every earlier frame of the log) or the next checkpoint;
-//     only a power failure before either can lose it, and it never loses state: no use,
-//     selection or file change is recorded this way.
+//     the commit returns. Besides the table's durable records, AppendBatch is durable
+//     (an event the caller did not classify is treated as the record of an effect).
+//   - Write-ahead records (AppendWriteAhead, AppendWriteAheadBatch) and cache entries
+//     (StoreDigest, PutGatewayCatalog) commit with synchronous=NORMAL (or, spooled, are
+//     not committed at once: see EnableSpool): no fsync, so a
+//     read-only command forces nothing to the disk. Such a write becomes durable with the
+//     next durable commit of any process (its fsync covers every earlier frame of the
+//     log) or the next checkpoint; only a power failure before either can lose it.
 //
 // SQLite still checkpoints the log (copying it into the database file, with an fsync)
 // when it reaches 1,000 pages and when the last connection to the file closes.
@@ -155,6 +157,8 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	var errs []error
 	errs = append(errs, s.closeSpool(), s.closeShared())
+	// A closed store answers nothing, not even from its cache.
+	s.sel.forget()
 	s.durableOnce.Do(func() { s.durableErr = errors.New("the store is closed") }) // no durable pool after Close
 	if s.durableDB != nil {
 		errs = append(errs, s.durableDB.Close())
