@@ -97,3 +97,23 @@ func TestCappedReaders(t *testing.T) {
 type nopCloser struct{ *strings.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// A key the input schema does not declare is refused when the schema says
+// additionalProperties: false, and passes through (forwarded as authorized) when not.
+func TestUndeclaredKeys(t *testing.T) {
+	m := &ToolMap{Namespace: "gh", Path: []Elem{{Arg: ptrOf("/repo")}}}
+	closed := &Entry{mapping: m, schema: &lazySchema{doc: map[string]any{"type": "object", "additionalProperties": false,
+		"properties": map[string]any{"repo": map[string]any{"type": "string"}}}}}
+	open := &Entry{mapping: m, schema: &lazySchema{doc: map[string]any{"type": "object",
+		"properties": map[string]any{"repo": map[string]any{"type": "string"}}}}}
+	if _, err := closed.parse(json.RawMessage(`{"repo":"app","branch":"x"}`)); err == nil || !strings.Contains(err.Error(), "input schema") {
+		t.Errorf("an undeclared key under additionalProperties: false: %v", err)
+	}
+	v, err := open.parse(json.RawMessage(`{"branch":"x", "repo":"app"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := v.(*parsedCall); string(pc.raw) != `{"branch":"x","repo":"app"}` || strings.Join(pc.path, "/") != "app" {
+		t.Errorf("forwarded %s for %q", pc.raw, pc.path)
+	}
+}
