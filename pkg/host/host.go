@@ -171,8 +171,9 @@ type Host struct {
 
 // Needs says which parts of the host a command uses. The zero value is a command that
 // reads the kernel's catalogues and the state database but never reaches a resource
-// (namespaces, tools list, tools describe, escalations): it does not check the root and
-// does not need an actor.
+// (namespaces, tools list, tools describe, escalations): the root need not exist (the
+// trust boundary still holds: nothing that defines authority inside it) and no actor is
+// needed.
 type Needs struct {
 	// Planes: the command reaches the files and repo planes (tools call, explain, mcp).
 	// The root must be an existing directory. Without Planes the tools are built from
