@@ -193,6 +193,7 @@ sees what this invocation sees:
   --state    the state database (--state, SHAREDOS_STATE or the $XDG_STATE_HOME/HOME
              default), absolute: the agent's namespace selection and audit live there
   --grants   the grant files, absolute
+
 A root, state or grant files the configuration file names are left to it (it is read at
 each start). --as, --owner, --authority, --world, --purpose and --trace given as flags
 stay flags; from SHAREDOS_* variables they go into the snippet's env.
@@ -206,7 +207,7 @@ names it and what it holds now. Without --now every call is decided at the wall 
 The command checks what the server would (the root exists, no grant file, config file or
 state database inside it, an actor), refusing as 'sharedos mcp' would, and lists the
 tools that agent would see now: when there are none, a warning says so on stderr. The
-snippet goes to stdout, where it belongs to, and notes to stderr.
+snippet goes to stdout; the file it belongs in, and these notes, go to stderr.
 
 With --http URL the snippet connects to a running 'sharedos mcp --listen' instead: the URL
 and an Authorization header that reads the token from the environment variable
