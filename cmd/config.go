@@ -64,6 +64,8 @@ type Settings struct {
 	// MCPMaxSessions is config mcp.maxSessions: sessions per token of `mcp --listen`
 	// (0: the default).
 	MCPMaxSessions int
+	// ConfigKeys are the top-level keys the configuration file set (nil: no file).
+	ConfigKeys map[string]bool
 }
 
 // keyKind is the type of a configuration key.
@@ -290,6 +292,10 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		s.ConfigFile = abs
 		if fileCfg, err = loadConfigFile(abs); err != nil {
 			return nil, err
+		}
+		s.ConfigKeys = make(map[string]bool, len(fileCfg))
+		for k := range fileCfg {
+			s.ConfigKeys[k] = true
 		}
 		if cfg, ok := fileCfg["mcpServers"].(*gateway.Config); ok {
 			s.MCPServers = cfg

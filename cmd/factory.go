@@ -83,7 +83,8 @@ func (f *Factory) standalonePrinter() (*printer, error) {
 	return newPrinter(f.IOStreams, f.Format(), f.IOStreams.ColorEnabled(f.Env)), nil
 }
 
-// Store opens the state database (once); a run whose host is open uses the host's.
+// Store opens the state database (once), after the trust-boundary check every command
+// that opens it runs (host.CheckStateBoundary); a run whose host is open uses the host's.
 func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
 	if f.host != nil {
 		return f.host.Store, nil
@@ -94,6 +95,11 @@ func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
 	s, err := f.Settings()
 	if err != nil {
 		return nil, err
+	}
+	// The one trust-boundary check of every command that opens the state database (the
+	// host's own, as Prepare runs it), before anything is created.
+	if err := host.CheckStateBoundary(&s.Settings); err != nil {
+		return nil, hostError(err)
 	}
 	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -184,8 +182,32 @@ func newMCPConfigCmd(f *Factory) *cobra.Command {
 		Use:   "config --client claude-code|codex|cursor|vscode|generic",
 		Short: "Print the snippet an MCP client reads to start 'sharedos mcp' with this invocation's flags",
 		Long: `Print the configuration snippet a client reads to start 'sharedos mcp': the absolute
-path of this binary and the flags (and SHAREDOS_* variables) of this invocation, paths made
-absolute. The snippet goes to stdout, where it belongs, to stderr.
+path of this binary and every input in effect now, so that the server a client starts —
+often with a minimal environment and another working directory (the MCP Inspector) —
+sees what this invocation sees:
+
+  --config   the configuration file found now (--config, SHAREDOS_CONFIG or
+             $XDG_CONFIG_HOME/sharedos/config.yaml), absolute: its ceiling (frozenPaths,
+             frozenActions, namespaces) and gateway hold for the agent
+  --root     the root (default: the working directory), absolute
+  --state    the state database (--state, SHAREDOS_STATE or the $XDG_STATE_HOME/HOME
+             default), absolute: the agent's namespace selection and audit live there
+  --grants   the grant files, absolute
+
+A root, state or grant files the configuration file names are left to it (it is read at
+each start). --as, --owner, --authority, --world, --purpose and --trace given as flags
+stay flags; from SHAREDOS_* variables they go into the snippet's env.
+
+--namespaces and --now are pinned when given (flag or SHAREDOS_*). Without --namespaces
+the agent follows the stored selection of its (world, owner) in that state database,
+read at each call ('sharedos namespaces enable' takes effect on the next one): stderr
+names it and what it holds now. Without --now every call is decided at the wall clock.
+--output and --call-id belong to one run and are never pinned.
+
+The command checks what the server would (the root exists, no grant file, config file or
+state database inside it, an actor), refusing as 'sharedos mcp' would, and lists the
+tools that agent would see now: when there are none, a warning says so on stderr. The
+snippet goes to stdout; the file it belongs in, and these notes, go to stderr.
 
 With --http URL the snippet connects to a running 'sharedos mcp --listen' instead: the URL
 and an Authorization header that reads the token from the environment variable
@@ -196,7 +218,7 @@ only with --show-token (it is then read from that variable now).`,
   sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
   sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runMCPConfig(opts) },
+		RunE: func(c *cobra.Command, _ []string) error { return runMCPConfig(c.Context(), opts) },
 	}
 	c.Flags().StringVar(&opts.Client, "client", "", "client: claude-code, codex, cursor, vscode or generic")
 	c.Flags().StringVar(&opts.Name, "name", "sharedos", "server name in the client's configuration")
@@ -214,7 +236,7 @@ type mcpLaunch struct {
 	Env     map[string]string
 }
 
-func runMCPConfig(opts *MCPConfigOptions) error {
+func runMCPConfig(ctx context.Context, opts *MCPConfigOptions) error {
 	f := opts.f
 	where, ok := mcpClients[opts.Client]
 	if !ok {
@@ -229,9 +251,23 @@ func runMCPConfig(opts *MCPConfigOptions) error {
 	if opts.ShowToken || opts.TokenEnv != "SHAREDOS_TOKEN" {
 		return usageError("pass --http URL to print an HTTP snippet", "--token-env and --show-token apply only with --http")
 	}
-	l, err := launchOf(f)
+	s, err := f.Settings()
 	if err != nil {
 		return err
+	}
+	l, err := launchOf(f, s)
+	if err != nil {
+		return err
+	}
+	// The host the server would prepare (the same checks, refusing as it would), and the
+	// tools its agent would be listed now.
+	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true})
+	if err != nil {
+		return err
+	}
+	defs, err := h.Turn.ListTools(ctx)
+	if err != nil {
+		return kernelError(err, h)
 	}
 	var out []byte
 	if opts.Client == "codex" {
@@ -242,68 +278,72 @@ func runMCPConfig(opts *MCPConfigOptions) error {
 			return internalError(err)
 		}
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "# %s reads this from %s\n", opts.Client, where)
-	_, err = f.IOStreams.Out.Write(out)
+	ios := f.IOStreams
+	fmt.Fprintf(ios.ErrOut, "# %s reads this from %s\n", opts.Client, where)
+	if !s.NamespacesSet {
+		now := orNone(h.Ctx.EnabledToolNamespaces)
+		if h.SelectionSource == "default" {
+			now += ", the default: nothing stored yet"
+		}
+		fmt.Fprintf(ios.ErrOut, "# namespaces: not pinned; the agent follows the stored selection of world %s, owner %s in %s at each call (now: %s); pass --namespaces to pin one\n",
+			h.Ctx.World, h.Ctx.Owner, s.State, now)
+	}
+	if len(defs) == 0 {
+		warn(ios, "the agent this snippet starts would see no tools now: %s has no usable tool (enabled namespaces: %s); 'sharedos tools list --all' with the same flags says why",
+			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces))
+	}
+	_, err = ios.Out.Write(out)
 	return err
 }
 
-// pathFlags are the global flags whose values are paths.
-var pathFlags = map[string]bool{"config": true, "root": true, "state": true, "grants": true}
+// launchFlags are the global flags other than paths that a launch carries as given: a
+// flag as a flag, a SHAREDOS_* variable in the env (not --output or --call-id: they
+// belong to one run, not to a server).
+var launchFlags = []string{"as", "owner", "authority", "world", "purpose", "namespaces", "now", "trace"}
 
-// launchFlags are the global flags a launch carries (not --output, --call-id or --now:
-// they belong to one run, not to a server).
-var launchFlags = []string{"config", "root", "state", "grants", "as", "owner", "authority", "world", "purpose", "namespaces", "trace"}
-
-// launchOf is this binary and the flags and SHAREDOS_* variables of this invocation.
-func launchOf(f *Factory) (mcpLaunch, error) {
+// launchOf is this binary and every input of this invocation, pinned so that a server
+// started with an empty environment and another working directory sees the same: the
+// configuration file found now, and the root, state database and grant files however
+// they were found (flag, SHAREDOS_*, the XDG or working-directory default) as absolute
+// flags — except those the configuration file itself names (it is read at each start);
+// the other flags as flags, their SHAREDOS_* variables in the env.
+func launchOf(f *Factory, s *Settings) (mcpLaunch, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return mcpLaunch{}, internalError(fmt.Errorf("locate the sharedos binary: %w", err))
 	}
-	wd, err := f.Getwd()
-	if err != nil {
-		return mcpLaunch{}, internalError(err)
-	}
-	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(wd, p)
-	}
 	l := mcpLaunch{Command: exe, Args: []string{"mcp"}, Env: map[string]string{}}
-	for _, name := range launchFlags {
-		fl := f.flags.Lookup(name)
-		if fl == nil || !fl.Changed {
-			continue
+	fromEnv := func(name string) string {
+		key := envName(name)
+		if v := f.Env(key); v != "" {
+			return v
 		}
-		values := []string{fl.Value.String()}
-		if sv, ok := fl.Value.(pflag.SliceValue); ok {
-			values = sv.GetSlice()
-		}
-		for _, v := range values {
-			if pathFlags[name] {
-				v = abs(v)
-			}
-			l.Args = append(l.Args, "--"+name, v)
+		return os.Getenv(key)
+	}
+	// fromConfig: the value came from the configuration file (no flag, no variable).
+	fromConfig := func(name string) bool {
+		return !f.flags.Changed(name) && fromEnv(name) == "" && s.ConfigKeys[name]
+	}
+	if s.ConfigFile != "" {
+		l.Args = append(l.Args, "--config", s.ConfigFile)
+	}
+	if !fromConfig("root") {
+		l.Args = append(l.Args, "--root", s.Root)
+	}
+	if !fromConfig("state") {
+		l.Args = append(l.Args, "--state", s.State)
+	}
+	if !fromConfig("grants") {
+		for _, g := range s.Grants {
+			l.Args = append(l.Args, "--grants", g)
 		}
 	}
 	for _, name := range launchFlags {
-		key := envName(name)
-		v := f.Env(key)
-		if v == "" {
-			v = os.Getenv(key)
+		if fl := f.flags.Lookup(name); fl != nil && fl.Changed {
+			l.Args = append(l.Args, "--"+name, fl.Value.String())
+		} else if v := fromEnv(name); v != "" {
+			l.Env[envName(name)] = v
 		}
-		if v == "" {
-			continue
-		}
-		if pathFlags[name] {
-			parts := filepath.SplitList(v)
-			for i := range parts {
-				parts[i] = abs(parts[i])
-			}
-			v = strings.Join(parts, string(filepath.ListSeparator))
-		}
-		l.Env[key] = v
 	}
 	return l, nil
 }

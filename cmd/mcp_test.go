@@ -169,3 +169,69 @@ func (r *stdioRun) endOfInput(t *testing.T, d time.Duration) {
 		t.Fatal("sharedos mcp did not exit at end of input")
 	}
 }
+
+// TestMCPConfigPinsEnvironment: the snippet of 'mcp config', generated where the config
+// file and the state database are found through XDG_CONFIG_HOME and XDG_STATE_HOME,
+// starts a server that, in an empty environment (as the MCP Inspector starts one), still
+// refuses the config's frozen path, follows the same stored namespace selection and
+// audits into the same state database.
+func TestMCPConfigPinsEnvironment(t *testing.T) {
+	dir, env := sandbox(t)
+	root, grants := readFixture(t, dir)
+	if err := os.WriteFile(filepath.Join(root, ".env"), []byte("SECRET=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgDir := filepath.Join(dir, "config", "sharedos")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.yaml"), []byte("ceiling:\n  frozenPaths: [\"files:.env\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run1(t, env, "--root", root, "--grants", grants, "namespaces", "enable", "files"); code != 0 {
+		t.Fatalf("namespaces enable: %d %s", code, errOut)
+	}
+	code, out, errOut := run1(t, env, "--root", root, "--grants", grants, "mcp", "config", "--client", "generic")
+	if code != 0 {
+		t.Fatalf("mcp config: %d %s", code, errOut)
+	}
+	var snippet struct {
+		MCPServers map[string]struct {
+			Args []string          `json:"args"`
+			Env  map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(out), &snippet); err != nil {
+		t.Fatal(err)
+	}
+	server := snippet.MCPServers["sharedos"]
+	if len(server.Env) != 0 || len(server.Args) == 0 || server.Args[0] != "mcp" {
+		t.Fatalf("snippet %s", out)
+	}
+	empty := func(string) string { return "" } // no HOME, no XDG_*, no SHAREDOS_*
+	run := startStdio(append(server.Args[1:len(server.Args):len(server.Args)], "mcp", "--log-format", "json"), empty)
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, run.transport(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) == 0 {
+		t.Fatalf("tools/list: %v %v (stderr %s)", err, list, run.stderr.String())
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "files.read", Arguments: map[string]any{"path": []string{".env"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := r.Content[0].(*mcp.TextContent).Text
+	if !r.IsError || strings.Contains(text, "SECRET") || !strings.Contains(text, "host_policy_denied") {
+		t.Fatalf("files.read .env through the snippet's server: %s", text)
+	}
+	run.endOfInput(t, 10*time.Second)
+	_ = cs.Close()
+	code, out, errOut = run1(t, env, "--root", root, "audit", "list", "--calls", "--outcome", "denied", "-o", "json")
+	if code != 0 || !strings.Contains(out, "host_policy_denied") || !strings.Contains(out, `"surface": "mcp"`) {
+		t.Fatalf("the refusal is not in the state database mcp config named: %d %s %s", code, out, errOut)
+	}
+}

@@ -234,9 +234,10 @@ func newFlagsTopic(root *cobra.Command) *cobra.Command {
 SHAREDOS_GRANTS takes a ':'-separated list.
 
 ` + root.PersistentFlags().FlagUsages() + `
-Only 'tools call' and 'explain' reach the files and repo planes under --root, so only
-they check it (and that no grant file, config file or state database lies inside it);
-the other commands start from any directory.`,
+Every command that opens the state database refuses to start when a grant file, the
+config file or the state database (or its cache, snapshots, spool or stamp) lies inside
+--root, after symbolic links. Only the commands that reach the files and repo planes
+under --root (tools call, explain, mcp) need it to exist.`,
 		Example: `  sharedos help flags
   SHAREDOS_ROOT=~/work sharedos --grants grants/reader.yaml tools list`,
 	}

@@ -6,9 +6,9 @@
 // here and only translates.
 //
 // Assembly runs in two phases so that bad input never touches the state database:
-// Prepare checks every input the command needs (Needs: the root and trust boundary only
-// for commands that reach the planes; the ceiling, grant files, context and instant
-// always) and builds the tool table once; Open then opens the state database, reads
+// Prepare checks every input the command needs (Needs: the trust boundary always, the
+// root's existence only for commands that reach the planes; the ceiling, grant files,
+// context and instant always) and builds the tool table once; Open then opens the state database, reads
 // the namespace selection, builds the kernel and begins the turn. Close releases
 // everything either phase opened. A host must never authorize, filter or audit on its
 // own: that is the kernel's.
@@ -171,14 +171,15 @@ type Host struct {
 
 // Needs says which parts of the host a command uses. The zero value is a command that
 // reads the kernel's catalogues and the state database but never reaches a resource
-// (namespaces, tools list, tools describe, escalations): it does not check the root and
-// does not need an actor.
+// (namespaces, tools list, tools describe, escalations): the root need not exist (the
+// trust boundary still holds: nothing that defines authority inside it) and no actor is
+// needed.
 type Needs struct {
-	// Planes: the command reaches the files and repo planes (tools call, explain). The
-	// root must be an existing directory and the trust boundary is enforced: no grant
-	// file, config file or state database inside it. Without Planes the tools are built
-	// from their definitions only (nothing under the root is opened, nothing can be
-	// written there, so the trust boundary has nothing to protect).
+	// Planes: the command reaches the files and repo planes (tools call, explain, mcp).
+	// The root must be an existing directory. Without Planes the tools are built from
+	// their definitions only (nothing under the root is opened) and the root need not
+	// exist. Either way the trust boundary is enforced (every host opens the state
+	// database): no grant file, config file or state database inside the root.
 	Planes bool
 	// Actor: the command acts as the context's actor (tools call, explain, tools list),
 	// so one must be named (--as or a grant file's context.actor), else a usage error.
@@ -223,14 +224,10 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 			p.Close()
 		}
 	}()
-	if needs.Planes {
-		rootReal, err := checkRoot(s.Root)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkTrustBoundary(s, rootReal); err != nil {
-			return nil, err
-		}
+	// Every host opens the state database: the one trust-boundary check, before anything
+	// is read or created (the root must exist only for a command that reaches it).
+	if err := checkBoundary(s, needs.Planes); err != nil {
+		return nil, err
 	}
 	if len(s.FrozenPaths) > 0 || len(s.FrozenActions) > 0 {
 		c, err := hostceiling.New(s.FrozenPaths, s.FrozenActions)
@@ -779,12 +776,29 @@ func firstNonEmpty(vals ...string) string {
 // directory and that no trusted path of s (config, grant and tokens files, the state
 // database and its folders) lies inside it, as Prepare does for a command that reaches
 // the planes. A surface that serves several contexts checks its own files with it.
-func CheckTrustBoundary(s *Settings) error {
-	rootReal, err := checkRoot(s.Root)
-	if err != nil {
-		return err
+func CheckTrustBoundary(s *Settings) error { return checkBoundary(s, true) }
+
+// CheckStateBoundary is the trust-boundary check of a surface that opens the state
+// database without preparing a host (audit, escalations): the same check as Prepare's
+// and CheckTrustBoundary's, except that the root need not exist (a root that does not
+// exist yet is resolved to where it would be: a state database under it is refused
+// all the same). A state database inside --root is refused by every command that opens
+// it, not only by those that reach the planes: an agent holding a files grant on the
+// root could have rewritten its namespace selection, usage counters and audit trail.
+func CheckStateBoundary(s *Settings) error { return checkBoundary(s, false) }
+
+// checkBoundary is the one trust-boundary check (checkTrustBoundary) of every command
+// that opens the state database; rootMustExist: the root must also be an existing
+// directory (a command that reaches the planes).
+func checkBoundary(s *Settings, rootMustExist bool) error {
+	if rootMustExist {
+		rootReal, err := checkRoot(s.Root)
+		if err != nil {
+			return err
+		}
+		return checkTrustBoundary(s, rootReal)
 	}
-	return checkTrustBoundary(s, rootReal)
+	return checkTrustBoundary(s, resolveExisting(s.Root))
 }
 
 // checkRoot requires the root to be an existing directory and returns its real path.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,8 +53,8 @@ func TestResolveExistingAndWithin(t *testing.T) {
 	}
 }
 
-// TestNeeds: only a command that reaches the planes checks the root; only one that acts
-// needs an actor (otherwise the owner, else LocalOperator stands for it).
+// TestNeeds: only a command that reaches the planes requires the root to exist; only one
+// that acts needs an actor (otherwise the owner, else LocalOperator stands for it).
 func TestNeeds(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -70,7 +71,10 @@ func TestNeeds(t *testing.T) {
 	if _, err := Prepare(s, clock, Needs{Planes: true, Actor: true}); err == nil {
 		t.Fatal("Needs{Planes} accepted a missing root")
 	}
-	s.Root = dir
+	s.Root = filepath.Join(dir, "root")
+	if err := os.Mkdir(s.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Prepare(s, clock, Needs{Actor: true}); !errors.Is(err, errNoActor) {
 		t.Fatalf("Needs{Actor} without an actor: %v", err)
 	}
@@ -80,6 +84,42 @@ func TestNeeds(t *testing.T) {
 		t.Fatalf("owner as actor: %v %+v", err, p)
 	}
 	p.Close()
+}
+
+// TestStateBoundaryWithoutPlanes: the trust boundary holds for every host, planes or not
+// (every host opens the state database): a state database inside the root, even one that
+// does not exist yet, is refused by Prepare(Needs{}) and by CheckStateBoundary with the
+// message of Needs{Planes}, and nothing is created.
+func TestStateBoundaryWithoutPlanes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	clock := func() time.Time { return time.Unix(0, 0) }
+	for _, rootPath := range []string{root, filepath.Join(dir, "missing")} {
+		s := &Settings{Root: rootPath, State: filepath.Join(rootPath, "sub", "state.db"), As: "agent:a"}
+		_, planesErr := Prepare(s, clock, Needs{Planes: true, Actor: true})
+		for name, err := range map[string]error{
+			"Prepare(Needs{})":      func() error { _, err := Prepare(s, clock, Needs{}); return err }(),
+			"Prepare(Needs{Actor})": func() error { _, err := Prepare(s, clock, Needs{Actor: true}); return err }(),
+			"CheckStateBoundary":    CheckStateBoundary(s),
+		} {
+			var he *Error
+			if !errors.As(err, &he) || he.Kind != KindUsage || !strings.Contains(he.Message, "state database") ||
+				!strings.Contains(he.Message, "lies inside the root") {
+				t.Errorf("root %s: %s: %v, want the state database refused", rootPath, name, err)
+				continue
+			}
+			if rootPath == root && (planesErr == nil || err.Error() != planesErr.Error()) {
+				t.Errorf("%s: %v, want the message of Needs{Planes}: %v", name, err, planesErr)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(rootPath, "sub")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("root %s: something was created in it: %v", rootPath, err)
+		}
+	}
 }
 
 // TestCloseReleasesEverything: after Close, the files plane's root and the state
