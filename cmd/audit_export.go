@@ -14,6 +14,7 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mcpserver"
 	"github.com/sharedos/sharedos/pkg/scenario"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
@@ -45,9 +46,13 @@ The audit trail keeps no arguments: a call's path is the resource its authorizat
 recorded, and any other required argument is a placeholder (authorization never depends
 on it). A call refused because its grant's uses were spent is preceded by as many
 unchecked calls on the grant's own path as the grant has uses. A refused call is called
-again (a refusal comes before any file is touched); an allowed one (succeeded or failed)
-is explained instead, expecting it allowed under the same grant: the dry run needs none
-of the files the call found or changed.
+again (a refusal comes before any file is touched); a succeeded one is explained instead,
+expecting it allowed under the same grant: the dry run needs none of the files the call
+found or changed. A call that failed invalid_tool_arguments is called again with
+arguments the tool's input schema refuses. An outcome the trail cannot reproduce is a
+skipped test saying why: an outage, an MCP escalation latch, a failure inside the tool
+(its decision is still explained, in a test of its own), a failure that depended on the
+arguments or on the host of the time.
 
 --file FILE writes the scenario there (paths in it relative to FILE's folder; refused
 when FILE exists); without it, it goes to stdout with paths relative to the working
@@ -170,8 +175,10 @@ func exportScenario(ctx context.Context, store *sqlitestore.Store, s *Settings, 
 	fmt.Fprintf(&b, "# Exported by 'sharedos audit export --as-test' from %s: %d recorded calls.\n", s.State, len(calls))
 	b.WriteString("# The audit trail keeps no arguments: a path is the resource the call's authorization\n")
 	b.WriteString("# recorded; other required arguments are placeholders (authorization never reads them).\n")
-	b.WriteString("# A refused call is called again; an allowed one is explained (the dry run: the files it\n")
-	b.WriteString("# changed are not needed, nothing runs).\n")
+	b.WriteString("# A refused call is called again; a succeeded one is explained (the dry run: the files it\n")
+	b.WriteString("# changed are not needed, nothing runs); a call with invalid arguments is called with\n")
+	b.WriteString("# arguments its schema refuses. An outcome the trail cannot reproduce is a skipped test\n")
+	b.WriteString("# whose reason says why.\n")
 	b.WriteString("version: 1\nname: recorded decisions\n")
 	if len(s.Grants) > 0 {
 		gs := make([]any, len(s.Grants))
@@ -220,21 +227,35 @@ func exportScenario(ctx context.Context, store *sqlitestore.Store, s *Settings, 
 		if def != nil && ev.Cause != kernel.CauseNamespaceDisabled {
 			ns = append(ns, def.Namespace)
 		}
+		plan := replayOf(ev, def, checks)
+		if plan.skip != "" && plan.explain == nil {
+			fmt.Fprintf(&b, "    skip: %s\n", scenario.FlowYAML(plan.skip))
+			continue
+		}
 		fmt.Fprintf(&b, "    namespaces: %s\n", scenario.FlowYAML(ns))
 		b.WriteString("    steps:\n")
+		if plan.explain != nil {
+			// The call was allowed and then failed in the tool: the decision is replayed
+			// here, and the failure is a skipped test of its own (below).
+			fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(plan.explain))
+			skipped := name + ": its failure"
+			fmt.Fprintf(&b, "  - name: %s\n", scenario.FlowYAML(skipped))
+			fmt.Fprintf(&b, "    skip: %s\n", scenario.FlowYAML(plan.skip))
+			continue
+		}
 		args := exportArgs(def, checks)
-		if n, path := spentUses(s, checks); n > 0 {
+		if plan.badArgs != nil {
+			args = plan.badArgs
+		} else if n, path := spentUses(s, checks); n > 0 {
 			spend := map[string]any{"call": ev.Tool, "args": withPath(args, path)}
 			for range n {
 				fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(spend))
 			}
 		}
-		if ev.Outcome != kernel.OutcomeDenied {
+		if plan.step == kernel.StatusSucceeded {
 			expect := map[string]any{"allowed": true, "exit": ExitOK}
-			for _, c := range checks {
-				if c.Outcome == kernel.OutcomeAllowed && c.GrantID != "" {
-					expect["grant"] = c.GrantID
-				}
+			if g := allowedGrant(checks); g != "" {
+				expect["grant"] = g
 			}
 			fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(map[string]any{"explain": ev.Tool, "args": args, "expect": expect}))
 			continue
@@ -348,4 +369,138 @@ func grantMaxUses(s *Settings, id string) (int, []string) {
 		}
 	}
 	return 0, nil
+}
+
+// replay is how one recorded call is replayed: step is the status the replay step
+// asserts (succeeded: an explain step expecting the call allowed; denied or failed: the
+// call again, expecting the recorded outcome); badArgs replace the rebuilt arguments;
+// skip, when set, is why the recorded outcome cannot be reproduced from the trail (the
+// test is skipped with that reason, and explain, when set, still replays the decision
+// the call got before it failed).
+type replay struct {
+	step    kernel.ToolStatus
+	badArgs map[string]any
+	explain map[string]any
+	skip    string
+}
+
+// replayOf decides how a recorded call (a tool.invoked event) is replayed. Every
+// recorded outcome becomes a step that reproduces it, or a skipped test saying why it
+// cannot be (security issue 20, item 8):
+//
+//   - succeeded: explained, expecting it allowed (under the same grant); the dry run
+//     needs none of the files the call read or changed.
+//   - denied by the grant files, the ceiling or the catalogue (replayableDenials: a
+//     missing grant, spent uses, the ceiling, a broken delegation chain, a hidden,
+//     unknown or switched-off tool): called again, expecting the recorded code, gate and
+//     cause; a refusal comes before any file is touched.
+//   - denied by an outage (authority_unavailable and the other fail-closed codes), by an
+//     MCP session's escalation latch (escalation_pending), or by anything else
+//     (invalid_request: another owner's resource or a malformed call, in the arguments;
+//     invalid_context, trace_mismatch: the replay derives valid ones; a code this version
+//     does not know): skipped, since the replay would be allowed instead.
+//   - failed invalid_tool_arguments: the arguments are not recorded, so the replay calls
+//     the tool with arguments its input schema refuses (an undeclared key when the schema
+//     declares additionalProperties:false, else a value of the wrong type), expecting
+//     failed invalid_tool_arguments; a tool whose schema refuses nothing is skipped.
+//   - failed after an allowed authorization (tool_execution_failed, a plane's own code
+//     such as not_found, invalid_tool_result): the decision is explained (allowed, same
+//     grant) and the failure is a skipped test of its own: it depended on files and
+//     arguments the trail does not keep.
+//   - any other failure (invalid_tool_requirement and tool_requirement_resolution_failed
+//     depend on the unrecorded arguments; tool_catalog_unavailable, audit_unavailable and
+//     escalation_not_terminated on the host of the time) and any other outcome: skipped.
+func replayOf(ev kernel.AuditEvent, def *kernel.ToolDefinition, checks []kernel.AuditEvent) replay {
+	code := ev.Reason
+	switch ev.Outcome {
+	case kernel.OutcomeSucceeded:
+		return replay{step: kernel.StatusSucceeded}
+	case kernel.OutcomeDenied:
+		switch {
+		case kernel.IsInfrastructureDenial(code) || kernel.IsInfrastructureDenial(kernel.ErrorCode(ev.Cause)):
+			// (a tool an outage hid is tool_unavailable with the outage as its cause)
+			return replay{skip: fmt.Sprintf("denied %s: an outage at the time; the replay runs on working ports, so it cannot recreate it", code)}
+		case code == mcpserver.CodeEscalationPending || kernel.ClassifyRefusal(ev) == kernel.GateEnvelope:
+			return replay{skip: fmt.Sprintf("denied %s: an MCP session's escalation latch; a scenario keeps no latch", code)}
+		case slices.Contains(replayableDenials, code):
+			return replay{step: kernel.StatusDenied}
+		}
+		return replay{skip: fmt.Sprintf("denied %s: the refusal depended on the call's arguments, context or trace of the time, which the audit trail does not keep", code)}
+	case kernel.OutcomeFailed:
+		if code == kernel.CodeInvalidToolArguments {
+			if bad := invalidArgs(def); bad != nil {
+				return replay{step: kernel.StatusFailed, badArgs: bad}
+			}
+			return replay{skip: "failed invalid_tool_arguments: the arguments are not recorded, and the tool's input schema refuses none that could stand in for them"}
+		}
+		if g, ok := allowedCheck(checks); ok {
+			expect := map[string]any{"allowed": true, "exit": ExitOK}
+			if g != "" {
+				expect["grant"] = g
+			}
+			return replay{
+				explain: map[string]any{"explain": ev.Tool, "args": exportArgs(def, checks), "expect": expect},
+				skip:    fmt.Sprintf("failed %s after it was allowed: the failure depended on files and arguments the audit trail does not keep (the test before this one replays the decision)", code),
+			}
+		}
+		return replay{skip: fmt.Sprintf("failed %s: it depended on arguments or on the host of the time, which the audit trail does not keep", code)}
+	}
+	return replay{skip: fmt.Sprintf("outcome %s is no call result a scenario can replay", ev.Outcome)}
+}
+
+// replayableDenials are the refusal codes the run's grant files, ceiling and catalogue
+// decide alone: a call again, in the recorded context, gets them again.
+var replayableDenials = []kernel.ErrorCode{
+	kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant), kernel.ErrorCodeOf(kernel.ReasonGrantExhausted),
+	kernel.ErrorCodeOf(kernel.ReasonHostPolicyDenied), kernel.ErrorCodeOf(kernel.ReasonDelegationChainInvalid),
+	kernel.CodeToolUnavailable,
+}
+
+// allowedCheck reports whether the call's authorization was allowed, and the deciding
+// grant of the last allowed check ("" when none is recorded).
+func allowedCheck(checks []kernel.AuditEvent) (string, bool) {
+	grant, ok := "", false
+	for _, c := range checks {
+		if c.Outcome == kernel.OutcomeAllowed {
+			ok = true
+			if c.GrantID != "" {
+				grant = c.GrantID
+			}
+		}
+	}
+	return grant, ok
+}
+
+// allowedGrant is the deciding grant of a call's last allowed authorization ("" when none).
+func allowedGrant(checks []kernel.AuditEvent) string {
+	g, _ := allowedCheck(checks)
+	return g
+}
+
+// invalidArgs are arguments def's input schema refuses, or nil when it refuses none the
+// export can name: an undeclared key when the schema declares additionalProperties:false,
+// else the first declared property (by name) with a value of another type.
+func invalidArgs(def *kernel.ToolDefinition) map[string]any {
+	if def == nil {
+		return nil
+	}
+	if def.InputSchema["additionalProperties"] == false {
+		return map[string]any{"unrecorded-argument": true}
+	}
+	props, _ := def.InputSchema["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for n := range props {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		prop, _ := props[n].(map[string]any)
+		switch schemaType(prop) {
+		case "string":
+			return map[string]any{n: 0}
+		case "integer", "number", "boolean", "array", "object":
+			return map[string]any{n: "not-a-" + schemaType(prop)}
+		}
+	}
+	return nil
 }

@@ -45,6 +45,9 @@ func newGrantsLintCmd(f *Factory) *cobra.Command {
 		Long: `Check grant files as one set: every grant against the contract (naming the grant, the
 field and the line), duplicate ids, delegation chains (errors), and suspicious breadth
 such as "*" actions, whole-namespace capabilities and grants without expiry (warnings).
+Also warnings: a grant already expired at the wall clock, and a subject, issuer or owner
+id that mixes scripts or holds look-alike characters (a Cyrillic "а" in "аlice"), or
+that reads like another id of the same kind ("he1per" and "helper").
 
 Exit codes: 0 clean (warnings allowed), 1 errors (or warnings with --strict).`,
 		Example: `  sharedos grants lint grants/reader.yaml grants/writer.yaml --strict`,
@@ -78,7 +81,7 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 			folded = s.MCPServers.CaseInsensitiveNamespaces()
 		}
 	}
-	findings := grantfile.LintWithOptions(paths, grantfile.LintOptions{Tools: tools})
+	findings := grantfile.LintWithOptions(paths, grantfile.LintOptions{Tools: tools, Now: f.Clock})
 	findings = append(findings, caseFindings(paths, folded)...)
 	if findings == nil {
 		findings = []grantfile.Finding{}

@@ -120,7 +120,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 		log.Info("grant files changed; reloaded")
 	}
 	srv := mcpserver.New(mcpserver.Options{
-		Backend: sess, Version: buildVersion().Version, Logger: log, Hint: mcpHint,
+		Backend: sess, Version: buildVersion().Version, Logger: log, OperatorHint: mcpHint,
 		Escalations: mcphttp.EscalationResolver(sess),
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
@@ -136,7 +136,8 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	return nil
 }
 
-// mcpHint is the CLI's one-sentence hint for a refused or failed call.
+// mcpHint is the CLI's one-sentence hint for a refused or failed call: the operator's, which
+// the MCP server logs; the agent reads mcpserver.AgentHint instead.
 func mcpHint(def *kernel.ToolDefinition, res kernel.ToolResult) string {
 	if res.Error == nil {
 		return ""

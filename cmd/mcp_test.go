@@ -71,8 +71,13 @@ func TestMCPStdio(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Content[0].(*mcp.TextContent).Text), &text); err != nil {
 		t.Fatal(err)
 	}
-	if text.Code != "tool_unavailable" || text.Hint != "no grant covers this call; run 'sharedos explain files.create' with the same arguments for the grant to add" {
+	// The agent reads what it can do, never an operator command (security issue 20, item 7);
+	// the operator's hint is the server's log line.
+	if text.Code != "tool_unavailable" || text.Hint != "this tool is not available in this session; use the tools that tools/list offers; not permitted; an operator must grant it" {
 		t.Fatalf("refusal %+v", text)
+	}
+	if raw, _ := json.Marshal(r); strings.Contains(string(raw), "sharedos ") || strings.Contains(string(raw), "explain") {
+		t.Fatalf("the agent reads operator text: %s", raw)
 	}
 	// The server writes its write-ahead records through a spool of its own
 	// (sqlitestore.EnableSpool), present while it serves and removed when it ends.
@@ -93,6 +98,9 @@ func TestMCPStdio(t *testing.T) {
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("a stderr line is not JSON: %q", line)
 		}
+	}
+	if !strings.Contains(logs, `"hint":"no grant covers this call; run 'sharedos explain files.create' with the same arguments for the grant to add"`) {
+		t.Fatalf("the operator's hint is not logged:\n%s", logs)
 	}
 }
 

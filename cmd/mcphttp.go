@@ -95,7 +95,7 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	base := s.Settings
 	base.Tokens = tokensPath
 	cfg := mcphttp.Config{Base: base, Tokens: tokensPath, Clock: f.Clock, Logger: log, Version: buildVersion().Version,
-		Hint: mcpHint, MaxSessions: o.MaxSessions}
+		OperatorHint: mcpHint, MaxSessions: o.MaxSessions}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = s.MCPMaxSessions
 	}

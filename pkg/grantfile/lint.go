@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sharedos/sharedos/internal/textdist"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -74,6 +75,8 @@ type LintOptions struct {
 	// warned about — it can never match a call — with the closest registered name as a
 	// suggestion. The action "*" is never reported by this check.
 	Tools []kernel.ToolDefinition
+	// Now is the wall clock a grant's expiry is judged at (nil: time.Now).
+	Now func() time.Time
 }
 
 // Lint is LintWithOptions without options.
@@ -88,13 +91,23 @@ func Lint(paths []string) []Finding { return LintWithOptions(paths, LintOptions{
 // delegation link that fails kernel.CheckDelegationLink, and delegation chains that cycle
 // or hold more than kernel.DefaultMaxDelegationChainLength grants.
 // Warnings: the action "*", a capability over a whole namespace (empty path with
-// descendants scope), a grant without constraints.expiresAt, and, with opts.Tools, a
-// namespace or action that no registered tool uses.
+// descendants scope), a grant without constraints.expiresAt, a grant whose expiresAt is
+// at or before the wall clock (opts.Now: it authorizes nothing; a --now a command may pin
+// does not enter here), a subject, issuer or owner id that mixes scripts or holds
+// look-alike characters, two different ids of one kind that look alike (the same TR39
+// skeleton; confusable.go says what is covered), and, with opts.Tools, a namespace or
+// action that no registered tool uses.
 func LintWithOptions(paths []string, opts LintOptions) []Finding {
 	var reg *registry
 	if opts.Tools != nil {
 		reg = newRegistry(opts.Tools)
 	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	wall := now()
+	looks := lookAlikeIndex{}
 	var out []Finding
 	var all []lintGrant
 	byID := map[string]lintGrant{}
@@ -154,9 +167,69 @@ func LintWithOptions(paths []string, opts LintOptions) []Finding {
 		}
 		if g.Constraints.ExpiresAt == "" {
 			find(SeverityWarning, "constraints", "grant never expires (no constraints.expiresAt)")
+		} else if ms, err := kernel.ParseTimestamp(g.Constraints.ExpiresAt); err == nil && wall.UnixMilli() >= ms {
+			find(SeverityWarning, "constraints.expiresAt", "grant expired at %s (the wall clock reads %s): it authorizes nothing",
+				g.Constraints.ExpiresAt, wall.UTC().Format(time.RFC3339))
+		}
+		ids := []idField{{"subject", g.Subject}, {"issuer", g.Issuer}}
+		for i, c := range g.Capabilities {
+			if c.Resource.Owner != nil {
+				ids = append(ids, idField{fmt.Sprintf("capabilities.%d.resource.owner", i), *c.Resource.Owner})
+			}
+		}
+		for _, id := range ids {
+			if id.a.ID == "" {
+				continue
+			}
+			if msg := idProblem(id.a.ID); msg != "" {
+				find(SeverityWarning, id.field, "%s id %q %s", addressRole(id.field), id.a.ID, msg)
+			}
+			if other, ok := looks.see(id.a, at(lg.file.file.Path, lineOf(lg.node, id.field)), g.ID); ok {
+				find(SeverityWarning, id.field, "%s %s looks like %s (%s): two different ids that read alike",
+					addressRole(id.field), id.a.String(), other.addr.String(), other.where)
+			}
 		}
 	}
 	return out
+}
+
+// idField is one address of a grant and the field it is written in.
+type idField struct {
+	field string
+	a     kernel.Address
+}
+
+// addressRole names the id of field in a message.
+func addressRole(field string) string {
+	if strings.HasSuffix(field, ".owner") {
+		return "owner"
+	}
+	return field
+}
+
+// lookAlikeIndex remembers, per address kind and skeleton, the first id seen, to report
+// a different id of that kind that reads alike (once per pair).
+type lookAlikeIndex map[string]*lookAlikeSeen
+
+type lookAlikeSeen struct {
+	addr     kernel.Address
+	where    string
+	reported map[string]bool
+}
+
+// see records a and reports the earlier, different id of a's kind with its skeleton.
+func (x lookAlikeIndex) see(a kernel.Address, where, grant string) (lookAlikeSeen, bool) {
+	key := string(a.Kind) + ":" + skeleton(a.ID)
+	first, ok := x[key]
+	if !ok {
+		x[key] = &lookAlikeSeen{addr: a, where: "grant " + strconv.Quote(grant) + ", " + where, reported: map[string]bool{}}
+		return lookAlikeSeen{}, false
+	}
+	if first.addr.ID == a.ID || first.reported[a.ID] {
+		return lookAlikeSeen{}, false
+	}
+	first.reported[a.ID] = true
+	return *first, true
 }
 
 // parentOf returns g's parent in the same world, if the linted set holds it.

@@ -59,7 +59,7 @@ func TestLintRegisteredTools(t *testing.T) {
 	)})
 	path := filepath.Join(dir, "g.yaml")
 	got := map[string]Finding{}
-	for _, f := range LintWithOptions([]string{path}, LintOptions{Tools: realDefinitions(t)}) {
+	for _, f := range LintWithOptions([]string{path}, LintOptions{Tools: realDefinitions(t), Now: lintClock}) {
 		if strings.Contains(f.Message, "registered tool") {
 			got[f.Grant] = f
 		}
@@ -85,7 +85,7 @@ func TestLintRegisteredTools(t *testing.T) {
 		}
 	}
 	// Without the registered tools, nothing of the kind is reported.
-	for _, f := range Lint([]string{path}) {
+	for _, f := range lintAt([]string{path}) {
 		if strings.Contains(f.Message, "registered tool") {
 			t.Errorf("Lint without tools reported %s", f)
 		}
@@ -182,7 +182,7 @@ func TestDocExamples(t *testing.T) {
 			if err := os.WriteFile(path, []byte(block), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			for _, fd := range LintWithOptions([]string{path}, LintOptions{Tools: realDefinitions(t)}) {
+			for _, fd := range LintWithOptions([]string{path}, LintOptions{Tools: realDefinitions(t), Now: lintClock}) {
 				if fd.Severity == SeverityError || strings.Contains(fd.Message, "registered tool") {
 					t.Errorf("example: %s\n%s", fd, block)
 				}

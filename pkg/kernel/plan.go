@@ -281,7 +281,7 @@ func denialMessage(code ReasonCode, req CapabilityRequirement) string {
 	case ReasonDelegationChainUnverified:
 		return "the delegation chain of the matching grant could not be verified"
 	case ReasonUsageStoreUnavailable:
-		return "the usage store is unavailable; bounded grants cannot be used"
+		return "the usage store is unavailable; a grant with bounded uses cannot be used"
 	case ReasonHostPolicyUnavailable:
 		return "the host policy is unavailable; the call was refused"
 	case ReasonAuthorityUnavailable:

@@ -67,7 +67,9 @@ type Config struct {
 	Clock          func() time.Time
 	Logger         *slog.Logger
 	Version        string
-	Hint           func(*kernel.ToolDefinition, kernel.ToolResult) string
+	// OperatorHint is the operator's hint on a refused call, for the log only
+	// (mcpserver.Options.OperatorHint); the agent reads mcpserver.AgentHint.
+	OperatorHint func(*kernel.ToolDefinition, kernel.ToolResult) string
 	// MaxSessions per token (default 64), MaxBody per request (default 4 MiB),
 	// SessionIdleTimeout closes a session with no request for that long (default 1 h).
 	MaxSessions        int
@@ -313,7 +315,7 @@ func (s *Server) build(ctx context.Context, key string, e *tokens.Entry) (*princ
 		log.Info("grant files changed; reloaded")
 	}
 	p := &principal{id: e.ID, key: key, prep: prep}
-	p.srv = mcpserver.New(mcpserver.Options{Backend: sess, Version: s.cfg.Version, Logger: log, Hint: s.cfg.Hint,
+	p.srv = mcpserver.New(mcpserver.Options{Backend: sess, Version: s.cfg.Version, Logger: log, OperatorHint: s.cfg.OperatorHint,
 		Escalations: EscalationResolver(sess), PollInterval: s.cfg.PollInterval,
 		Metadata: map[string]any{"token": e.ID}})
 	actx := h.Turn.Context()

@@ -104,6 +104,10 @@ func newFixture(t testing.TB, o fixtureOptions) *fixture {
 	srv, err := New(context.Background(), Config{
 		Base:   host.Settings{Root: f.root, State: f.state, DefaultNamespaces: []string{"files", "sharedos"}},
 		Tokens: f.tokensPath, Clock: f.clock, MaxSessions: o.maxSessions, PollInterval: 200 * time.Millisecond,
+		// the operator's hint names commands; it must reach the log only, never the agent
+		OperatorHint: func(_ *kernel.ToolDefinition, res kernel.ToolResult) string {
+			return "run 'sharedos explain " + res.Tool + "' --apply grants/x.yaml"
+		},
 	})
 	must(t, err)
 	f.srv = srv
@@ -337,6 +341,12 @@ func TestTwoTokensIsolated(t *testing.T) {
 	r := call(t, bob, "files.read", map[string]any{"path": []string{"notes", "todo.md"}})
 	if !r.IsError || r.Meta[mcpserver.MetaCode] != string(kernel.CodeToolUnavailable) {
 		t.Fatalf("bob read: %+v", r)
+	}
+	// Over HTTP too the agent reads what it can do, never the operator's commands
+	// (security issue 20, item 7).
+	if wire, _ := json.Marshal(r); strings.Contains(string(wire), "sharedos ") || strings.Contains(string(wire), "explain") ||
+		!strings.Contains(string(wire), "an operator must grant it") {
+		t.Fatalf("bob's refusal as the client reads it: %s", wire)
 	}
 	if r := call(t, bob, "files.create", map[string]any{"path": []string{"drafts", "b.md"}, "content": "x"}); r.IsError {
 		t.Fatalf("bob create: %+v", r)

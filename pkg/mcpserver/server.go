@@ -97,8 +97,10 @@ type Options struct {
 	Name, Version string
 	// Logger receives the server's log lines (default: discarded).
 	Logger *slog.Logger
-	// Hint is the one sentence a refusal's text ends with (the CLI's hint); nil: none.
-	Hint func(def *kernel.ToolDefinition, res kernel.ToolResult) string
+	// OperatorHint is the operator's one sentence on a refused or failed call (the CLI's
+	// hint, which may name operator commands). It goes to the server's log only, never to
+	// the agent: a refusal's text ends with AgentHint. Nil: none is logged.
+	OperatorHint func(def *kernel.ToolDefinition, res kernel.ToolResult) string
 	// Escalations resolves latched escalations; nil: a latch holds for the session.
 	Escalations EscalationResolver
 	// PollInterval is how often the inputs are polled for list_changed while a session
@@ -519,7 +521,7 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		res := turn.RefuseInEnvelope(ctx, call, CodeEscalationPending,
 			"this session asked a human reviewer (escalation "+latched+"); no tool call runs until an operator resolves it",
 			map[string]any{"escalation": latched, "callsAfterEscalation": after})
-		return refusal(res, "make no further tool calls; an operator resolves the escalation with 'sharedos escalations resolve'", extraMeta), nil
+		return refusal(res, AgentHint(res, false), extraMeta), nil
 	}
 
 	// 2. Name mapping: exact, else exactly one published tool's portable form, else raw.
@@ -571,11 +573,26 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 	if res.Status == kernel.StatusSucceeded {
 		return success(def, res.Output, extraMeta), nil
 	}
-	hint := ""
-	if s.opts.Hint != nil {
-		hint = s.opts.Hint(def, res)
+	if s.opts.OperatorHint != nil && res.Error != nil {
+		s.log.Info("call refused", "session", st.id, "tool", name, "call", call.ID, "status", string(res.Status),
+			"code", string(res.Error.Code), "hint", s.opts.OperatorHint(def, res))
 	}
-	return refusal(res, hint, extraMeta), nil
+	return refusal(res, AgentHint(res, s.escalationOffered(ctx, turn)), extraMeta), nil
+}
+
+// escalationOffered reports whether the session's catalogue of this instant offers
+// sharedos.escalate (a dry run: nothing is audited); an error counts as not offered.
+func (s *Server) escalationOffered(ctx context.Context, turn *kernel.Turn) bool {
+	gs, err := turn.AllTools(ctx)
+	if err != nil {
+		return false
+	}
+	for _, g := range gs {
+		if g.Definition.Name == kernel.EscalationToolName {
+			return g.Usable
+		}
+	}
+	return false
 }
 
 // objectArguments returns the call's arguments as a JSON object ({} when absent or
@@ -628,14 +645,14 @@ func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, c
 		// the escalation's own authorization refused it (its grant's uses are spent)
 		res := kernel.DeniedResult(call, turn.Context().Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
-		return refusal(res, "no grant allows another escalation; ask the operator", extra), nil
+		return refusal(res, hintNoEscalation, extra), nil
 	}
 	if err != nil {
 		s.log.Error("record escalation", "err", err)
 		return refusal(kernel.ToolResult{Status: kernel.StatusFailed, Tool: call.Tool, Gate: kernel.GateInfrastructure,
 			Error: &kernel.ProtocolError{Code: kernel.CodeAuditUnavailable, Retryable: kernel.BoolPtr(true),
 				Message: "the escalation could not be recorded"}},
-			"the state database is unavailable; retry the call", extra), nil
+			hintAuditUnwritten, extra), nil
 	}
 	st.mu.Lock()
 	st.latch = call.ID
@@ -674,7 +691,8 @@ func success(def *kernel.ToolDefinition, output any, extra map[string]any) *mcp.
 }
 
 // refusalText is the text of a denied or failed call (spec 30 §3.6, details dropped) with
-// the CLI's one-sentence hint last.
+// the agent's one-sentence hint last (AgentHint; never the CLI's, which names operator
+// commands).
 type refusalText struct {
 	Status    kernel.ToolStatus `json:"status"`
 	Code      kernel.ErrorCode  `json:"code"`

@@ -85,8 +85,15 @@ type envOptions struct {
 	grants     string
 	namespaces []string // default selection (stored selection when nil: files, sharedos)
 	resolver   EscalationResolver
-	hint       func(*kernel.ToolDefinition, kernel.ToolResult) string
+	hint       func(*kernel.ToolDefinition, kernel.ToolResult) string // operator hint (default: operatorHint)
 	logger     *slog.Logger
+	frozen     []string // host ceiling frozen paths
+}
+
+// operatorHint is the test's operator hint: text an agent must never read (it names the
+// commands that write grant files).
+func operatorHint(_ *kernel.ToolDefinition, res kernel.ToolResult) string {
+	return "operator: run 'sharedos explain " + res.Tool + "' with the same arguments --apply grants/x.yaml (" + string(res.Error.Code) + ")"
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -106,7 +113,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if ns == nil {
 		ns = []string{"files", "sharedos"}
 	}
-	settings := &host.Settings{Root: root, State: e.state, Grants: []string{e.grants}, DefaultNamespaces: ns}
+	settings := &host.Settings{Root: root, State: e.state, Grants: []string{e.grants}, DefaultNamespaces: ns, FrozenPaths: o.frozen}
 	p, err := host.Prepare(settings, time.Now, host.Needs{Planes: true, Actor: true, SpoolAudit: true})
 	must(t, err)
 	t.Cleanup(func() { _ = p.Close() })
@@ -116,11 +123,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	must(t, err)
 	hint := o.hint
 	if hint == nil {
-		hint = func(_ *kernel.ToolDefinition, res kernel.ToolResult) string {
-			return "test hint for " + string(res.Error.Code) + "."
-		}
+		hint = operatorHint
 	}
-	e.srv = New(Options{Backend: e.sess, Hint: hint, Escalations: o.resolver, PollInterval: 200 * time.Millisecond, Logger: o.logger,
+	e.srv = New(Options{Backend: e.sess, OperatorHint: hint, Escalations: o.resolver, PollInterval: 200 * time.Millisecond, Logger: o.logger,
 		NewID: func() string {
 			id := "id-" + time.Now().Format("150405") + "-" + itoa(e.ids.Add(1))
 			e.lastID.Store(id)
@@ -360,8 +365,8 @@ func TestDeniedCall(t *testing.T) {
 		t.Fatalf("gate %v, want grant", r.Meta[MetaGate])
 	}
 	text := resultText(t, r)
-	if !strings.HasSuffix(text, `"hint":"test hint for no_matching_grant."}`) || rt.Hint == "" {
-		t.Fatalf("the refusal text does not end with the hint: %s", text)
+	if !strings.HasSuffix(text, `"hint":"`+hintOperatorGrant+`"}`) || rt.Hint == "" {
+		t.Fatalf("the refusal text does not end with the agent's hint: %s", text)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, "root", "notes", "x.md")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a denied create wrote the file")
