@@ -116,4 +116,13 @@ func TestUndeclaredKeys(t *testing.T) {
 	if pc := v.(*parsedCall); string(pc.raw) != `{"branch":"x","repo":"app"}` || strings.Join(pc.path, "/") != "app" {
 		t.Errorf("forwarded %s for %q", pc.raw, pc.path)
 	}
+	// the template read U+FFFD for a lone surrogate; that is what is forwarded (a
+	// JavaScript server would read the raw escape as another name)
+	v, err = open.parse(json.RawMessage(`{"repo":"a\ud800"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := v.(*parsedCall); string(pc.raw) != "{\"repo\":\"a\ufffd\"}" || pc.path[0] != "a\ufffd" {
+		t.Errorf("forwarded %s for %q", pc.raw, pc.path)
+	}
 }

@@ -192,4 +192,14 @@ func TestEncodeArguments(t *testing.T) {
 	if want := `{"a":[1,{"b":null}],"f":2.50,"n":9007199254740993,"s":"<A&>"}`; string(got) != want {
 		t.Errorf("EncodeArguments = %s, want %s", got, want)
 	}
+	// a lone surrogate: Go reads U+FFFD where a JavaScript server would keep the
+	// surrogate; the forwarded bytes say what the template read
+	v, err = DecodeArguments([]byte(`{"repo":"a\ud800"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = EncodeArguments(v)
+	if want := "{\"repo\":\"a\ufffd\"}"; string(got) != want {
+		t.Errorf("EncodeArguments = %q, want %q", got, want)
+	}
 }
