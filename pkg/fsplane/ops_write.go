@@ -174,20 +174,11 @@ func tempName() string {
 	return TempPrefix + hex.EncodeToString(b[:])
 }
 
-// atomicWrite writes data to a new temporary file in dir, fsyncs it and moves it to
-// name: by rename (replacing whatever is there) or, with noClobber, by link (failing
-// with fs.ErrExist if name appeared). dirf (the open, locked directory) is fsynced
-// after. The caller holds the directory lock.
-func atomicWrite(dir *os.Root, dirf *os.File, name string, data []byte, mode fs.FileMode, keepMode, noClobber bool) error {
-	fill := func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	}
-	return atomicWriteFrom(dir, dirf, name, fill, mode, keepMode, noClobber)
-}
-
-// atomicWriteFrom is atomicWrite with the content written by fill; when fill fails,
-// nothing moves and its error is returned.
+// atomicWriteFrom writes the content fill writes to a new temporary file in dir,
+// fsyncs it and moves it to name: by rename (replacing whatever is there) or, with
+// noClobber, by link (failing with fs.ErrExist if name appeared). dirf (the open,
+// locked directory) is fsynced after. The caller holds the directory lock. When fill
+// fails, nothing moves and its error is returned.
 func atomicWriteFrom(dir *os.Root, dirf *os.File, name string, fill func(io.Writer) error, mode fs.FileMode, keepMode, noClobber bool) (err error) {
 	tmp := tempName()
 	perm := fs.FileMode(0o644)

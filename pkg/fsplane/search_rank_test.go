@@ -113,7 +113,7 @@ func TestSearchRanking(t *testing.T) {
 	if len(got) < 2 || got[0] != "phrase/near.txt" || got[1] != "phrase/far.txt" {
 		t.Fatalf("phrase: %v", got)
 	}
-	got, hits = searchPaths(t, e, "connection pool")
+	_, hits = searchPaths(t, e, "connection pool")
 	if ex := hits[0]["excerpt"].(string); !strings.Contains(ex, "connection pool") {
 		t.Fatalf("the excerpt should show the phrase: %q", ex)
 	}

@@ -43,23 +43,6 @@ func repoSetup(e *env) {
 	e.write("repo/.GIT/HEAD", "GITSECRET")
 }
 
-func outsideFileUnchanged(rel, want string) func(t *testing.T, e *env) {
-	return func(t *testing.T, e *env) {
-		b, err := os.ReadFile(filepath.Join(e.outside, rel))
-		if err != nil || string(b) != want {
-			t.Fatalf("outside file %s = %q, %v", rel, b, err)
-		}
-	}
-}
-
-func notExists(rel string) func(t *testing.T, e *env) {
-	return func(t *testing.T, e *env) {
-		if _, err := os.Lstat(rel); err == nil {
-			t.Fatalf("%s was created", rel)
-		}
-	}
-}
-
 func attacks() []attack {
 	linkOut := func(e *env) { e.symlink(e.outside, "lnk") }
 	midLink := func(e *env) { e.mkdir("a"); e.symlink(e.outside, "a/lnk") }

@@ -312,13 +312,6 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 	return buf[:n], true
 }
 
-// runWorkers starts the workers over the walk of path and calls work for each file in
-// a worker's goroutine (worker numbers 0..p.workers-1). It returns the error of the
-// walk of path itself. Names that are not valid path segments are skipped.
-func (p *Provider) runWorkers(ctx context.Context, path []string, work func(worker int, e walkEntry)) error {
-	return p.runWalk(ctx, path, walkOpts{}, work)
-}
-
 // walkOpts select what a walk does with what it cannot or must not address.
 type walkOpts struct {
 	// strict: a sub-directory that cannot be read fails the walk (snapshots).

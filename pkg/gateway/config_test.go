@@ -70,7 +70,7 @@ func TestParseGood(t *testing.T) {
 	if got := cfg.SecretFiles(); !reflect.DeepEqual(got, []string{"/home/u/.config/token"}) {
 		t.Errorf("secret files = %v", got)
 	}
-	if gh.Digest() == kb.Digest() || gh.Digest() != gh.Digest() {
+	if d1, d2 := gh.Digest(), gh.Digest(); d1 == kb.Digest() || d1 != d2 {
 		t.Error("digest")
 	}
 }

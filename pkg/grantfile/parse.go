@@ -318,7 +318,8 @@ func buildWith(name string, root *node, parallelMin int) (*parsed, *Error) {
 	// The grants are built in order, from parallelBuildMin on in two halves at once (a
 	// builder each); then the ids are checked in order. The error reported is the one of
 	// the first grant that fails either way, as in one pass.
-	failed, ferr := len(gs.kids), (*Error)(nil)
+	var failed int
+	var ferr *Error
 	if len(gs.kids) < max(parallelMin, 2) {
 		failed, ferr = b.grants(gs.kids, 0, len(gs.kids), world, f.Grants, f.Derived)
 	} else {

@@ -314,15 +314,6 @@ func TestSetWithKernel(t *testing.T) {
 	}
 }
 
-func mustResolve(t *testing.T, s *Set, world, id string) *kernel.CapabilityGrant {
-	t.Helper()
-	g, err := s.ResolveGrant(context.Background(), world, id)
-	if err != nil || g == nil {
-		t.Fatalf("ResolveGrant(%s, %s) = %v, %v", world, id, g, err)
-	}
-	return g
-}
-
 // TestLoadSetRefusals checks the kinds of refusal LoadSet tells apart, and that a
 // refused set still reports the context blocks its files' own parse read cleanly.
 func TestLoadSetRefusals(t *testing.T) {

@@ -202,7 +202,7 @@ func parseJSONPath(p string) ([]pathStep, error) {
 				i = len(s)
 			}
 			if i == 0 {
-				return nil, errors.New("empty key after .")
+				return nil, errors.New("empty key after a dot")
 			}
 			if strings.ContainsAny(s[:i], "*]'\"") {
 				return nil, fmt.Errorf("unsupported key %q (wildcards and filters are not supported)", s[:i])
