@@ -77,9 +77,6 @@ func New(cfg Config) *Kernel {
 	return k
 }
 
-// Authorizer returns the kernel's authorizer (its ports as configured).
-func (k *Kernel) Authorizer() *Authorizer { return &k.authz }
-
 // randomID mints an audit event id: 32 hex digits, the wall clock's Unix milliseconds
 // (48 bits) then 80 random bits. Unique as a random id is (80 bits per millisecond), and
 // ordered by time, so that the trail's id index grows at its end instead of touching a

@@ -311,12 +311,10 @@ func ResultFromResource(call ParsedToolCall, actx AccessContext, rr ResourceResu
 	res := ToolResult{CallID: call.ID, Tool: call.Tool, Status: rr.Status, Output: rr.Output,
 		Error: rr.Error, CompletedAt: completed, Metadata: rr.Metadata}
 	if res.Error != nil && res.Error.Retryable == nil {
-		res.Error.Retryable = boolPtr(false)
+		res.Error.Retryable = BoolPtr(false)
 	}
 	return res
 }
-
-func boolPtr(b bool) *bool { return &b }
 
 // BoolPtr returns a pointer to b (for annotations and retryable flags).
 func BoolPtr(b bool) *bool { return &b }
@@ -324,13 +322,13 @@ func BoolPtr(b bool) *bool { return &b }
 // FailedResult builds a failed ToolResult with a non-retryable error.
 func FailedResult(call ToolCall, now string, code ErrorCode, message string) ToolResult {
 	return ToolResult{CallID: call.ID, Tool: call.Tool, Status: StatusFailed,
-		Error: &ProtocolError{Code: code, Message: message, Retryable: boolPtr(false)}, CompletedAt: now}
+		Error: &ProtocolError{Code: code, Message: message, Retryable: BoolPtr(false)}, CompletedAt: now}
 }
 
 // DeniedResult builds a denied ToolResult with a non-retryable error.
 func DeniedResult(call ToolCall, now string, code ErrorCode, message string) ToolResult {
 	return ToolResult{CallID: call.ID, Tool: call.Tool, Status: StatusDenied,
-		Error: &ProtocolError{Code: code, Message: message, Retryable: boolPtr(false)}, CompletedAt: now}
+		Error: &ProtocolError{Code: code, Message: message, Retryable: BoolPtr(false)}, CompletedAt: now}
 }
 
 // PathWithin reports whether prefix is a segment-prefix of (or equal to) path.
