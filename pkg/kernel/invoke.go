@@ -1,6 +1,7 @@
 package kernel
 
-// This file holds the invocation path: InvokeTool settles a plan, audits and executes it.
+// This file holds the invocation path: InvokeTool settles a plan, audits and executes it,
+// and hands the call's prepared value (Resolution.Prepare) to the tool.
 
 import (
 	"context"
@@ -29,7 +30,7 @@ func (k *Kernel) InvokeTool(ctx context.Context, actx AccessContext, call ToolCa
 func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	k := t.k
 	st := t.state(ctx, true)
-	p := planCall(st, call)
+	p, prepare := planCall(st, call)
 	// A read-class tool changes nothing until its output is reported, so with a sink that
 	// can batch, its decision record (when it spent no use) is written together with its
 	// tool.invoked record in one write-ahead transaction after the read and before the
@@ -60,7 +61,7 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	case len(findings) > 0:
 		res = findings[0].Result(call, now)
 	default:
-		res, ran = t.execute(ctx, p), true
+		res, ran = t.execute(ctx, p, prepare), true
 	}
 	if pending != nil {
 		invoked := t.invokedEvent(st, p, &res)
@@ -110,10 +111,20 @@ func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCa
 	return d, diag, nil, t.auditWriteAhead(ctx, rec)
 }
 
-// execute runs the planned, authorized call and checks what the tool returned.
-func (t *Turn) execute(ctx context.Context, p *Plan) ToolResult {
+// execute runs the planned, authorized call and checks what the tool returned. It calls
+// the preparation of the call's resolution (Resolution.Prepare) once, and hands its value
+// to Invoke with the parsed call the plan was resolved from.
+func (t *Turn) execute(ctx context.Context, p *Plan, prepare preparation) ToolResult {
 	call, now := p.Call, t.actx.Now
-	res, err := invokeSafely(ctx, p.handler, t.actx, p.parsed)
+	parsed := p.parsed
+	if prepare != nil {
+		v, err := prepareSafely(ctx, prepare)
+		if err != nil {
+			return FailedResult(call, now, CodeToolExecutionFailed, "the tool failed while preparing the call")
+		}
+		parsed.Prepared = v
+	}
+	res, err := invokeSafely(ctx, p.handler, t.actx, parsed)
 	if err != nil {
 		return FailedResult(call, now, CodeToolExecutionFailed, "the tool failed while executing")
 	}
@@ -131,4 +142,13 @@ func invokeSafely(ctx context.Context, h *ToolHandler, actx AccessContext, call 
 		}
 	}()
 	return h.Invoke(ctx, cloneContext(actx), call)
+}
+
+func prepareSafely(ctx context.Context, prepare preparation) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("prepare panicked: %v", r)
+		}
+	}()
+	return prepare(ctx)
 }

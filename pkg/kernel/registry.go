@@ -33,6 +33,9 @@ func validateHandler(h *ToolHandler) error {
 	if h.Invoke == nil {
 		return fmt.Errorf("tool %s: %w", h.Definition.Name, contractErr("invoke", "is required"))
 	}
+	if h.ResolveRequirement != nil && h.ResolveCall != nil {
+		return fmt.Errorf("tool %s: %w", h.Definition.Name, contractErr("resolveCall", "cannot be set beside resolveRequirement"))
+	}
 	return nil
 }
 
