@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,11 +27,12 @@ type envelope struct {
 // delivers the envelope it is handed. It counts every resolution and mint, and keeps
 // every minted and every delivered envelope.
 type mintingTool struct {
-	mu          sync.Mutex
-	resolutions int
-	minted      []*envelope
-	delivered   []any
-	failPrepare bool
+	mu           sync.Mutex
+	resolutions  int
+	minted       []*envelope
+	delivered    []any
+	failPrepare  bool
+	panicPrepare bool
 }
 
 func (m *mintingTool) handler() kernel.ToolHandler {
@@ -61,6 +63,9 @@ func (m *mintingTool) handler() kernel.ToolHandler {
 					defer m.mu.Unlock()
 					if m.failPrepare {
 						return nil, errors.New("secret mint failure")
+					}
+					if m.panicPrepare {
+						panic("secret mint panic")
 					}
 					e := &envelope{ID: len(m.minted) + 1, To: to, Resolution: seq}
 					m.minted = append(m.minted, e)
@@ -196,17 +201,18 @@ func TestRefusedCallIsNeverPrepared(t *testing.T) {
 		t.Fatalf("resolutions %d, mints %d, deliveries %d; want 3, 1, 1 (only the allowed call prepared)", resolutions, mints, deliveries)
 	}
 
-	m2 := &mintingTool{failPrepare: true}
-	k2 := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{sendGrant(5)}}, Usage: newMemUsage()})
-	if err := k2.RegisterTool(m2.handler()); err != nil {
-		t.Fatal(err)
-	}
-	res = k2.InvokeTool(context.Background(), testContext(), mintCall("c4", "carol"))
-	if res.Status != kernel.StatusFailed || res.Error.Code != kernel.CodeToolExecutionFailed || res.Error.Message == "secret mint failure" {
-		t.Fatalf("failing preparation: %+v, want failed tool_execution_failed without the error's text", res)
-	}
-	if _, _, deliveries := m2.counts(); deliveries != 0 {
-		t.Fatal("Invoke ran although the preparation failed")
+	for _, m2 := range []*mintingTool{{failPrepare: true}, {panicPrepare: true}} {
+		k2 := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{sendGrant(5)}}, Usage: newMemUsage()})
+		if err := k2.RegisterTool(m2.handler()); err != nil {
+			t.Fatal(err)
+		}
+		res = k2.InvokeTool(context.Background(), testContext(), mintCall("c4", "carol"))
+		if res.Status != kernel.StatusFailed || res.Error.Code != kernel.CodeToolExecutionFailed || strings.Contains(res.Error.Message, "secret") {
+			t.Fatalf("failing preparation: %+v, want failed tool_execution_failed without the error's text", res)
+		}
+		if _, _, deliveries := m2.counts(); deliveries != 0 {
+			t.Fatal("Invoke ran although the preparation failed")
+		}
 	}
 }
 
