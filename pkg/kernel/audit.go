@@ -135,44 +135,6 @@ func ClassifyRefusal(ev AuditEvent) Gate {
 	return GateOf(ev.Reason)
 }
 
-// RefusalExplanation is what ExplainRefusal returns: facts, no prose.
-type RefusalExplanation struct {
-	Gate     Gate        `json:"gate,omitempty"`
-	Code     ErrorCode   `json:"code"`
-	Source   string      `json:"source,omitempty"`
-	Cause    Cause       `json:"cause,omitempty"`
-	Refusal  AuditEvent  `json:"refusal"`
-	Decision *AuditEvent `json:"decision,omitempty"`
-}
-
-// ExplainRefusal finds why call callID was refused, from its audit events (matched by
-// operationId, never by recency). It returns nil when the call was not refused.
-func ExplainRefusal(callID string, events []AuditEvent) *RefusalExplanation {
-	var refusal, decision *AuditEvent
-	for i := range events {
-		ev := &events[i]
-		if ev.OperationID != callID || ev.Outcome != OutcomeDenied {
-			continue
-		}
-		switch ev.Type {
-		case EventToolInvoked:
-			refusal = ev
-		case EventAuthorizationChecked:
-			decision = ev
-		}
-	}
-	if refusal == nil {
-		return nil
-	}
-	out := &RefusalExplanation{Gate: ClassifyRefusal(*refusal), Code: refusal.Reason, Source: refusal.Source,
-		Cause: refusal.Cause, Refusal: *refusal}
-	if decision != nil {
-		d := *decision
-		out.Decision = &d
-	}
-	return out
-}
-
 // ToolNamespaceDescriptor is one entry of the namespace catalogue.
 type ToolNamespaceDescriptor struct {
 	Namespace string   `json:"namespace"`

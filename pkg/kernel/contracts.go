@@ -122,7 +122,7 @@ func ParseAddress(s string) (Address, error) {
 // valid UTF-8, no leading or trailing white space, not "." or "..", no "/" or "\", no C0 control
 // character or DEL. Segments are never normalized.
 func ValidatePathSegment(seg string) error {
-	if n, ok := asciiTrimmed(seg); ok && n >= 1 && n <= 256 && seg != "." && seg != ".." && strings.IndexAny(seg, `/\`) < 0 {
+	if n, ok := asciiTrimmed(seg); ok && n >= 1 && n <= 256 && seg != "." && seg != ".." && !strings.ContainsAny(seg, `/\`) {
 		return nil // printable ASCII: the common case in one pass
 	}
 	if !utf8.ValidString(seg) {

@@ -39,7 +39,7 @@ type CallExplanation struct {
 // (tool_catalog_unavailable), as it is a result for InvokeTool.
 func (t *Turn) ExplainCall(ctx context.Context, call ToolCall) *CallExplanation {
 	st := t.state(ctx, false)
-	p := planCall(st, call)
+	p, _ := planCall(st, call) // a dry run never prepares: the preparation is dropped unread
 	findings, disc, exec := p.resolve(func(_ Stage, ev *Evaluation) Settled {
 		d, diag := t.k.authz.Settle(ctx, st.auth, t.actx, ev, false)
 		return Settled{Decision: d, Diagnostic: diag}

@@ -145,7 +145,7 @@ func TestInvokeToolResultChecks(t *testing.T) {
 	}
 }
 
-func TestRefusalIsAuditedAndExplained(t *testing.T) {
+func TestRefusalIsAuditedByCallID(t *testing.T) {
 	audit := &memAudit{}
 	g := grant("g", []string{"read"}, kernel.ScopeDescendants, "docs")
 	k := newKernel(t, []kernel.CapabilityGrant{g}, audit, echoTool("t.read", "read"))
@@ -153,16 +153,35 @@ func TestRefusalIsAuditedAndExplained(t *testing.T) {
 	if res.Status != kernel.StatusDenied || res.Error.Details["requiredAuthority"] == nil {
 		t.Fatalf("result %+v", res)
 	}
-	ex := kernel.ExplainRefusal("call-1", audit.all())
-	if ex == nil || ex.Gate != kernel.GateGrant || ex.Code != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) || ex.Decision == nil {
-		t.Fatalf("explanation %+v", ex)
+	refusal, decision := deniedRecords("call-1", audit.all())
+	if refusal == nil || kernel.ClassifyRefusal(*refusal) != kernel.GateGrant ||
+		refusal.Reason != kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant) || decision == nil {
+		t.Fatalf("refusal %+v, decision %+v", refusal, decision)
 	}
-	if ex.Decision.RequestedAuthority == nil || ex.Decision.Consumed == nil {
-		t.Fatalf("decision audit lacks requestedAuthority/consumed: %+v", ex.Decision)
+	if decision.RequestedAuthority == nil || decision.Consumed == nil {
+		t.Fatalf("decision audit lacks requestedAuthority/consumed: %+v", decision)
 	}
-	if kernel.ExplainRefusal("other-call", audit.all()) != nil {
-		t.Fatal("explanations must match by call id, never by recency")
+	if r, d := deniedRecords("other-call", audit.all()); r != nil || d != nil {
+		t.Fatal("a call's records are found by its id, never by recency")
 	}
+}
+
+// deniedRecords finds the denied tool.invoked and authorization.checked records of call
+// callID (by operationId).
+func deniedRecords(callID string, events []kernel.AuditEvent) (refusal, decision *kernel.AuditEvent) {
+	for i := range events {
+		ev := &events[i]
+		if ev.OperationID != callID || ev.Outcome != kernel.OutcomeDenied {
+			continue
+		}
+		switch ev.Type {
+		case kernel.EventToolInvoked:
+			refusal = ev
+		case kernel.EventAuthorizationChecked:
+			decision = ev
+		}
+	}
+	return refusal, decision
 }
 
 func TestClassifyRefusal(t *testing.T) {

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,9 +118,12 @@ type turnState struct {
 	regErr   error
 }
 
-// planCall evaluates call against st. It is pure.
-func planCall(st *turnState, call ToolCall) *Plan {
-	p := &Plan{Call: call}
+// planCall evaluates call against st. It is pure. prepare is the preparation of the
+// call's resolution (Resolution.Prepare; nil when none or when the call is refused before
+// or at the requirement): the plan does not hold it, so that only the caller that keeps
+// it — InvokeTool, which hands it to execute — can ever run it; the dry runs discard it.
+func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
+	p = &Plan{Call: call}
 	p.steps = p.stepBuf[:0]
 	refuse := func(stage Stage, gate Gate, status ToolStatus, code ErrorCode, cause Cause, msg string, terminal bool) {
 		p.steps = append(p.steps, step{stage: stage, terminal: terminal,
@@ -127,7 +131,7 @@ func planCall(st *turnState, call ToolCall) *Plan {
 	}
 	if validIdent("id", call.ID) != nil || validIdent("tool", call.Tool) != nil {
 		refuse(StageCall, GateRequest, StatusDenied, ErrorCodeOf(ReasonInvalidRequest), "", "the tool call needs an id and a tool name", true)
-		return p
+		return p, nil
 	}
 	if call.TraceID != st.actx.TraceID {
 		refuse(StageTrace, GateRequest, StatusDenied, CodeTraceMismatch, "", "the call's traceId does not match the context's", false)
@@ -135,24 +139,24 @@ func planCall(st *turnState, call ToolCall) *Plan {
 	if st.auditErr != nil {
 		refuse(StageAuthority, GateInfrastructure, StatusFailed, CodeAuditUnavailable, "",
 			"the audit trail could not be written ("+st.auditErr.Error()+"); the call was refused", true)
-		return p
+		return p, nil
 	}
 	if st.auth.unavailable != "" {
 		refuse(StageAuthority, GateInfrastructure, StatusDenied, ErrorCodeOf(ReasonAuthorityUnavailable), CauseOf(ReasonAuthorityUnavailable),
 			"authority could not be loaded for this context ("+st.auth.unavailable+"); the call was refused", true)
-		return p
+		return p, nil
 	}
 	if st.regErr != nil {
 		refuse(StageCatalogue, GateInfrastructure, StatusFailed, CodeToolCatalogUnavailable, "",
 			"the tool catalogue could not be resolved for this context: "+st.regErr.Error(), true)
-		return p
+		return p, nil
 	}
 	p.catalogHash = st.reg.hash
 	h := st.reg.byName[call.Tool]
 	if h == nil {
 		refuse(StageRegistration, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNotRegistered,
 			"no tool of this name is registered for this context", true)
-		return p
+		return p, nil
 	}
 	p.handler = &h.handler
 	p.tool = h.handler.Definition
@@ -171,15 +175,16 @@ func planCall(st *turnState, call ToolCall) *Plan {
 	if perr != nil {
 		p.ArgumentsError = perr.Error()
 		refuse(StageArguments, GateRequest, StatusFailed, CodeInvalidToolArguments, "", "invalid tool arguments: "+perr.Error(), true)
-		return p
+		return p, nil
 	}
 	p.parsed = ParsedToolCall{ToolCall: call, Parsed: parsed}
-	req, rerr := resolveRequirement(p.handler, st.actx, p.parsed)
+	res, rerr := resolveRequirement(p.handler, st.actx, p.parsed)
 	if rerr != nil {
 		refuse(StageRequirement, GateRequest, StatusFailed, CodeToolRequirementResolutionFailed, "",
 			"the tool could not resolve what this call requires", true)
-		return p
+		return p, nil
 	}
+	req := res.Requirement
 	p.requirement = req
 	p.Requirement = &p.requirement
 	evaluateInto(&p.execEval, st.auth, &st.actx, st.instant, st.instant, st.wall, req, false)
@@ -188,16 +193,19 @@ func planCall(st *turnState, call ToolCall) *Plan {
 		// The authorizer's pre-check refuses it (invalid_request); it is settled and
 		// audited like any authorization, without consuming.
 		p.steps = append(p.steps, step{stage: StageOwner, pending: p.Execution, terminal: true})
-		return p
+		return p, nil
 	}
 	if !WithinDeclaredBound(req, def.RequiredCapability, st.actx.Owner) {
 		refuse(StageDeclaredBound, GateRequest, StatusFailed, CodeInvalidToolRequirement, "",
 			"the tool resolved a requirement outside its declared bound", true)
-		return p
+		return p, nil
 	}
 	p.steps = append(p.steps, step{stage: StageAuthorization, pending: p.Execution})
-	return p
+	return p, res.Prepare
 }
+
+// preparation is a Resolution's Prepare.
+type preparation = func(ctx context.Context) (any, error)
 
 // resolve walks the plan's steps in order, deciding each pending authorization with
 // settle. With all unset it stops at the first refusal (InvokeTool); with all set it goes
@@ -331,18 +339,24 @@ func parseArguments(h *ToolHandler, raw json.RawMessage) (parsed any, err error)
 	return h.ParseArguments(raw)
 }
 
-func resolveRequirement(h *ToolHandler, actx AccessContext, call ParsedToolCall) (req CapabilityRequirement, err error) {
-	if h.ResolveRequirement == nil {
-		return cloneRequirement(h.Definition.RequiredCapability), nil
+// resolveRequirement runs the handler's resolver (ResolveCall or ResolveRequirement) on
+// the parsed call; without one the requirement is the declared bound.
+func resolveRequirement(h *ToolHandler, actx AccessContext, call ParsedToolCall) (res Resolution, err error) {
+	if h.ResolveRequirement == nil && h.ResolveCall == nil {
+		return Resolution{Requirement: cloneRequirement(h.Definition.RequiredCapability)}, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = errors.New("resolveRequirement panicked")
+			res, err = Resolution{}, errors.New("resolveRequirement panicked")
 		}
 	}()
-	req, err = h.ResolveRequirement(cloneContext(actx), call)
-	if err == nil {
-		err = req.Validate()
+	if h.ResolveCall != nil {
+		res, err = h.ResolveCall(cloneContext(actx), call)
+	} else {
+		res.Requirement, err = h.ResolveRequirement(cloneContext(actx), call)
 	}
-	return req, err
+	if err == nil {
+		err = res.Requirement.Validate()
+	}
+	return res, err
 }

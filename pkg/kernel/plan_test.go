@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,15 +364,9 @@ func pureCoreCoverage(t *testing.T, profile string) (covered, total int) {
 	return covered, total
 }
 
-// goTool finds the go command that built this test.
-func goTool() (string, error) {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p, nil
-	}
-	return exec.LookPath("go")
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+// goTool finds the go command that runs this test: go test puts its GOROOT's bin
+// first on the test's PATH.
+func goTool() (string, error) { return exec.LookPath("go") }
 
 // runGo runs the go command in this package's folder, marked as the coverage child.
 func runGo(t *testing.T, goBin string, args ...string) ([]byte, error) {

@@ -51,7 +51,6 @@ func prefixErr(prefix string, err error) error {
 // strictObject holds the members of one JSON object, checked against an allowed key set.
 type strictObject struct {
 	fields map[string]json.RawMessage
-	path   string
 }
 
 // parseObject decodes data as a JSON object whose keys are all in allowed. Key matching

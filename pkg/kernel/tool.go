@@ -120,10 +120,13 @@ type ToolCall struct {
 }
 
 // ParsedToolCall is a ToolCall after its handler parsed the arguments. Parsed is whatever
-// the handler's ParseArguments returned; the kernel never looks inside it.
+// the handler's ParseArguments returned; the kernel never looks inside it. Prepared is,
+// in the call handed to Invoke, what the Prepare of the call's Resolution returned (nil
+// without one, and always nil in the call handed to ResolveCall or ResolveRequirement).
 type ParsedToolCall struct {
 	ToolCall
-	Parsed any
+	Parsed   any
+	Prepared any
 }
 
 // ToolStatus is the outcome of a tool call.
@@ -225,13 +228,36 @@ func (r *ToolResult) Check() error {
 // ParseArguments runs before authorization and must reject anything it would not execute;
 // nil means the raw arguments pass through unparsed. ResolveRequirement derives the exact
 // requirement from the parsed call just before execution; nil means the declared bound
-// (a scope hole for any tool that takes a resource argument). Invoke runs the tool; an
-// error it returns becomes tool_execution_failed and its text is never shown to callers.
+// (a scope hole for any tool that takes a resource argument). ResolveCall is
+// ResolveRequirement with a typed hand-off to Invoke (see Resolution); a handler sets one
+// of the two, never both. Both run on every plan of a call, the dry runs (ExplainCall)
+// included, and must be pure: whatever has an effect or mints an identity belongs in
+// Resolution.Prepare. Invoke runs the tool; an error it returns becomes
+// tool_execution_failed and its text is never shown to callers.
 type ToolHandler struct {
 	Definition         ToolDefinition
 	ParseArguments     func(args json.RawMessage) (any, error)
 	ResolveRequirement func(actx AccessContext, call ParsedToolCall) (CapabilityRequirement, error)
+	ResolveCall        func(actx AccessContext, call ParsedToolCall) (Resolution, error)
 	Invoke             func(ctx context.Context, actx AccessContext, call ParsedToolCall) (ToolResult, error)
+}
+
+// Resolution is what a tool's ResolveCall returns: the call's exact requirement and,
+// optionally, how to prepare what its Invoke delivers (a message envelope minted with a
+// fresh id, spec 80 §3).
+//
+// Prepare is called by InvokeTool alone, at most once per call: after every gate passed
+// and the call's authorization was settled, allowed and audited (its use consumed), just
+// before Invoke, which receives its value as ParsedToolCall.Prepared. The value goes from
+// the one to the other inside the call itself, never through a table keyed by call id
+// (two calls may share an id), and the kernel does not resolve the call again in between:
+// the value Invoke gets was prepared by the very resolution that was authorized. A
+// refused call is never prepared, and the dry runs (ExplainCall) never prepare: they
+// drop Prepare unread. An error or a panic of Prepare fails the call
+// tool_execution_failed, without Invoke, its text never shown to callers.
+type Resolution struct {
+	Requirement CapabilityRequirement
+	Prepare     func(ctx context.Context) (any, error)
 }
 
 // PublishedToolDefinition is the model-facing projection of a definition: it never
@@ -311,12 +337,10 @@ func ResultFromResource(call ParsedToolCall, actx AccessContext, rr ResourceResu
 	res := ToolResult{CallID: call.ID, Tool: call.Tool, Status: rr.Status, Output: rr.Output,
 		Error: rr.Error, CompletedAt: completed, Metadata: rr.Metadata}
 	if res.Error != nil && res.Error.Retryable == nil {
-		res.Error.Retryable = boolPtr(false)
+		res.Error.Retryable = BoolPtr(false)
 	}
 	return res
 }
-
-func boolPtr(b bool) *bool { return &b }
 
 // BoolPtr returns a pointer to b (for annotations and retryable flags).
 func BoolPtr(b bool) *bool { return &b }
@@ -324,13 +348,13 @@ func BoolPtr(b bool) *bool { return &b }
 // FailedResult builds a failed ToolResult with a non-retryable error.
 func FailedResult(call ToolCall, now string, code ErrorCode, message string) ToolResult {
 	return ToolResult{CallID: call.ID, Tool: call.Tool, Status: StatusFailed,
-		Error: &ProtocolError{Code: code, Message: message, Retryable: boolPtr(false)}, CompletedAt: now}
+		Error: &ProtocolError{Code: code, Message: message, Retryable: BoolPtr(false)}, CompletedAt: now}
 }
 
 // DeniedResult builds a denied ToolResult with a non-retryable error.
 func DeniedResult(call ToolCall, now string, code ErrorCode, message string) ToolResult {
 	return ToolResult{CallID: call.ID, Tool: call.Tool, Status: StatusDenied,
-		Error: &ProtocolError{Code: code, Message: message, Retryable: boolPtr(false)}, CompletedAt: now}
+		Error: &ProtocolError{Code: code, Message: message, Retryable: BoolPtr(false)}, CompletedAt: now}
 }
 
 // PathWithin reports whether prefix is a segment-prefix of (or equal to) path.

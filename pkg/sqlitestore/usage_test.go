@@ -169,7 +169,7 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 		t.Fatalf("result %+v: a store outage must never allow", res)
 	}
 	// The call is hidden (discovery already failed closed); the decision itself names it.
-	z := k.Authorizer()
+	z := kernel.Authorizer{Usage: s} // the ports boundedKernel configures beside Grants
 	auth := kernel.NewAuthority(mustGrants(t, k, actx), actx, 0)
 	d, _ := z.Authorize(context.Background(), auth, actx, kernel.CapabilityRequirement{
 		Resource: kernel.ResourceRef{Namespace: "t", Path: []string{}}, Action: "use"}, kernel.AuthorizeOptions{Consume: true})
