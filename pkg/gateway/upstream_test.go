@@ -281,15 +281,19 @@ func TestHangTimesOut(t *testing.T) {
 }
 
 // callTimeout cancels the call (retryable); an upstream isError is upstream_tool_error
-// with its text capped. The timeout is what is tested: slow never answers.
+// with its text capped. The timeout is what is tested: slow never answers, and every
+// other call runs under a timeout of an hour.
 func TestCallOutcomes(t *testing.T) {
-	e := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 300ms\n    unmapped: gate\n"))
-	h := e.open(host.Needs{})
-	r := invoke(h, "github.slow", `{}`)
+	short := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 300ms\n    unmapped: gate\n"))
+	hs := short.open(host.Needs{})
+	r := invoke(hs, "github.slow", `{}`)
 	if code(r) != "failed tool_execution_failed" || r.Error.Retryable == nil || !*r.Error.Retryable || !strings.Contains(r.Error.Message, "callTimeout") {
 		t.Errorf("slow = %s %+v", code(r), r.Error)
 	}
-	waitFor(t, func() bool { return slices.Contains(e.calls(), "slow-cancelled") }, "the upstream never saw the cancellation")
+	waitFor(t, func() bool { return slices.Contains(short.calls(), "slow-cancelled") }, "the upstream never saw the cancellation")
+	// the other outcomes under a callTimeout that cannot fire first, however slow the machine
+	e := newEnv(t, fakeServer(t, "github", "normal", "    callTimeout: 1h\n    unmapped: gate\n"))
+	h := e.open(host.Needs{})
 	r = invoke(h, "github.fail", `{}`)
 	if code(r) != string(kernel.StatusFailed)+" "+string(gateway.CodeUpstreamToolError) || !strings.Contains(r.Error.Message, "upstream says no") {
 		t.Fatalf("fail = %s %+v", code(r), r.Error)
