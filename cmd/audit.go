@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -10,8 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 // auditTypes and auditOutcomes are the closed vocabularies of --type and --outcome.
@@ -33,13 +33,18 @@ func newAuditCmd(f *Factory) *cobra.Command {
   sharedos audit list --operation 3f2a9c1e -o json`,
 		Args: noArgs,
 	}
-	c.AddCommand(newAuditListCmd(f), newAuditExportCmd(f))
+	c.AddCommand(newAuditListCmd(f, nil), newAuditExportCmd(f, nil))
 	return c
 }
 
 // AuditListOptions are the options of `audit list`.
 type AuditListOptions struct {
-	f         *Factory
+	IO       *IOStreams
+	Printer  func() (*printer, error)
+	Service  func() (api.Service, error)
+	Settings func() (*Settings, error)
+	Clock    func() time.Time
+
 	Types     []string
 	Outcomes  []string
 	Tool      string
@@ -48,10 +53,16 @@ type AuditListOptions struct {
 	Operation string
 	Actor     string
 	Calls     bool
+
+	// SinceMillis and ActorAddr are Since and Actor as RunE checked them.
+	SinceMillis int64
+	ActorAddr   kernel.Address
 }
 
-func newAuditListCmd(f *Factory) *cobra.Command {
-	opts := &AuditListOptions{f: f}
+// newAuditListCmd builds `audit list`; runF, when set, replaces the run.
+func newAuditListCmd(f *Factory, runF func(*AuditListOptions) error) *cobra.Command {
+	opts := &AuditListOptions{IO: f.IOStreams, Printer: f.Printer, Settings: f.Settings, Clock: f.Clock,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List audit events, newest first",
@@ -70,7 +81,15 @@ only the tool invocations (tool.invoked), hiding the listing and explain records
   sharedos audit list --operation 3f2a9c1e
   sharedos audit list --owner human:alice --actor agent:helper --calls`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runAuditList(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runAuditList(c.Context(), opts)
+		},
 	}
 	c.Flags().StringSliceVar(&opts.Types, "type", nil, "event types (comma-separated): "+strings.Join(auditTypes, ", "))
 	c.Flags().StringSliceVar(&opts.Outcomes, "outcome", nil, "outcomes (comma-separated): "+strings.Join(auditOutcomes, ", "))
@@ -102,16 +121,8 @@ func checkVocabulary(flag string, vals, valid []string) error {
 	return nil
 }
 
-func runAuditList(ctx context.Context, opts *AuditListOptions) error {
-	f := opts.f
-	p, err := f.Printer()
-	if err != nil {
-		return err
-	}
-	s, err := f.Settings()
-	if err != nil {
-		return err
-	}
+// validate checks the flags of `audit list` before anything is opened.
+func (opts *AuditListOptions) validate() error {
 	if err := checkVocabulary("type", opts.Types, auditTypes); err != nil {
 		return err
 	}
@@ -127,64 +138,59 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 	if opts.Limit < 0 {
 		return usageError("pass --limit 0 (all) or a positive number", "invalid --limit %d", opts.Limit)
 	}
-	var owner, actor kernel.Address
+	var err error
+	if opts.Actor != "" {
+		if opts.ActorAddr, err = parseAddressFlag("actor", opts.Actor); err != nil {
+			return err
+		}
+	}
+	if opts.SinceMillis, err = parseSince(opts.Since, opts.Clock); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseSince is --since as a Unix millisecond: an RFC 3339 instant, or a duration ago
+// (0 when since is empty).
+func parseSince(since string, clock func() time.Time) (int64, error) {
+	if since == "" {
+		return 0, nil
+	}
+	if ms, err := kernel.ParseTimestamp(since); err == nil {
+		return ms, nil
+	}
+	if d, err := time.ParseDuration(since); err == nil && d >= 0 {
+		return clock().Add(-d).UnixMilli(), nil
+	}
+	return 0, usageError("pass an RFC 3339 instant (2026-08-03T09:00:00Z) or a duration (90m, 24h)", "invalid --since %q", since)
+}
+
+func runAuditList(ctx context.Context, opts *AuditListOptions) error {
+	p, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	s, err := opts.Settings()
+	if err != nil {
+		return err
+	}
+	var owner kernel.Address
 	if s.Owner != "" {
 		if owner, err = parseAddressFlag("owner", s.Owner); err != nil {
 			return err
 		}
 	}
-	if opts.Actor != "" {
-		if actor, err = parseAddressFlag("actor", opts.Actor); err != nil {
-			return err
-		}
-	}
-	// Every event is fetched in recording order and ordered here by its instant, so that
-	// the order and --since use the same one; the limit applies last.
-	filter := sqlitestore.AuditFilter{Types: opts.Types, Outcomes: opts.Outcomes, Tool: opts.Tool,
-		TraceID: s.Trace, World: s.World, Oldest: true}
-	if opts.Since != "" {
-		if ms, err := kernel.ParseTimestamp(opts.Since); err == nil {
-			filter.SinceMillis = ms
-		} else if d, err := time.ParseDuration(opts.Since); err == nil && d >= 0 {
-			filter.SinceMillis = f.Clock().Add(-d).UnixMilli()
-		} else {
-			return usageError("pass an RFC 3339 instant (2026-08-03T09:00:00Z) or a duration (90m, 24h)", "invalid --since %q", opts.Since)
-		}
-	}
-	// Without a filter that only this command applies (an operation prefix, an owner or
-	// an actor), the store orders by instant and stops at the limit: the command then
-	// reads what it prints, not the whole trail.
-	pushed := opts.Operation == "" && owner.IsZero() && actor.IsZero() && opts.Limit > 0
-	if pushed {
-		filter.ByInstant, filter.Limit = true, opts.Limit
-	}
-	store, err := f.Store(ctx)
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	events, err := store.ListAudit(ctx, filter)
+	// --world and --trace filter by what they name (not by the context they would resolve
+	// to); the order, --since and the limit all use the events' instant.
+	events, err := svc.QueryAudit(ctx, api.AuditQuery{Types: opts.Types, Outcomes: opts.Outcomes, Tool: opts.Tool,
+		Operation: opts.Operation, TraceID: s.Trace, World: s.World, Owner: owner, Actor: opts.ActorAddr,
+		SinceMillis: opts.SinceMillis, Limit: opts.Limit})
 	if err != nil {
-		return stateError(err, stateHint(s.State))
-	}
-	if opts.Operation != "" {
-		id, err := resolveOperation(events, opts.Operation)
-		if err != nil {
-			return err
-		}
-		events = slices.DeleteFunc(events, func(ev kernel.AuditEvent) bool { return ev.OperationID != id })
-	}
-	events = slices.DeleteFunc(events, func(ev kernel.AuditEvent) bool {
-		return !owner.IsZero() && ev.Owner != owner || !actor.IsZero() && ev.Actor != actor
-	})
-	if !pushed {
-		slices.Reverse(events) // newest recorded first, then by instant (stable)
-		slices.SortStableFunc(events, func(a, b kernel.AuditEvent) int { return cmp.Compare(eventMillis(b), eventMillis(a)) })
-	}
-	if opts.Limit > 0 && len(events) > opts.Limit {
-		events = events[:opts.Limit]
-	}
-	if events == nil {
-		events = []kernel.AuditEvent{}
+		return serviceError(err)
 	}
 	if p.format != FormatTable {
 		return p.data(events)
@@ -192,9 +198,9 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 	if len(events) == 0 {
 		return p.empty("no audit events match")
 	}
-	targets, err := callTargets(ctx, store, events)
+	targets, err := callTargets(ctx, svc, events)
 	if err != nil {
-		return stateError(err, stateHint(s.State))
+		return serviceError(err)
 	}
 	st := p.st()
 	t := p.table("AT", "TYPE", "OUTCOME", "ACTOR", "TOOL", "ACTION", "RESOURCE", "REASON", "GATE", "CALL").flexible(6)
@@ -221,33 +227,6 @@ func runAuditList(ctx context.Context, opts *AuditListOptions) error {
 	return t.render()
 }
 
-// resolveOperation finds the one call id that is id or starts with it, among events.
-func resolveOperation(events []kernel.AuditEvent, id string) (string, error) {
-	var matches []string
-	for _, ev := range events {
-		if ev.OperationID == id {
-			return id, nil
-		}
-		if strings.HasPrefix(ev.OperationID, id) && !slices.Contains(matches, ev.OperationID) {
-			matches = append(matches, ev.OperationID)
-		}
-	}
-	if len(matches) > 1 {
-		slices.Sort(matches)
-		return "", usageError("pass more characters of the call id", "--operation %q is ambiguous: it starts %s",
-			id, strings.Join(matches, ", "))
-	}
-	if len(matches) == 1 {
-		return matches[0], nil
-	}
-	return id, nil
-}
-
-func eventMillis(ev kernel.AuditEvent) int64 {
-	ms, _ := kernel.ParseTimestamp(ev.At)
-	return ms
-}
-
 func addrText(a kernel.Address) string {
 	if a.IsZero() {
 		return ""
@@ -258,7 +237,7 @@ func addrText(a kernel.Address) string {
 // callTargets finds, for each tool.invoked event without a resource, the action and
 // resource of its call: the kernel records them on the call's authorization.checked
 // event (one indexed lookup per call shown).
-func callTargets(ctx context.Context, store *sqlitestore.Store, events []kernel.AuditEvent) (map[string][2]string, error) {
+func callTargets(ctx context.Context, svc api.Service, events []kernel.AuditEvent) (map[string][2]string, error) {
 	out := map[string][2]string{}
 	for _, ev := range events {
 		if ev.Type != kernel.EventToolInvoked || ev.OperationID == "" || ev.Resource != nil {
@@ -267,7 +246,7 @@ func callTargets(ctx context.Context, store *sqlitestore.Store, events []kernel.
 		if _, done := out[ev.OperationID]; done {
 			continue
 		}
-		checks, err := store.ListAudit(ctx, sqlitestore.AuditFilter{OperationID: ev.OperationID, TraceID: ev.TraceID,
+		checks, err := svc.QueryAudit(ctx, api.AuditQuery{Operation: ev.OperationID, TraceID: ev.TraceID,
 			Types: []string{string(kernel.EventAuthorizationChecked)}, Limit: 1})
 		if err != nil {
 			return nil, err

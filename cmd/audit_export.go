@@ -12,16 +12,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mcpserver"
 	"github.com/sharedos/sharedos/pkg/scenario"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 // AuditExportOptions are the options of `audit export`.
 type AuditExportOptions struct {
-	f         *Factory
+	IO       *IOStreams
+	Service  func() (api.Service, error)
+	Settings func() (*Settings, error)
+	Getwd    func() (string, error)
+
 	AsTest    bool
 	File      string
 	Outcomes  []string
@@ -29,10 +33,15 @@ type AuditExportOptions struct {
 	Operation string
 	Actor     string
 	Limit     int
+
+	// ActorAddr is Actor as RunE checked it.
+	ActorAddr kernel.Address
 }
 
-func newAuditExportCmd(f *Factory) *cobra.Command {
-	opts := &AuditExportOptions{f: f}
+// newAuditExportCmd builds `audit export`; runF, when set, replaces the run.
+func newAuditExportCmd(f *Factory, runF func(*AuditExportOptions) error) *cobra.Command {
+	opts := &AuditExportOptions{IO: f.IOStreams, Settings: f.Settings, Getwd: f.Getwd,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
 	c := &cobra.Command{
 		Use:   "export --as-test",
 		Short: "Turn recorded tool calls into a scenario file that reproduces their decisions",
@@ -60,7 +69,15 @@ directory. The result is checked with the scenario parser before it is written.`
 		Example: `  sharedos audit export --as-test --outcome denied --limit 5 --file sharedos-tests/denials.yaml
   sharedos audit export --as-test --operation 3f2a9c1e`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runAuditExport(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runAuditExport(c.Context(), opts)
+		},
 	}
 	fl := c.Flags()
 	fl.BoolVar(&opts.AsTest, "as-test", false, "export as a 'sharedos test' scenario file (the one format)")
@@ -74,8 +91,8 @@ directory. The result is checked with the scenario parser before it is written.`
 	return c
 }
 
-func runAuditExport(ctx context.Context, opts *AuditExportOptions) error {
-	f := opts.f
+// validate checks the flags of `audit export` before anything is opened.
+func (opts *AuditExportOptions) validate() error {
 	if !opts.AsTest {
 		return usageError("pass --as-test (the scenario file of 'sharedos test' is the one export format)", "audit export needs --as-test")
 	}
@@ -85,17 +102,22 @@ func runAuditExport(ctx context.Context, opts *AuditExportOptions) error {
 	if opts.Limit < 0 {
 		return usageError("pass --limit 0 (all) or a positive number", "invalid --limit %d", opts.Limit)
 	}
-	s, err := f.Settings()
+	if opts.Actor != "" {
+		a, err := parseAddressFlag("actor", opts.Actor)
+		if err != nil {
+			return err
+		}
+		opts.ActorAddr = a
+	}
+	return nil
+}
+
+func runAuditExport(ctx context.Context, opts *AuditExportOptions) error {
+	s, err := opts.Settings()
 	if err != nil {
 		return err
 	}
-	var actor kernel.Address
-	if opts.Actor != "" {
-		if actor, err = parseAddressFlag("actor", opts.Actor); err != nil {
-			return err
-		}
-	}
-	base, err := f.Getwd()
+	base, err := opts.Getwd()
 	if err != nil {
 		return internalError(err)
 	}
@@ -109,41 +131,25 @@ func runAuditExport(ctx context.Context, opts *AuditExportOptions) error {
 		}
 		base = filepath.Dir(abs)
 	}
-	store, err := f.Store(ctx)
-	if err != nil {
-		return err
-	}
-	calls, err := store.ListAudit(ctx, sqlitestore.AuditFilter{Types: []string{string(kernel.EventToolInvoked)},
-		Outcomes: opts.Outcomes, Tool: opts.Tool, TraceID: s.Trace, World: s.World, Oldest: true})
-	if err != nil {
-		return stateError(err, stateHint(s.State))
-	}
-	if opts.Operation != "" {
-		id, err := resolveOperation(calls, opts.Operation)
-		if err != nil {
-			return err
-		}
-		calls = slices.DeleteFunc(calls, func(ev kernel.AuditEvent) bool { return ev.OperationID != id })
-	}
 	var owner kernel.Address
 	if s.Owner != "" {
 		if owner, err = parseAddressFlag("owner", s.Owner); err != nil {
 			return err
 		}
 	}
-	calls = slices.DeleteFunc(calls, func(ev kernel.AuditEvent) bool {
-		return ev.Tool == "" || !owner.IsZero() && ev.Owner != owner || !actor.IsZero() && ev.Actor != actor
-	})
-	if opts.Limit > 0 && len(calls) > opts.Limit {
-		calls = calls[len(calls)-opts.Limit:]
+	svc, err := opts.Service()
+	if err != nil {
+		return err
+	}
+	calls, err := svc.ExportAudit(ctx, api.AuditQuery{Outcomes: opts.Outcomes, Tool: opts.Tool, Operation: opts.Operation,
+		TraceID: s.Trace, World: s.World, Owner: owner, Actor: opts.ActorAddr, Limit: opts.Limit})
+	if err != nil {
+		return serviceError(err)
 	}
 	if len(calls) == 0 {
 		return usageError("widen the filters; 'sharedos audit list --calls' shows what is recorded", "no recorded tool call matches")
 	}
-	text, err := exportScenario(ctx, store, s, calls, base)
-	if err != nil {
-		return err
-	}
+	text := exportScenario(s, calls, base)
 	name := opts.File
 	if name == "" {
 		name = filepath.Join(base, "export.yaml")
@@ -152,18 +158,19 @@ func runAuditExport(ctx context.Context, opts *AuditExportOptions) error {
 		return internalError(fmt.Errorf("the exported scenario does not parse: %v", err))
 	}
 	if opts.File == "" {
-		_, err := fmt.Fprint(f.IOStreams.Out, text)
+		_, err := fmt.Fprint(opts.IO.Out, text)
 		return err
 	}
 	if err := writeFileAtomic(opts.File, func(w io.Writer) error { _, err := io.WriteString(w, text); return err }); err != nil {
 		return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: fmt.Sprintf("--file %s: %v", opts.File, err), Err: err}
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "wrote %d recorded calls to %s; run 'sharedos test %s'\n", len(calls), opts.File, opts.File)
+	fmt.Fprintf(opts.IO.ErrOut, "wrote %d recorded calls to %s; run 'sharedos test %s'\n", len(calls), opts.File, opts.File)
 	return nil
 }
 
-// exportScenario writes the scenario file of calls.
-func exportScenario(ctx context.Context, store *sqlitestore.Store, s *Settings, calls []kernel.AuditEvent, base string) (string, error) {
+// exportScenario writes the scenario file of calls. Its grant files and ceiling are the
+// run's own (this machine's), like the paths it names.
+func exportScenario(s *Settings, calls []api.AuditCall, base string) string {
 	rel := func(p string) string {
 		if r, err := filepath.Rel(base, p); err == nil {
 			return filepath.ToSlash(r)
@@ -198,12 +205,8 @@ func exportScenario(ctx context.Context, store *sqlitestore.Store, s *Settings, 
 	}
 	b.WriteString("tests:\n")
 	names := map[string]int{}
-	for _, ev := range calls {
-		checks, err := store.ListAudit(ctx, sqlitestore.AuditFilter{OperationID: ev.OperationID, TraceID: ev.TraceID,
-			Types: []string{string(kernel.EventAuthorizationChecked)}, Oldest: true})
-		if err != nil {
-			return "", stateError(err, stateHint(s.State))
-		}
+	for _, c := range calls {
+		ev, checks := c.Call, c.Checks
 		var def *kernel.ToolDefinition
 		for i := range defs {
 			if defs[i].Name == ev.Tool {
@@ -274,7 +277,7 @@ func exportScenario(ctx context.Context, store *sqlitestore.Store, s *Settings, 
 		step["expect"] = expect
 		fmt.Fprintf(&b, "      - %s\n", scenario.FlowYAML(step))
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // exportArgs rebuilds a call's arguments: its path from the resource its authorization

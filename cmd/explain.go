@@ -6,21 +6,39 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // ExplainOptions are the options of `explain`.
 type ExplainOptions struct {
-	f          *Factory
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+	// GrantFiles are the run's grant files (absolute): --apply writes one of them, on
+	// this machine, so it stays local whatever the backend.
+	GrantFiles func() ([]string, error)
+
 	Name       string
 	Args       ArgsOptions
 	PrintGrant bool
 	Apply      string
 }
 
-func newExplainCmd(f *Factory) *cobra.Command {
-	opts := &ExplainOptions{f: f}
+func newExplainCmd(f *Factory) *cobra.Command { return newExplainCmdWith(f, nil) }
+
+// newExplainCmdWith builds `explain`; runF, when set, replaces the run.
+func newExplainCmdWith(f *Factory, runF func(*ExplainOptions) error) *cobra.Command {
+	opts := &ExplainOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(callNeeds) },
+		GrantFiles: func() ([]string, error) {
+			s, err := f.Settings()
+			if err != nil {
+				return nil, err
+			}
+			return s.Grants, nil
+		}}
 	c := &cobra.Command{
 		Use:   "explain NAME",
 		Short: "Dry-run a tool call: every gate that would refuse it, and the fix",
@@ -45,6 +63,9 @@ refused (for any reason, including invalid arguments, or --apply had no grant to
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Args.jsonSet = c.Flags().Changed("args")
+			if runF != nil {
+				return runF(opts)
+			}
 			return runExplain(c.Context(), opts)
 		},
 	}
@@ -55,17 +76,17 @@ refused (for any reason, including invalid arguments, or --apply had no grant to
 	return c
 }
 
-// The explanation types are the host's (pkg/host builds them for every surface).
+// The explanation types are pkg/api's (pkg/host builds them for every surface).
 type (
-	explanation = host.Explanation
-	fix         = host.Fix
+	explanation = api.Explanation
+	fix         = api.Fix
 )
 
 // Fix kinds.
 const (
-	FixEnableNamespace = host.FixEnableNamespace
-	FixAddGrant        = host.FixAddGrant
-	FixArguments       = host.FixArguments
+	FixEnableNamespace = api.FixEnableNamespace
+	FixAddGrant        = api.FixAddGrant
+	FixArguments       = api.FixArguments
 )
 
 // fixGrant is host.FixGrant (the tests of the explain command call it by this name).
@@ -74,20 +95,25 @@ func fixGrant(actx kernel.AccessContext, req kernel.CapabilityRequirement, repla
 }
 
 func runExplain(ctx context.Context, opts *ExplainOptions) error {
-	f := opts.f
-	p, h, call, err := prepareCall(ctx, f, opts.Name, &opts.Args)
+	p, svc, args, err := prepareCall(ctx, opts.IO, opts.Printer, opts.Service, opts.Name, &opts.Args)
 	if err != nil {
 		return err
 	}
-	ex := h.Turn.ExplainCall(ctx, call)
-	out := host.Explain(ctx, h.Turn, ex)
+	out, err := svc.Explain(ctx, api.InvokeRequest{Tool: opts.Name, Arguments: args})
+	if err != nil {
+		return serviceError(err)
+	}
+	grants, err := opts.GrantFiles()
+	if err != nil {
+		return err
+	}
 	if opts.Apply != "" {
-		return applyFix(p, h, opts.Apply, out)
+		return applyFix(p, grants, opts.Apply, out)
 	}
 	if opts.PrintGrant {
 		for _, fx := range out.Fixes {
 			if fx.Kind == FixAddGrant {
-				fmt.Fprint(f.IOStreams.Out, fx.YAML)
+				fmt.Fprint(opts.IO.Out, fx.YAML)
 			}
 		}
 	} else if p.format != FormatTable {
@@ -95,7 +121,11 @@ func runExplain(ctx context.Context, opts *ExplainOptions) error {
 			return err
 		}
 	} else {
-		printExplanation(p, h, out)
+		def, err := svc.Definition(ctx, out.Tool, false)
+		if err != nil {
+			return serviceError(err)
+		}
+		printExplanation(p, def, grants, out)
 	}
 	if !out.Allowed {
 		return &resultExit{code: ExitDenied}
@@ -103,7 +133,9 @@ func runExplain(ctx context.Context, opts *ExplainOptions) error {
 	return nil
 }
 
-func printExplanation(p *printer, h *Host, out explanation) {
+// printExplanation renders an explanation for a person; def is the tool's definition
+// (nil when unknown) and grants the run's grant files, which the grant fix names.
+func printExplanation(p *printer, def *kernel.ToolDefinition, grants []string, out explanation) {
 	st := p.st()
 	if out.Allowed {
 		p.line("%s %s would be allowed", p.styled(cell{text: "allowed:", style: &st.ok}), out.Tool)
@@ -113,7 +145,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 			r.Code, r.Gate, map[bool]string{true: ", cause " + string(r.Cause), false: ""}[r.Cause != ""])
 	}
 	p.line("context: %s acting for %s under %s's grants, world %s, purpose %q, at %s",
-		h.Ctx.Actor, h.Ctx.Owner, h.Ctx.Authority, h.Ctx.World, h.Ctx.Purpose, h.Ctx.Now)
+		out.Context.Actor, out.Context.Owner, out.Context.Authority, out.Context.World, out.Context.Purpose, out.Context.Now)
 	if out.Requirement != nil {
 		p.line("requires: %s on %s:%s", out.Requirement.Action, out.Requirement.Resource.Namespace,
 			kernel.JoinPath(out.Requirement.Resource.Path))
@@ -140,7 +172,7 @@ func printExplanation(p *printer, h *Host, out explanation) {
 	if !out.Allowed && len(out.Fixes) == 0 {
 		r := out.Refusal
 		p.line("")
-		p.line("hint: %s", refusalHint(h.Definition(out.Tool), out.Tool, string(r.Gate), string(r.Code), string(r.Cause)))
+		p.line("hint: %s", refusalHint(def, out.Tool, string(r.Gate), string(r.Code), string(r.Cause)))
 	}
 	for _, fx := range out.Fixes {
 		p.line("")
@@ -151,8 +183,8 @@ func printExplanation(p *printer, h *Host, out explanation) {
 			p.line("fix: correct the arguments: %s", fx.Message)
 		case FixAddGrant:
 			target := "the grant file"
-			if len(h.Settings.Grants) > 0 {
-				target = h.Settings.Grants[0]
+			if len(grants) > 0 {
+				target = grants[0]
 			}
 			p.line("fix: append this grant under grants: of %s (or run with --print-grant >> FILE):", target)
 			fmt.Fprint(p.ios.Out, fx.YAML)

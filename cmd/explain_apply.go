@@ -16,16 +16,16 @@ type applyOutput struct {
 }
 
 // applyFix inserts the explanation's add_grant fix into file (explain --apply). The file
-// must be one of the run's grant files — so it passed the trust boundary and the grant
+// must be one of the run's grant files (grants) — so it passed the trust boundary and the grant
 // takes effect on the next run. An allowed call needs nothing (exit 0, nothing written);
 // a refusal no grant can fix (the namespace is off, the ceiling, invalid arguments) adds
 // nothing and exits 3, like explain.
-func applyFix(p *printer, h *Host, file string, out explanation) error {
+func applyFix(p *printer, grants []string, file string, out explanation) error {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return usageError("", "--apply %s: %v", file, err)
 	}
-	if !slices.Contains(h.Settings.Grants, abs) {
+	if !slices.Contains(grants, abs) {
 		return usageError("name one of the run's grant files (--grants, SHAREDOS_GRANTS or the config file's grants)",
 			"--apply %s is not one of this run's grant files", file)
 	}

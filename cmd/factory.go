@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
@@ -30,6 +31,58 @@ type Factory struct {
 	prep        *host.Prepared
 	prepErr     error
 	host        *Host
+	svc         *host.Service
+}
+
+// service returns the run's backend (once; the first caller's needs decide, as for
+// prepared): the embedded host as an api.Service, prepared when an operation first needs
+// the tool table and opened when one first needs the state database; the audit
+// operations open the state database alone (Store), as before a host existed.
+func (f *Factory) service(needs host.Needs) (api.Service, error) {
+	if f.svc != nil {
+		return f.svc, nil
+	}
+	s, err := f.Settings()
+	if err != nil {
+		return nil, err
+	}
+	f.svc = host.NewService(host.Backend{
+		Prepare: func() (*host.Prepared, error) { return f.prepared(needs) },
+		Open: func(ctx context.Context) (*host.Host, error) {
+			h, err := f.Host(ctx, needs)
+			if err != nil {
+				return nil, err
+			}
+			return h.Host, nil
+		},
+		State: func(ctx context.Context) (host.ServiceState, error) {
+			st, err := f.Store(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return st, nil
+		},
+		StatePath: s.State,
+	})
+	return f.svc, nil
+}
+
+// serviceError translates an api.Service failure into the CLI's error envelope (an
+// error the factory built, such as a host that could not open, is already one).
+func serviceError(err error) error {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return err
+	}
+	e := &ExitError{ExitCode: ExitCommandFailed, ErrorCode: ae.Code, Message: ae.Message, Hint: ae.Hint, Err: ae.Err}
+	switch ae.Code {
+	case api.CodeInvalidRequest, api.CodeNotFound:
+		e.ExitCode, e.ErrorCode = ExitUsage, CodeInvalidRequest
+	case api.CodeStateUnavailable, api.CodeToolCatalogUnavailable, api.CodeConfigInvalid:
+	default:
+		e.ErrorCode = CodeInternalError
+	}
+	return e
 }
 
 // Settings resolves the configuration once.

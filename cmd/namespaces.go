@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -30,57 +30,58 @@ Settings are stored per (world, owner): give 'namespaces enable' the same world 
   sharedos --owner human:alice namespaces update --enable files --disable repo`,
 		Args: noArgs,
 	}
-	c.AddCommand(newNamespacesListCmd(f),
-		newNamespacesToggleCmd(f, "enable", "Enable tool namespaces (stored)"),
-		newNamespacesToggleCmd(f, "disable", "Disable tool namespaces (stored)"),
-		newNamespacesUpdateCmd(f))
+	c.AddCommand(newNamespacesListCmd(f, nil),
+		newNamespacesToggleCmd(f, "enable", "Enable tool namespaces (stored)", nil),
+		newNamespacesToggleCmd(f, "disable", "Disable tool namespaces (stored)", nil),
+		newNamespacesUpdateCmd(f, nil))
 	return c
 }
 
 // namespacesOutput is the JSON output of the namespaces commands: the catalogue, the
 // effective selection (which may name namespaces without tools) and the (world, owner)
-// it belongs to.
-type namespacesOutput struct {
-	Namespaces         []kernel.ToolNamespaceDescriptor `json:"namespaces"`
-	Summary            kernel.ToolNamespaceSummary      `json:"summary"`
-	EffectiveSelection []string                         `json:"effectiveSelection"`
-	World              string                           `json:"world"`
-	Owner              kernel.Address                   `json:"owner"`
-	SelectionSource    string                           `json:"selectionSource"`
-}
+// it belongs to (pkg/api's Namespaces).
+type namespacesOutput = api.Namespaces
 
 // NamespacesListOptions are the options of `namespaces list`.
-type NamespacesListOptions struct{ f *Factory }
+type NamespacesListOptions struct {
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+}
 
-func newNamespacesListCmd(f *Factory) *cobra.Command {
-	opts := &NamespacesListOptions{f: f}
+// newNamespacesListCmd builds `namespaces list`; runF, when set, replaces the run.
+func newNamespacesListCmd(f *Factory, runF func(*NamespacesListOptions) error) *cobra.Command {
+	opts := &NamespacesListOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the tool namespaces, whether each is enabled, and the stored selection",
 		Example: `  sharedos namespaces list
   sharedos --grants grants/reader.yaml namespaces list -o json`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runNamespacesList(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runNamespacesList(c.Context(), opts)
+		},
 	}
 }
 
 func runNamespacesList(ctx context.Context, opts *NamespacesListOptions) error {
-	f := opts.f
-	p, err := f.Printer()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx, host.Needs{})
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	cat, err := h.Turn.ListToolNamespaces(ctx)
+	out, err := svc.Namespaces(ctx)
 	if err != nil {
-		return kernelError(err, h)
+		return serviceError(err)
 	}
-	return printNamespaces(p, namespacesOutput{Namespaces: cat.Namespaces, Summary: cat.Summary,
-		EffectiveSelection: h.Ctx.EnabledToolNamespaces, World: h.Ctx.World, Owner: h.Ctx.Owner,
-		SelectionSource: h.SelectionSource})
+	return printNamespaces(p, out)
 }
 
 func printNamespaces(p *printer, out namespacesOutput) error {
@@ -131,28 +132,31 @@ func printNamespaces(p *printer, out namespacesOutput) error {
 
 // NamespacesUpdateOptions are the options of `namespaces enable|disable|update`.
 type NamespacesUpdateOptions struct {
-	f       *Factory
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+
 	Enable  []string
 	Disable []string
 	Patch   string
 	Strict  bool
+	// Update is the patch the flags or --patch name, checked by RunE.
+	Update kernel.ToolNamespaceUpdate
 }
 
 // checkNamespaceNames warns about each namespace of the patch that no registered tool
 // uses (a selection may name namespaces whose tools come later, so it is stored anyway),
 // with the nearest registered one; with strict it refuses the patch instead (exit 2,
 // nothing stored).
-func checkNamespaceNames(f *Factory, defs []kernel.ToolDefinition, u kernel.ToolNamespaceUpdate, strict bool) error {
+func checkNamespaceNames(ios *IOStreams, reg api.Registry, u kernel.ToolNamespaceUpdate, strict bool) error {
 	var known []string
-	for _, d := range defs {
+	for _, d := range reg.Tools {
 		if !slices.Contains(known, d.Namespace) {
 			known = append(known, d.Namespace)
 		}
 	}
-	if f.prep != nil {
-		// an MCP server's namespace has tools once its list is read
-		known = append(known, f.prep.GatewayNamespaces()...)
-	}
+	// an MCP server's namespace has tools once its list is read
+	known = append(known, reg.ProvidedNamespaces...)
 	for _, n := range slices.Concat(u.Enable, u.Disable) {
 		if slices.Contains(known, n) {
 			continue
@@ -164,13 +168,20 @@ func checkNamespaceNames(f *Factory, defs []kernel.ToolDefinition, u kernel.Tool
 		if strict {
 			return usageError("registered namespaces: "+strings.Join(known, ", ")+"; without --strict a namespace without tools is stored anyway", "%s", msg)
 		}
-		warn(f.IOStreams, "%s (stored anyway; --strict refuses it)", msg)
+		warn(ios, "%s (stored anyway; --strict refuses it)", msg)
 	}
 	return nil
 }
 
-func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
-	opts := &NamespacesUpdateOptions{f: f}
+func newNamespacesUpdateOptions(f *Factory) *NamespacesUpdateOptions {
+	return &NamespacesUpdateOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
+}
+
+// newNamespacesToggleCmd builds `namespaces enable|disable`; runF, when set, replaces
+// the run.
+func newNamespacesToggleCmd(f *Factory, verb, short string, runF func(*NamespacesUpdateOptions) error) *cobra.Command {
+	opts := newNamespacesUpdateOptions(f)
 	c := &cobra.Command{
 		Use:               verb + " NAMESPACE...",
 		Short:             short,
@@ -183,6 +194,12 @@ func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
 			} else {
 				opts.Disable = args
 			}
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
 			return runNamespacesUpdate(c.Context(), opts)
 		},
 	}
@@ -190,8 +207,9 @@ func newNamespacesToggleCmd(f *Factory, verb, short string) *cobra.Command {
 	return c
 }
 
-func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
-	opts := &NamespacesUpdateOptions{f: f}
+// newNamespacesUpdateCmd builds `namespaces update`; runF, when set, replaces the run.
+func newNamespacesUpdateCmd(f *Factory, runF func(*NamespacesUpdateOptions) error) *cobra.Command {
+	opts := newNamespacesUpdateOptions(f)
 	c := &cobra.Command{
 		Use:   "update",
 		Short: "Apply one namespace patch: --enable and --disable, or --patch JSON",
@@ -201,6 +219,12 @@ func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			if c.Flags().Changed("patch") && (len(opts.Enable) > 0 || len(opts.Disable) > 0) {
 				return usageError("use --patch alone, or --enable/--disable", "--patch cannot be combined with --enable or --disable")
+			}
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
 			}
 			return runNamespacesUpdate(c.Context(), opts)
 		},
@@ -214,55 +238,54 @@ func newNamespacesUpdateCmd(f *Factory) *cobra.Command {
 	return c
 }
 
-func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) error {
-	f := opts.f
-	p, err := f.Printer()
-	if err != nil {
-		return err
-	}
-	// Validate the patch before anything is opened or stored.
-	var update kernel.ToolNamespaceUpdate
+// validate checks the patch the flags name, before anything is opened or stored, and
+// sets Update.
+func (opts *NamespacesUpdateOptions) validate() error {
 	if opts.Patch != "" {
-		if update, err = kernel.ParseToolNamespaceUpdate([]byte(opts.Patch)); err != nil {
+		u, err := kernel.ParseToolNamespaceUpdate([]byte(opts.Patch))
+		if err != nil {
 			return usageError(`a patch is {"enable":[…],"disable":[…]} with at least one non-empty list and no namespace in both`,
 				"invalid namespace patch: %v", err)
 		}
-	} else {
-		update = kernel.ToolNamespaceUpdate{Enable: slices.Clone(opts.Enable), Disable: slices.Clone(opts.Disable)}
-		if err := update.Validate(); err != nil {
-			return usageError("name at least one namespace, never the same one to enable and to disable",
-				"invalid namespace patch: %v", err)
-		}
+		opts.Update = u
+		return nil
 	}
-	prep, err := f.prepared(host.Needs{})
+	opts.Update = kernel.ToolNamespaceUpdate{Enable: slices.Clone(opts.Enable), Disable: slices.Clone(opts.Disable)}
+	if err := opts.Update.Validate(); err != nil {
+		return usageError("name at least one namespace, never the same one to enable and to disable",
+			"invalid namespace patch: %v", err)
+	}
+	return nil
+}
+
+func runNamespacesUpdate(ctx context.Context, opts *NamespacesUpdateOptions) error {
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
-	if err := checkNamespaceNames(f, prep.Definitions(), update, opts.Strict); err != nil {
-		return err
-	}
-	h, err := f.Host(ctx, host.Needs{})
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	cat, sel, err := h.Turn.UpdateToolNamespaces(ctx, update)
+	update := opts.Update
+	reg, err := svc.Registry(ctx)
 	if err != nil {
-		switch {
-		case errors.Is(err, kernel.ErrInvalidUpdate):
-			return usageError("", "invalid namespace patch: %v", err)
-		case errors.Is(err, kernel.ErrToolCatalogUnavailable):
-			return catalogError(err)
-		}
-		return stateError(err, stateHint(h.Settings.State))
+		return serviceError(err)
+	}
+	if err := checkNamespaceNames(opts.IO, reg, update, opts.Strict); err != nil {
+		return err
+	}
+	out, err := svc.UpdateNamespaces(ctx, update)
+	if err != nil {
+		return serviceError(err)
 	}
 	for _, n := range update.Enable {
-		if !slices.Contains(sel, n) {
-			warn(f.IOStreams, "namespace %s was not enabled: this host never enables it (ceiling.namespaces)", n)
+		if !slices.Contains(out.EffectiveSelection, n) {
+			warn(opts.IO, "namespace %s was not enabled: this host never enables it (ceiling.namespaces)", n)
 		}
 	}
-	if h.SelectionSource == "flag" {
-		warn(f.IOStreams, "--namespaces applies to this run only; the stored selection was updated")
+	if out.RunSelectionKept {
+		warn(opts.IO, "--namespaces applies to this run only; the stored selection was updated")
 	}
-	return printNamespaces(p, namespacesOutput{Namespaces: cat.Namespaces, Summary: cat.Summary,
-		EffectiveSelection: sel, World: h.Ctx.World, Owner: h.Ctx.Owner, SelectionSource: "stored"})
+	return printNamespaces(p, out.Namespaces)
 }

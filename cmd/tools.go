@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -25,7 +27,7 @@ func newToolsCmd(f *Factory) *cobra.Command {
   sharedos tools call files.read -a path=notes/todo.md`,
 		Args: noArgs,
 	}
-	c.AddCommand(newToolsListCmd(f), newToolsDescribeCmd(f), newToolsCallCmd(f))
+	c.AddCommand(newToolsListCmd(f, nil), newToolsDescribeCmd(f, nil), newToolsCallCmd(f, nil))
 	return c
 }
 
@@ -33,12 +35,19 @@ func newToolsCmd(f *Factory) *cobra.Command {
 
 // ToolsListOptions are the options of `tools list`.
 type ToolsListOptions struct {
-	f   *Factory
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+
 	All bool
 }
 
-func newToolsListCmd(f *Factory) *cobra.Command {
-	opts := &ToolsListOptions{f: f}
+// newToolsListCmd builds `tools list`; runF, when set, replaces the run (tests check
+// argv → options with it, without a backend).
+func newToolsListCmd(f *Factory, runF func(*ToolsListOptions) error) *cobra.Command {
+	opts := &ToolsListOptions{IO: f.IOStreams, Printer: f.Printer}
+	// only the usable catalogue is the actor's; --all lists the registry
+	opts.Service = func() (api.Service, error) { return f.service(host.Needs{Actor: !opts.All}) }
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List the usable tools of the context (registered, namespace enabled, granted)",
@@ -48,37 +57,30 @@ that hides it (namespace off, no grant, ceiling).`,
 		Example: `  sharedos tools list
   sharedos tools list --all -o json`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runToolsList(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runToolsList(c.Context(), opts)
+		},
 	}
 	c.Flags().BoolVar(&opts.All, "all", false, "list every registered tool with the gate that hides it")
 	return c
 }
 
-// toolStatus is one row of `tools list --all`.
-type toolStatus struct {
-	Tool      string       `json:"tool"`
-	Namespace string       `json:"namespace"`
-	Source    string       `json:"source"`
-	ReadWrite string       `json:"readWrite"`
-	Usable    bool         `json:"usable"`
-	Gate      kernel.Gate  `json:"gate,omitempty"`
-	Cause     kernel.Cause `json:"cause,omitempty"`
-}
-
 func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
-	f := opts.f
-	p, err := f.Printer()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx, host.Needs{Actor: !opts.All})
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
 	if opts.All {
-		statuses, err := allTools(ctx, h)
+		statuses, err := svc.ListAllTools(ctx)
 		if err != nil {
-			return err
+			return serviceError(err)
 		}
 		if p.format != FormatTable {
 			return p.data(statuses)
@@ -95,16 +97,17 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 		}
 		return t.render()
 	}
-	defs, err := h.Turn.ListTools(ctx)
+	list, err := svc.ListTools(ctx)
 	if err != nil {
-		return kernelError(err, h)
+		return serviceError(err)
 	}
+	defs := list.Tools
 	if p.format != FormatTable {
 		return p.data(defs)
 	}
 	if len(defs) == 0 {
 		return p.empty(fmt.Sprintf("no usable tools for %s (enabled namespaces: %s); see 'sharedos tools list --all'",
-			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces)))
+			list.Context.Actor, orNone(list.Context.EnabledToolNamespaces)))
 	}
 	t := p.table("TOOL", "NAMESPACE", "CLASS", "DESCRIPTION").flexible(3)
 	for i := range defs {
@@ -127,20 +130,6 @@ func unknownToolMessage(defs []kernel.ToolDefinition, name string) string {
 		msg += fmt.Sprintf("; did you mean %s?", s)
 	}
 	return msg
-}
-
-// allTools is every registered tool with the first gate that hides it.
-func allTools(ctx context.Context, h *Host) ([]toolStatus, error) {
-	gs, err := h.Turn.AllTools(ctx)
-	if err != nil {
-		return nil, kernelError(err, h)
-	}
-	out := make([]toolStatus, len(gs))
-	for i, g := range gs {
-		out[i] = toolStatus{Tool: g.Definition.Name, Namespace: g.Definition.Namespace, Source: g.Definition.Source,
-			ReadWrite: string(g.Definition.ReadWrite), Usable: g.Usable, Gate: g.Gate, Cause: g.Cause}
-	}
-	return out, nil
 }
 
 // kernelError maps an error of a kernel listing: the catalogue could not be resolved
@@ -182,12 +171,17 @@ func firstSentence(s string) string {
 
 // ToolsDescribeOptions are the options of `tools describe`.
 type ToolsDescribeOptions struct {
-	f    *Factory
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+
 	Name string
 }
 
-func newToolsDescribeCmd(f *Factory) *cobra.Command {
-	opts := &ToolsDescribeOptions{f: f}
+// newToolsDescribeCmd builds `tools describe`; runF, when set, replaces the run.
+func newToolsDescribeCmd(f *Factory, runF func(*ToolsDescribeOptions) error) *cobra.Command {
+	opts := &ToolsDescribeOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
 	return &cobra.Command{
 		Use:               "describe NAME",
 		Short:             "Show one tool's definition, its argument schema and its gate status",
@@ -196,6 +190,9 @@ func newToolsDescribeCmd(f *Factory) *cobra.Command {
 		ValidArgsFunction: f.completeToolNames,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runToolsDescribe(c.Context(), opts)
 		},
 	}
@@ -210,27 +207,30 @@ type toolDescription struct {
 }
 
 func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
-	f := opts.f
-	p, err := f.Printer()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
-	h, err := f.Host(ctx, host.Needs{})
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	gs, err := h.Turn.AllTools(ctx)
+	gs, err := svc.ListAllTools(ctx)
 	if err != nil {
-		return kernelError(err, h)
+		return serviceError(err)
 	}
 	var d *toolDescription
 	for _, g := range gs {
-		if g.Definition.Name == opts.Name {
+		if g.Tool == opts.Name {
 			d = &toolDescription{Tool: g.Definition, Usable: g.Usable, Gate: g.Gate, Cause: g.Cause}
 		}
 	}
 	if d == nil {
-		return usageError("run 'sharedos tools list --all' to see every registered tool", "%s", unknownToolMessage(h.Definitions(), opts.Name))
+		reg, err := svc.Registry(ctx)
+		if err != nil {
+			return serviceError(err)
+		}
+		return usageError("run 'sharedos tools list --all' to see every registered tool", "%s", unknownToolMessage(reg.Tools, opts.Name))
 	}
 	if p.format != FormatTable {
 		return p.data(d)
@@ -303,13 +303,22 @@ func runToolsDescribe(ctx context.Context, opts *ToolsDescribeOptions) error {
 
 // ToolsCallOptions are the options of `tools call`.
 type ToolsCallOptions struct {
-	f    *Factory
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+	// Host is the opened embedded host: only the sharedos.escalate branch reaches it,
+	// until that branch becomes the escalation service's one call (issue 21, item 4).
+	Host func(context.Context) (*Host, error)
+
 	Name string
 	Args ArgsOptions
 }
 
-func newToolsCallCmd(f *Factory) *cobra.Command {
-	opts := &ToolsCallOptions{f: f}
+// newToolsCallCmd builds `tools call`; runF, when set, replaces the run.
+func newToolsCallCmd(f *Factory, runF func(*ToolsCallOptions) error) *cobra.Command {
+	opts := &ToolsCallOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(callNeeds) },
+		Host:    func(ctx context.Context) (*Host, error) { return f.Host(ctx, callNeeds) }}
 	c := &cobra.Command{
 		Use:   "call NAME",
 		Short: "Call a tool once, fully authorized",
@@ -334,6 +343,9 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Args.jsonSet = c.Flags().Changed("args")
+			if runF != nil {
+				return runF(opts)
+			}
 			return runToolsCall(c.Context(), opts)
 		},
 	}
@@ -345,53 +357,71 @@ Exit codes: 0 succeeded, 3 denied, 4 failed, 5 escalated (sharedos.escalate).`,
 // callNeeds are the host needs of `tools call` and `explain`: the planes and an actor.
 var callNeeds = host.Needs{Planes: true, Actor: true}
 
-// prepareCall is what `tools call` and `explain` share before the kernel: the printer,
-// the arguments (checked, and coerced by the tool's schema, before the state database is
-// touched), the host, and the call with the run's ids.
-func prepareCall(ctx context.Context, f *Factory, name string, a *ArgsOptions) (*printer, *Host, kernel.ToolCall, error) {
-	p, err := f.Printer()
+// prepareCall is what `tools call` and `explain` share before the call: the printer,
+// the backend, and the arguments, checked and coerced by the tool's schema before the
+// state database is touched (only the schema of an MCP server's tool, read once its list
+// is, needs the opened host).
+func prepareCall(ctx context.Context, ios *IOStreams, printerF func() (*printer, error), serviceF func() (api.Service, error),
+	name string, a *ArgsOptions) (*printer, api.Service, json.RawMessage, error) {
+	p, err := printerF()
 	if err != nil {
-		return nil, nil, kernel.ToolCall{}, err
+		return nil, nil, nil, err
 	}
-	prep, err := f.prepared(callNeeds)
+	svc, err := serviceF()
 	if err != nil {
-		return nil, nil, kernel.ToolCall{}, err
+		return nil, nil, nil, err
 	}
-	def := prep.Definition(name)
-	if def == nil && len(a.Pairs) > 0 && prep.MayProvide(name) {
+	reg, err := svc.Registry(ctx)
+	if err != nil {
+		return nil, nil, nil, serviceError(err)
+	}
+	registered := registryDefinition(reg.Tools, name)
+	mayProvide := false
+	if ns, _, ok := strings.Cut(name, "."); ok {
+		mayProvide = slices.Contains(reg.ProvidedNamespaces, ns)
+	}
+	def := registered
+	if def == nil && len(a.Pairs) > 0 && mayProvide {
 		// An MCP server's tool: its schema (which -a coerces by) is known once the
 		// server's list is read, which needs the state database's cache (or the server).
-		h, err := f.Host(ctx, callNeeds)
-		if err != nil {
-			return nil, nil, kernel.ToolCall{}, err
+		if def, err = svc.Definition(ctx, name, true); err != nil {
+			return nil, nil, nil, serviceError(err)
 		}
-		def = h.Gateway().Lookup(ctx, h.Ctx.Owner, name)
 	}
-	args, err := a.build(f.IOStreams.In, def)
+	args, err := a.build(ios.In, def)
 	if err != nil {
-		return nil, nil, kernel.ToolCall{}, err
+		return nil, nil, nil, err
 	}
 	for _, n := range a.Notes {
-		warn(f.IOStreams, "%s", n)
+		warn(ios, "%s", n)
 	}
-	if prep.Definition(name) == nil && !prep.MayProvide(name) {
+	if registered == nil && !mayProvide {
 		// Not refused here: the kernel refuses and audits it (tool_unavailable).
-		warn(f.IOStreams, "%s", unknownToolMessage(prep.Definitions(), name))
+		warn(ios, "%s", unknownToolMessage(reg.Tools, name))
 	}
-	h, err := f.Host(ctx, callNeeds)
-	if err != nil {
-		return nil, nil, kernel.ToolCall{}, err
+	return p, svc, args, nil
+}
+
+// registryDefinition is the definition named name among defs, or nil.
+func registryDefinition(defs []kernel.ToolDefinition, name string) *kernel.ToolDefinition {
+	for i := range defs {
+		if defs[i].Name == name {
+			return &defs[i]
+		}
 	}
-	call := kernel.ToolCall{ID: h.CallID, Tool: name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
-	return p, h, call, nil
+	return nil
 }
 
 func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
-	f := opts.f
-	p, h, call, err := prepareCall(ctx, f, opts.Name, &opts.Args)
+	p, svc, args, err := prepareCall(ctx, opts.IO, opts.Printer, opts.Service, opts.Name, &opts.Args)
 	if err != nil {
 		return err
 	}
+	h, err := opts.Host(ctx)
+	if err != nil {
+		return err
+	}
+	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 
 	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
 	if opts.Name == kernel.EscalationToolName {
@@ -404,13 +434,17 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 		}
 	}
 
-	res := h.Turn.InvokeTool(ctx, call)
-	if err := printResult(p, h.Definition(opts.Name), res); err != nil {
+	out, err := svc.Invoke(ctx, api.InvokeRequest{Tool: call.Tool, Arguments: call.Arguments})
+	if err != nil {
+		return serviceError(err)
+	}
+	res := out.Result
+	if err := printResult(p, out.Definition, res); err != nil {
 		return err
 	}
 	if why, ok := res.Metadata[kernel.AuditUnavailableKey]; ok {
 		// the effect happened and its record is missing: never a quiet success
-		warn(f.IOStreams, "the call took effect but its audit record could not be written: %v", why)
+		warn(opts.IO, "the call took effect but its audit record could not be written: %v", why)
 		return &resultExit{code: ExitCommandFailed}
 	}
 	return exitResult(res)

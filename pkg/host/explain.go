@@ -6,54 +6,25 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
-// Explanation is the JSON output of `explain` (spec 40 §4): the plan's diagnostic of one
-// call (kernel.ExplainCall) with its candidates named and its fixes, built once for every
-// surface that explains a call (the explain command, the scenario runner).
-type Explanation struct {
-	Tool         string                        `json:"tool"`
-	Allowed      bool                          `json:"allowed"`
-	Refusal      *Refusal                      `json:"refusal,omitempty"`
-	Findings     []kernel.Finding              `json:"findings"`
-	Requirement  *kernel.CapabilityRequirement `json:"requirement,omitempty"`
-	MatchedGrant *kernel.CapabilityGrant       `json:"matchedGrant,omitempty"`
-	Candidates   []Candidate                   `json:"candidates"`
-	Fixes        []Fix                         `json:"fixes"`
-	Context      kernel.AccessContext          `json:"context"`
-}
+// The explanation types are pkg/api's (a remote client reads them without importing
+// host); these names keep the host's callers compiling.
+type (
+	Explanation = api.Explanation
+	Refusal     = api.Refusal
+	Candidate   = api.Candidate
+	Fix         = api.Fix
+)
 
-// Refusal is the first refusing gate of an explanation.
-type Refusal struct {
-	Gate  kernel.Gate      `json:"gate"`
-	Code  kernel.ErrorCode `json:"code"`
-	Cause kernel.Cause     `json:"cause,omitempty"`
-}
-
-// Candidate is a grant the decision considered, and why it did not authorize the call.
-type Candidate struct {
-	GrantID  string `json:"grantId"`
-	Rejected string `json:"rejected"`
-	Reason   string `json:"reason"`
-}
-
-// Fix is one way to change the outcome.
-type Fix struct {
-	Kind      string                  `json:"kind"`
-	Namespace string                  `json:"namespace,omitempty"`
-	Command   string                  `json:"command,omitempty"`
-	Grant     *kernel.CapabilityGrant `json:"grant,omitempty"`
-	YAML      string                  `json:"yaml,omitempty"`
-	Message   string                  `json:"message,omitempty"`
-}
-
-// Fix kinds.
+// Fix kinds (api's).
 const (
-	FixEnableNamespace = "enable_namespace"
-	FixAddGrant        = "add_grant"
-	FixArguments       = "fix_arguments"
+	FixEnableNamespace = api.FixEnableNamespace
+	FixAddGrant        = api.FixAddGrant
+	FixArguments       = api.FixArguments
 )
 
 // Explain names the candidates and the fixes of ex, a dry run of a call in turn t. It

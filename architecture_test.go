@@ -1,0 +1,159 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The import rules of docs/architecture.md, checked on the source (non-test files).
+
+const module = "github.com/sharedos/sharedos"
+
+// surfaces translate between a protocol and pkg/api: they reach no store by name and
+// never assemble or tune a kernel (that is pkg/host's).
+var surfaces = []string{"cmd", "pkg/mcpserver", "pkg/mcphttp", "pkg/scenario"}
+
+// hostTuning are pkg/kernel's host-tuning entry points: building a kernel, preparing
+// its tools and authority, registering tools and providers. Package-level names are
+// matched as kernel.Name, methods by their name on any receiver.
+var (
+	hostTuningFuncs   = []string{"New", "Config", "PrepareTool", "PreparedTool", "PrepareAuthority", "PreparedAuthority"}
+	hostTuningMethods = []string{"RegisterTool", "RegisterPrepared", "RegisterToolProvider", "AdoptAuthorityLater"}
+)
+
+// knownExceptions are today's violations (file → what it reaches), each with why. The
+// test fails on any other violation, and on an exception that no longer holds (remove it
+// from this list then): the list only shrinks.
+var knownExceptions = map[string][]string{
+	// the sharedos.escalate branch records the escalation in the store itself, until the
+	// host's escalation service replaces it (issue 21, item 4)
+	"cmd/tools.go": {"import pkg/sqlitestore"},
+	// escalations list/resolve read and write the store directly (issue 21, item 4)
+	"cmd/escalations.go": {"import pkg/sqlitestore"},
+	// Factory.Store opens the state database for cmd/escalations.go (and the audit
+	// operations of the embedded service, through host.Backend.State)
+	"cmd/factory.go": {"import pkg/sqlitestore"},
+	// the scenario runner records escalations and opens its own stores (issue 21, item 4)
+	"pkg/scenario/run.go": {"import pkg/sqlitestore"},
+}
+
+func TestSurfacesReachNothingBelowTheService(t *testing.T) {
+	t.Parallel()
+	found := map[string][]string{}
+	for _, dir := range surfaces {
+		for _, file := range goFiles(t, dir) {
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kernelName := ""
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if path == module+"/pkg/sqlitestore" {
+					found[file] = append(found[file], "import pkg/sqlitestore")
+				}
+				if path == module+"/pkg/kernel" {
+					kernelName = "kernel"
+					if imp.Name != nil {
+						kernelName = imp.Name.Name
+					}
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, isIdent := sel.X.(*ast.Ident)
+				switch {
+				case isIdent && kernelName != "" && x.Name == kernelName && slices.Contains(hostTuningFuncs, sel.Sel.Name):
+					found[file] = append(found[file], "kernel."+sel.Sel.Name)
+				case slices.Contains(hostTuningMethods, sel.Sel.Name):
+					found[file] = append(found[file], "."+sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+	for file, what := range found {
+		for _, w := range dedupe(what) {
+			if !slices.Contains(knownExceptions[file], w) {
+				t.Errorf("%s reaches below api.Service: %s (a surface calls pkg/api; see docs/architecture.md)", file, w)
+			}
+		}
+	}
+	for file, what := range knownExceptions {
+		for _, w := range what {
+			if !slices.Contains(found[file], w) {
+				t.Errorf("%s no longer reaches %s: remove it from knownExceptions", file, w)
+			}
+		}
+	}
+}
+
+// TestAPIImportsNoStoreOrPlane: pkg/api and everything it imports from this module are
+// pkg/kernel and internal packages only — no store, plane, host or surface — so a remote
+// client links none of them.
+func TestAPIImportsNoStoreOrPlane(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	var walk func(pkg string, via []string)
+	walk = func(pkg string, via []string) {
+		if seen[pkg] {
+			return
+		}
+		seen[pkg] = true
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		if rel != "pkg/api" && rel != "pkg/kernel" && !strings.HasPrefix(rel, "internal/") {
+			t.Errorf("pkg/api imports %s (via %s): it may import only pkg/kernel and internal packages", rel, strings.Join(via, " → "))
+			return
+		}
+		for _, file := range goFiles(t, rel) {
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if strings.HasPrefix(path, module+"/") {
+					walk(path, append(slices.Clone(via), rel))
+				}
+			}
+		}
+	}
+	walk(module+"/pkg/api", nil)
+	if !seen[module+"/pkg/kernel"] {
+		t.Fatal("pkg/api does not import pkg/kernel: the walk found nothing (is the module path right?)")
+	}
+}
+
+// goFiles are the non-test Go files of dir.
+func goFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			out = append(out, filepath.ToSlash(filepath.Join(dir, n)))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no Go files in %s", dir)
+	}
+	return out
+}
+
+func dedupe(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}

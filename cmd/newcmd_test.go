@@ -1,0 +1,260 @@
+package cmd
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// parseArgv builds a command with a runF that captures its options, runs it on argv, and
+// checks that nothing below the options was reached: no settings resolved, no service
+// built, no host opened (argv → options needs no backend).
+func parseArgv[O any](t *testing.T, build func(*Factory, func(*O) error) *cobra.Command, argv []string) (*O, error) {
+	t.Helper()
+	ios, _, _, _ := Test()
+	f := &Factory{IOStreams: ios, Env: func(string) string { return "" },
+		Clock: func() time.Time { return time.Date(2026, 8, 3, 12, 0, 0, 0, time.UTC) },
+		Getwd: func() (string, error) { return "/work", nil }}
+	var got *O
+	c := build(f, func(o *O) error { got = o; return nil })
+	c.SetArgs(argv)
+	c.SetOut(io.Discard)
+	c.SetErr(io.Discard)
+	c.SilenceUsage, c.SilenceErrors = true, true
+	err := c.Execute()
+	if f.settingsOK || f.svc != nil || f.host != nil || f.prep != nil || f.store != nil {
+		t.Errorf("%q reached the backend", argv)
+	}
+	if err == nil && got == nil {
+		t.Fatalf("%q: runF was not called", argv)
+	}
+	if got != nil && err == nil {
+		if reflect.ValueOf(got).Elem().FieldByName("Service").IsNil() {
+			t.Errorf("%q: options without a Service", argv)
+		}
+	}
+	return got, err
+}
+
+// checkParse runs one table case: either want (the projection of the options) or an
+// error containing wantErr.
+func checkParse[O any, P any](t *testing.T, build func(*Factory, func(*O) error) *cobra.Command, argv []string,
+	project func(*O) P, want P, wantErr string) {
+	t.Helper()
+	got, err := parseArgv(t, build, argv)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: error %v, want one containing %q", argv, err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	if p := project(got); !reflect.DeepEqual(p, want) {
+		t.Errorf("%q:\n got %+v\nwant %+v", argv, p, want)
+	}
+}
+
+func TestNewCmdToolsList(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		argv    []string
+		all     bool
+		wantErr string
+	}{
+		{argv: nil},
+		{argv: []string{"--all"}, all: true},
+		{argv: []string{"files"}, wantErr: "takes no arguments"},
+	} {
+		checkParse(t, newToolsListCmd, tc.argv, func(o *ToolsListOptions) bool { return o.All }, tc.all, tc.wantErr)
+	}
+}
+
+func TestNewCmdToolsDescribe(t *testing.T) {
+	t.Parallel()
+	checkParse(t, newToolsDescribeCmd, []string{"files.read"}, func(o *ToolsDescribeOptions) string { return o.Name }, "files.read", "")
+	checkParse(t, newToolsDescribeCmd, nil, func(o *ToolsDescribeOptions) string { return o.Name }, "", "one tool name")
+	checkParse(t, newToolsDescribeCmd, []string{"a", "b"}, func(o *ToolsDescribeOptions) string { return o.Name }, "", "one tool name")
+}
+
+// callProjection is what argv sets of `tools call` and `explain`.
+type callProjection struct {
+	Name    string
+	JSON    string
+	JSONSet bool
+	File    string
+	Pairs   []string
+	Print   bool
+	Apply   string
+}
+
+func TestNewCmdToolsCall(t *testing.T) {
+	t.Parallel()
+	project := func(o *ToolsCallOptions) callProjection {
+		return callProjection{Name: o.Name, JSON: o.Args.JSON, JSONSet: o.Args.jsonSet, File: o.Args.File, Pairs: o.Args.Pairs}
+	}
+	for _, tc := range []struct {
+		argv    []string
+		want    callProjection
+		wantErr string
+	}{
+		{argv: []string{"files.read", "-a", "path=a/b", "-a", "x=1"}, want: callProjection{Name: "files.read", Pairs: []string{"path=a/b", "x=1"}}},
+		{argv: []string{"files.list", "--args", `{"path":[]}`}, want: callProjection{Name: "files.list", JSON: `{"path":[]}`, JSONSet: true}},
+		{argv: []string{"files.list", "--args", ""}, want: callProjection{Name: "files.list", JSONSet: true}},
+		{argv: []string{"files.list", "--args-file", "-"}, want: callProjection{Name: "files.list", File: "-"}},
+		{argv: nil, wantErr: "one tool name"},
+		{argv: []string{"files.read", "--nope"}, wantErr: "unknown flag"},
+	} {
+		checkParse(t, newToolsCallCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+	// the escalate branch's host is built lazily too
+	got, err := parseArgv(t, newToolsCallCmd, []string{"sharedos.escalate"})
+	if err != nil || got.Host == nil {
+		t.Fatalf("tools call: err %v, host func %v", err, got != nil && got.Host != nil)
+	}
+}
+
+func TestNewCmdExplain(t *testing.T) {
+	t.Parallel()
+	project := func(o *ExplainOptions) callProjection {
+		return callProjection{Name: o.Name, JSON: o.Args.JSON, JSONSet: o.Args.jsonSet, File: o.Args.File, Pairs: o.Args.Pairs,
+			Print: o.PrintGrant, Apply: o.Apply}
+	}
+	for _, tc := range []struct {
+		argv    []string
+		want    callProjection
+		wantErr string
+	}{
+		{argv: []string{"files.read", "-a", "path=a"}, want: callProjection{Name: "files.read", Pairs: []string{"path=a"}}},
+		{argv: []string{"files.read", "--print-grant"}, want: callProjection{Name: "files.read", Print: true}},
+		{argv: []string{"files.read", "--apply", "g.yaml", "--args", "{}"}, want: callProjection{Name: "files.read", Apply: "g.yaml", JSON: "{}", JSONSet: true}},
+		{argv: []string{}, wantErr: "one tool name"},
+	} {
+		checkParse(t, newExplainCmdWith, tc.argv, project, tc.want, tc.wantErr)
+	}
+	got, err := parseArgv(t, newExplainCmdWith, []string{"files.read"})
+	if err != nil || got.GrantFiles == nil {
+		t.Fatalf("explain: err %v, grant files func missing", err)
+	}
+}
+
+func TestNewCmdNamespacesList(t *testing.T) {
+	t.Parallel()
+	project := func(*NamespacesListOptions) bool { return true }
+	checkParse(t, newNamespacesListCmd, nil, project, true, "")
+	checkParse(t, newNamespacesListCmd, []string{"files"}, project, false, "takes no arguments")
+}
+
+func TestNewCmdNamespacesUpdate(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		Update kernel.ToolNamespaceUpdate
+		Strict bool
+	}
+	project := func(o *NamespacesUpdateOptions) proj { return proj{o.Update, o.Strict} }
+	toggle := func(verb string) func(*Factory, func(*NamespacesUpdateOptions) error) *cobra.Command {
+		return func(f *Factory, runF func(*NamespacesUpdateOptions) error) *cobra.Command {
+			return newNamespacesToggleCmd(f, verb, verb, runF)
+		}
+	}
+	for _, tc := range []struct {
+		build   func(*Factory, func(*NamespacesUpdateOptions) error) *cobra.Command
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{build: toggle("enable"), argv: []string{"files", "repo"}, want: proj{Update: kernel.ToolNamespaceUpdate{Enable: []string{"files", "repo"}}}},
+		{build: toggle("disable"), argv: []string{"repo", "--strict"}, want: proj{Update: kernel.ToolNamespaceUpdate{Disable: []string{"repo"}}, Strict: true}},
+		{build: toggle("enable"), argv: nil, wantErr: "one or more namespace names"},
+		{build: toggle("enable"), argv: []string{"files", "files"}, wantErr: `lists "files" twice`},
+		{build: newNamespacesUpdateCmd, argv: []string{"--enable", "files,repo", "--disable", "sharedos"},
+			want: proj{Update: kernel.ToolNamespaceUpdate{Enable: []string{"files", "repo"}, Disable: []string{"sharedos"}}}},
+		{build: newNamespacesUpdateCmd, argv: []string{"--patch", `{"enable":["files"]}`},
+			want: proj{Update: kernel.ToolNamespaceUpdate{Enable: []string{"files"}}}},
+		{build: newNamespacesUpdateCmd, argv: []string{"--patch", `{"enable":["files"]}`, "--enable", "repo"}, wantErr: "--patch cannot be combined"},
+		{build: newNamespacesUpdateCmd, argv: []string{"--patch", `{"enable":[]}`}, wantErr: "invalid namespace patch"},
+		{build: newNamespacesUpdateCmd, argv: []string{"--patch", `[1]`}, wantErr: "invalid namespace patch"},
+		{build: newNamespacesUpdateCmd, argv: nil, wantErr: "invalid namespace patch"},
+		{build: newNamespacesUpdateCmd, argv: []string{"--enable", "files", "--disable", "files"}, wantErr: "invalid namespace patch"},
+	} {
+		checkParse(t, tc.build, tc.argv, project, tc.want, tc.wantErr)
+	}
+}
+
+func TestNewCmdAuditList(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		Types, Outcomes []string
+		Tool, Operation string
+		Limit           int
+		SinceMillis     int64
+		Actor           kernel.Address
+		Calls           bool
+	}
+	project := func(o *AuditListOptions) proj {
+		return proj{o.Types, o.Outcomes, o.Tool, o.Operation, o.Limit, o.SinceMillis, o.ActorAddr, o.Calls}
+	}
+	agent, _ := kernel.ParseAddress("agent:helper")
+	noon := time.Date(2026, 8, 3, 12, 0, 0, 0, time.UTC).UnixMilli()
+	for _, tc := range []struct {
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{argv: nil, want: proj{Limit: 100}},
+		{argv: []string{"--calls", "--outcome", "denied,failed", "--limit", "5"},
+			want: proj{Types: []string{"tool.invoked"}, Outcomes: []string{"denied", "failed"}, Limit: 5, Calls: true}},
+		{argv: []string{"--type", "tool.invoked,authorization.checked", "--tool", "files.read", "--operation", "3f2a"},
+			want: proj{Types: []string{"tool.invoked", "authorization.checked"}, Tool: "files.read", Operation: "3f2a", Limit: 100}},
+		{argv: []string{"--since", "1h", "--limit", "0"}, want: proj{SinceMillis: noon - time.Hour.Milliseconds()}},
+		{argv: []string{"--since", "2026-08-03T09:00:00Z"}, want: proj{SinceMillis: noon - 3*time.Hour.Milliseconds(), Limit: 100}},
+		{argv: []string{"--actor", "agent:helper"}, want: proj{Actor: agent, Limit: 100}},
+		{argv: []string{"--type", "tool.invokd"}, wantErr: `invalid value "tool.invokd" for --type; did you mean tool.invoked?`},
+		{argv: []string{"--outcome", "nope"}, wantErr: `invalid value "nope" for --outcome`},
+		{argv: []string{"--calls", "--type", "tool.invoked"}, wantErr: "--calls cannot be combined with --type"},
+		{argv: []string{"--limit", "-1"}, wantErr: "invalid --limit -1"},
+		{argv: []string{"--since", "yesterday"}, wantErr: `invalid --since "yesterday"`},
+		{argv: []string{"--since", "-1h"}, wantErr: `invalid --since "-1h"`},
+		{argv: []string{"--actor", "helper"}, wantErr: "invalid address for --actor"},
+	} {
+		checkParse(t, newAuditListCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+}
+
+func TestNewCmdAuditExport(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		AsTest          bool
+		File            string
+		Outcomes        []string
+		Tool, Operation string
+		Limit           int
+		Actor           kernel.Address
+	}
+	project := func(o *AuditExportOptions) proj {
+		return proj{o.AsTest, o.File, o.Outcomes, o.Tool, o.Operation, o.Limit, o.ActorAddr}
+	}
+	agent, _ := kernel.ParseAddress("agent:helper")
+	for _, tc := range []struct {
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{argv: []string{"--as-test"}, want: proj{AsTest: true, Limit: 20}},
+		{argv: []string{"--as-test", "--outcome", "denied", "--limit", "5", "--file", "t.yaml", "--tool", "files.read", "--operation", "3f2a", "--actor", "agent:helper"},
+			want: proj{AsTest: true, File: "t.yaml", Outcomes: []string{"denied"}, Tool: "files.read", Operation: "3f2a", Limit: 5, Actor: agent}},
+		{argv: nil, wantErr: "audit export needs --as-test"},
+		{argv: []string{"--as-test", "--outcome", "escalated"}, wantErr: `invalid value "escalated" for --outcome`},
+		{argv: []string{"--as-test", "--limit", "-2"}, wantErr: "invalid --limit -2"},
+		{argv: []string{"--as-test", "--actor", "x"}, wantErr: "invalid address for --actor"},
+	} {
+		checkParse(t, newAuditExportCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+}

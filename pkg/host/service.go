@@ -1,0 +1,465 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sharedos/sharedos/pkg/api"
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
+)
+
+// Backend is what a Service is built over. Each part is reached on the first operation
+// that needs it, so an operation opens only what it needs: Registry and Definition use
+// the prepared host alone (nothing opened: arguments are checked before the state
+// database is touched), the audit queries the store alone (no grant file is read), and
+// the rest the opened host. Every part is called at most as often as operations ask for
+// it; a surface passes functions that build once (the CLI's factory does).
+type Backend struct {
+	// Prepare returns the prepared host: every input checked, the tool table built.
+	Prepare func() (*Prepared, error)
+	// Open returns the opened host: the state database open, the turn begun.
+	Open func(ctx context.Context) (*Host, error)
+	// State returns the store of the audit and escalation operations; nil: the opened
+	// host's.
+	State func(ctx context.Context) (ServiceState, error)
+	// StatePath names the state database in the hint of a state failure.
+	StatePath string
+	// Surface is the audit source of the events the service writes itself (an
+	// escalation's resolution); "" is "cli".
+	Surface string
+}
+
+// ServiceState is what a Service reads and writes of the store without the kernel: the
+// audit trail's query and the escalations.
+type ServiceState interface {
+	store.Audit
+	store.Escalations
+}
+
+// Service is the embedded backend of api.Service: every operation runs in the host's one
+// turn, through the kernel (which authorizes, filters and audits), and a store failure is
+// an *api.Error with api.CodeStateUnavailable. Errors of Backend's Prepare and Open are
+// returned as they are (a *Error, or whatever the surface's own functions return).
+type Service struct {
+	b Backend
+	h *Host // the opened host, once an operation opened it
+}
+
+var _ api.Service = (*Service)(nil)
+
+// NewService returns the embedded backend over b.
+func NewService(b Backend) *Service { return &Service{b: b} }
+
+// Service returns the embedded backend over an opened host (its store serves the audit
+// and escalation operations).
+func (h *Host) Service() *Service {
+	return &Service{b: Backend{Prepare: func() (*Prepared, error) { return h.Prepared, nil },
+		Open: func(context.Context) (*Host, error) { return h, nil }, StatePath: h.Settings.State}, h: h}
+}
+
+func (s *Service) open(ctx context.Context) (*Host, error) {
+	if s.h != nil {
+		return s.h, nil
+	}
+	h, err := s.b.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.h = h
+	return h, nil
+}
+
+func (s *Service) state(ctx context.Context) (ServiceState, error) {
+	if s.b.State != nil {
+		return s.b.State(ctx)
+	}
+	h, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.Store, nil
+}
+
+// stateErr is a store failure.
+func (s *Service) stateErr(err error) error {
+	return &api.Error{Code: api.CodeStateUnavailable, Message: err.Error(), Hint: StateHint(s.b.StatePath), Err: err}
+}
+
+// kernelErr is a failure of a kernel listing: the catalogue could not be resolved, the
+// context is invalid, or the audit record could not be written (the state).
+func (s *Service) kernelErr(err error) error {
+	switch {
+	case errors.Is(err, kernel.ErrToolCatalogUnavailable):
+		hint := "a tool provider failed or two tools share a name; no partial catalogue is served"
+		var ce *kernel.CatalogError
+		if errors.As(err, &ce) && ce.Cause != nil {
+			// the operator at the terminal sees the cause (the audit trail has it too)
+			hint = ce.Cause.Error() + "; no partial catalogue is served"
+		}
+		return &api.Error{Code: api.CodeToolCatalogUnavailable, Message: err.Error(), Hint: hint, Err: err}
+	case errors.Is(err, kernel.ErrInvalidContext):
+		return &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(),
+			Hint: "check --as, --owner, --authority, --world and --purpose", Err: err}
+	}
+	return s.stateErr(err)
+}
+
+// Registry returns the prepared host's tools and the namespaces its MCP servers serve
+// the context's owner; nothing is opened.
+func (s *Service) Registry(context.Context) (api.Registry, error) {
+	p, err := s.b.Prepare()
+	if err != nil {
+		return api.Registry{}, err
+	}
+	return api.Registry{Tools: p.Definitions(), ProvidedNamespaces: p.GatewayNamespaces()}, nil
+}
+
+// Definition returns a registered tool's definition, or one an MCP server's list read
+// so far has; with list, a name in the namespace of an MCP server that serves the
+// context's owner opens the host and reads that server's list.
+func (s *Service) Definition(ctx context.Context, name string, list bool) (*kernel.ToolDefinition, error) {
+	p, err := s.b.Prepare()
+	if err != nil {
+		return nil, err
+	}
+	if d := p.Definition(name); d != nil {
+		return d, nil
+	}
+	if s.h != nil {
+		if d := s.h.Definition(name); d != nil {
+			return d, nil
+		}
+	}
+	if !list || !p.MayProvide(name) {
+		return nil, nil
+	}
+	h, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.Gateway().Lookup(ctx, h.Prepared.Context.Owner, name), nil
+}
+
+// ListTools returns the turn's usable catalogue (kernel.Turn.ListTools).
+func (s *Service) ListTools(ctx context.Context) (api.ToolList, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.ToolList{}, err
+	}
+	defs, err := h.Turn.ListTools(ctx)
+	if err != nil {
+		return api.ToolList{}, s.kernelErr(err)
+	}
+	return api.ToolList{Tools: defs, Context: h.Prepared.Context}, nil
+}
+
+// ListAllTools returns every registered tool with its gate (kernel.Turn.AllTools).
+func (s *Service) ListAllTools(ctx context.Context) ([]api.ToolStatus, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := h.Turn.AllTools(ctx)
+	if err != nil {
+		return nil, s.kernelErr(err)
+	}
+	out := make([]api.ToolStatus, len(gs))
+	for i, g := range gs {
+		d := g.Definition
+		out[i] = api.ToolStatus{Tool: d.Name, Namespace: d.Namespace, Source: d.Source, ReadWrite: string(d.ReadWrite),
+			Usable: g.Usable, Gate: g.Gate, Cause: g.Cause, Definition: d}
+	}
+	return out, nil
+}
+
+// call is req as the turn's call: the run's call id, the turn's trace and instant.
+func call(h *Host, req api.InvokeRequest) kernel.ToolCall {
+	actx := h.Prepared.Context
+	return kernel.ToolCall{ID: h.CallID, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
+}
+
+// Invoke calls the tool once in the turn (kernel.Turn.InvokeTool).
+func (s *Service) Invoke(ctx context.Context, req api.InvokeRequest) (api.InvokeResult, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.InvokeResult{}, err
+	}
+	res := h.Turn.InvokeTool(ctx, call(h, req))
+	return api.InvokeResult{Result: res, Definition: h.Definition(req.Tool)}, nil
+}
+
+// Explain is the turn's dry run of the call (kernel.Turn.ExplainCall) with its
+// candidates and fixes (Explain).
+func (s *Service) Explain(ctx context.Context, req api.InvokeRequest) (api.Explanation, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.Explanation{}, err
+	}
+	return Explain(ctx, h.Turn, h.Turn.ExplainCall(ctx, call(h, req))), nil
+}
+
+// Namespaces returns the turn's namespace catalogue (kernel.Turn.ListToolNamespaces).
+func (s *Service) Namespaces(ctx context.Context) (api.Namespaces, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.Namespaces{}, err
+	}
+	cat, err := h.Turn.ListToolNamespaces(ctx)
+	if err != nil {
+		return api.Namespaces{}, s.kernelErr(err)
+	}
+	actx := h.Prepared.Context
+	return api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary, EffectiveSelection: actx.EnabledToolNamespaces,
+		World: actx.World, Owner: actx.Owner, SelectionSource: h.SelectionSource}, nil
+}
+
+// UpdateNamespaces applies the patch (kernel.Turn.UpdateToolNamespaces).
+func (s *Service) UpdateNamespaces(ctx context.Context, u kernel.ToolNamespaceUpdate) (api.NamespacesUpdated, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.NamespacesUpdated{}, err
+	}
+	cat, sel, err := h.Turn.UpdateToolNamespaces(ctx, u)
+	if err != nil {
+		if errors.Is(err, kernel.ErrInvalidUpdate) {
+			return api.NamespacesUpdated{}, &api.Error{Code: api.CodeInvalidRequest, Message: "invalid namespace patch: " + err.Error(), Err: err}
+		}
+		return api.NamespacesUpdated{}, s.kernelErr(err)
+	}
+	actx := h.Prepared.Context
+	return api.NamespacesUpdated{Namespaces: api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary,
+		EffectiveSelection: sel, World: actx.World, Owner: actx.Owner, SelectionSource: "stored"},
+		RunSelectionKept: h.SelectionSource == "flag"}, nil
+}
+
+// Escalate records the escalation of the call in the turn (kernel.Turn.RecordEscalation)
+// and in the store.
+func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.EscalateResult, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.EscalateResult{}, err
+	}
+	actx := h.Prepared.Context
+	esc, err := h.Turn.RecordEscalation(ctx, kernel.EscalationReason(req.Call.Arguments), nil)
+	var refused *kernel.EscalationRefusedError
+	if errors.As(err, &refused) {
+		// the escalation's own authorization refused it: its grant's uses are spent
+		res := kernel.DeniedResult(req.Call, actx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
+		res.Gate = kernel.GateOf(refused.Code)
+		return api.EscalateResult{Denied: &res}, nil
+	}
+	if err != nil {
+		return api.EscalateResult{}, s.stateErr(err)
+	}
+	rec := store.EscalationRecord{World: actx.World, Owner: actx.Owner, TraceID: actx.TraceID, CallID: req.Call.ID, Escalation: esc}
+	if err := h.Store.RecordEscalation(ctx, rec); err != nil {
+		return api.EscalateResult{}, s.stateErr(err)
+	}
+	return api.EscalateResult{Escalation: &esc}, nil
+}
+
+// ListEscalations lists the store's escalations: the context's (world, owner), or all.
+func (s *Service) ListEscalations(ctx context.Context, q api.EscalationQuery) ([]api.EscalationRecord, error) {
+	f := store.EscalationFilter{Status: q.Status, Limit: q.Limit}
+	if !q.All {
+		p, err := s.b.Prepare()
+		if err != nil {
+			return nil, err
+		}
+		f.World, f.Owner = p.Context.World, p.Context.Owner
+	}
+	st, err := s.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.ListEscalations(ctx, f)
+	if err != nil {
+		return nil, s.stateErr(err)
+	}
+	out := make([]api.EscalationRecord, len(recs))
+	for i, r := range recs {
+		out[i] = escalationRecord(r)
+	}
+	return out, nil
+}
+
+func escalationRecord(r store.EscalationRecord) api.EscalationRecord {
+	out := api.EscalationRecord{ID: r.ID, Escalation: r.Escalation, World: r.World, Owner: r.Owner, TraceID: r.TraceID, CallID: r.CallID}
+	if r.Resolution != nil {
+		res := api.EscalationResolution(*r.Resolution)
+		out.Resolution = &res
+	}
+	return out
+}
+
+// eventEscalationResolved is the audit type of a resolution.
+const eventEscalationResolved = "escalation.resolved"
+
+// ResolveEscalation records the context's owner's decision on escalation req.ID, which
+// must have been asked of that owner in the context's world, with its audit event in the
+// same transaction. Resolving again with the same decision changes nothing (Unchanged);
+// with another, or an unknown id, is an *api.Error (CodeInvalidRequest, CodeNotFound).
+func (s *Service) ResolveEscalation(ctx context.Context, req api.ResolveRequest) (api.Resolved, error) {
+	if req.Status != api.EscalationApproved && req.Status != api.EscalationDenied {
+		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf("invalid decision %q: want approved or denied", req.Status)}
+	}
+	p, err := s.b.Prepare()
+	if err != nil {
+		return api.Resolved{}, err
+	}
+	actx := p.Context
+	st, err := s.state(ctx)
+	if err != nil {
+		return api.Resolved{}, err
+	}
+	rec, err := st.GetEscalation(ctx, req.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.Resolved{}, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no escalation %d is recorded", req.ID), Err: err,
+			Hint: "'sharedos escalations list --all' lists every escalation with its ID"}
+	case err != nil:
+		return api.Resolved{}, s.stateErr(err)
+	case rec.World != actx.World || rec.Owner != actx.Owner:
+		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest,
+			Message: fmt.Sprintf("escalation %d was asked of %s in world %s, not of %s in world %s", req.ID, rec.Owner, rec.World, actx.Owner, actx.World),
+			Hint:    "pass --owner " + rec.Owner.String() + " --world " + rec.World + " (or the grant file of that context)"}
+	case rec.Resolution != nil && rec.Resolution.Status == req.Status:
+		return api.Resolved{Record: escalationRecord(rec), Unchanged: true}, nil
+	case rec.Resolution != nil:
+		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Err: store.ErrAlreadyResolved,
+			Message: fmt.Sprintf("escalation %d was already %s by %s at %s", req.ID, rec.Resolution.Status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt),
+			Hint:    "a resolution is never changed; record a new decision in the grant file instead"}
+	}
+	source := s.b.Surface
+	if source == "" {
+		source = "cli"
+	}
+	res := store.EscalationResolution{Status: req.Status, ResolvedBy: actx.Owner, ResolvedAt: actx.Now, Note: req.Note}
+	ev := kernel.AuditEvent{Version: "1", ID: strings.ReplaceAll(NewUUID(), "-", ""), Type: eventEscalationResolved,
+		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: actx.TraceID, NamespaceID: actx.World,
+		Actor: actx.Owner, Authority: actx.Owner, Owner: actx.Owner, Purpose: actx.Purpose, OperationID: rec.CallID,
+		Tool: kernel.EscalationToolName, Source: source,
+		Metadata: map[string]any{"escalation": req.ID, "decision": req.Status, "note": req.Note, "requestTraceId": rec.TraceID}}
+	done, err := st.ResolveEscalation(ctx, req.ID, res, ev)
+	if err != nil {
+		if errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrNotFound) {
+			// another process resolved it between the read and the write
+			return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err,
+				Hint: "run 'sharedos escalations list' to see its status"}
+		}
+		return api.Resolved{}, s.stateErr(err)
+	}
+	return api.Resolved{Record: escalationRecord(done)}, nil
+}
+
+// auditFilter is q's filter without its operation, owner, actor, limit and order.
+func auditFilter(q api.AuditQuery) store.AuditFilter {
+	return store.AuditFilter{Types: q.Types, Outcomes: q.Outcomes, Tool: q.Tool, TraceID: q.TraceID, World: q.World,
+		SinceMillis: q.SinceMillis}
+}
+
+// operationID resolves q.Operation among the events f selects: an exact call id, else
+// the one call id it is a prefix of; no match leaves it as it is (nothing matches it).
+func operationID(ctx context.Context, st ServiceState, f store.AuditFilter, op string) (string, error) {
+	exact := f
+	exact.OperationID, exact.Limit = op, 1
+	if evs, err := st.ListAudit(ctx, exact); err != nil || len(evs) > 0 {
+		return op, err
+	}
+	f.Oldest = true
+	evs, err := st.ListAudit(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	var matches []string
+	for _, ev := range evs {
+		if strings.HasPrefix(ev.OperationID, op) && !slices.Contains(matches, ev.OperationID) {
+			matches = append(matches, ev.OperationID)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return op, nil
+	case 1:
+		return matches[0], nil
+	}
+	slices.Sort(matches)
+	return "", &api.Error{Code: api.CodeInvalidRequest, Hint: "pass more characters of the call id",
+		Message: fmt.Sprintf("--operation %q is ambiguous: it starts %s", op, strings.Join(matches, ", "))}
+}
+
+// query resolves q's operation and returns its whole filter (without limit and order).
+func (s *Service) query(ctx context.Context, q api.AuditQuery) (ServiceState, store.AuditFilter, error) {
+	st, err := s.state(ctx)
+	if err != nil {
+		return nil, store.AuditFilter{}, err
+	}
+	f := auditFilter(q)
+	if q.Operation != "" {
+		id, err := operationID(ctx, st, f, q.Operation)
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return nil, f, err
+		}
+		if err != nil {
+			return nil, f, s.stateErr(err)
+		}
+		f.OperationID = id
+	}
+	f.Owner, f.Actor = q.Owner, q.Actor
+	return st, f, nil
+}
+
+// QueryAudit returns the events q selects, filtered and ordered by the store's query.
+func (s *Service) QueryAudit(ctx context.Context, q api.AuditQuery) ([]kernel.AuditEvent, error) {
+	st, f, err := s.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = q.Limit
+	if q.Oldest {
+		f.Oldest = true
+	} else {
+		f.ByInstant = true
+	}
+	evs, err := st.ListAudit(ctx, f)
+	if err != nil {
+		return nil, s.stateErr(err)
+	}
+	if evs == nil {
+		evs = []kernel.AuditEvent{}
+	}
+	return evs, nil
+}
+
+// ExportAudit returns the recorded calls q selects with their authorization records.
+func (s *Service) ExportAudit(ctx context.Context, q api.AuditQuery) ([]api.AuditCall, error) {
+	q.Types = []string{string(kernel.EventToolInvoked)}
+	st, f, err := s.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	f.Oldest = true
+	calls, err := st.ListAudit(ctx, f)
+	if err != nil {
+		return nil, s.stateErr(err)
+	}
+	calls = slices.DeleteFunc(calls, func(ev kernel.AuditEvent) bool { return ev.Tool == "" })
+	if q.Limit > 0 && len(calls) > q.Limit {
+		calls = calls[len(calls)-q.Limit:]
+	}
+	out := make([]api.AuditCall, len(calls))
+	for i, ev := range calls {
+		checks, err := st.ListAudit(ctx, store.AuditFilter{OperationID: ev.OperationID, TraceID: ev.TraceID,
+			Types: []string{string(kernel.EventAuthorizationChecked)}, Oldest: true})
+		if err != nil {
+			return nil, s.stateErr(err)
+		}
+		out[i] = api.AuditCall{Call: ev, Checks: checks}
+	}
+	return out, nil
+}
