@@ -806,7 +806,8 @@ func TestAuditUnavailableIsSurfaced(t *testing.T) {
 	if r := e.call("files.read", map[string]any{"path": []string{"notes", "todo.md"}}); r.IsError || r.Meta[MetaAuditUnavailable] != nil {
 		t.Fatalf("a normal call is marked: %+v", r.Meta)
 	}
-	db, err := sql.Open("sqlite", e.state)
+	// wait for the server's own writer (its spool is copied in every 10 ms) as it does
+	db, err := sql.Open("sqlite", e.state+"?_pragma=busy_timeout(30000)")
 	must(t, err)
 	_, err = db.Exec(`CREATE TRIGGER full_disk BEFORE INSERT ON audit_events WHEN NEW.type = 'tool.invoked'
 		BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`)
