@@ -13,7 +13,6 @@ import (
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 func newToolsCmd(f *Factory) *cobra.Command {
@@ -394,14 +393,8 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 	}
 
 	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
-	if opts.Name == kernel.EscalationToolName {
-		tools, err := h.Turn.ListTools(ctx)
-		if err != nil {
-			return kernelError(err, h)
-		}
-		if kernel.EscalationOffered(tools) {
-			return escalate(ctx, p, h, call)
-		}
+	if esc, escalated, err := h.Escalations().EscalateIfOffered(ctx, h.Turn, call); escalated {
+		return escalate(p, h, call, esc, err)
 	}
 
 	res := h.Turn.InvokeTool(ctx, call)
@@ -476,11 +469,14 @@ type escalationOutput struct {
 	Escalation kernel.Escalation `json:"escalation"`
 }
 
-func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) error {
-	reason := kernel.EscalationReason(call.Arguments)
-	esc, err := h.Turn.RecordEscalation(ctx, reason, nil)
+// escalate prints the outcome of an offered escalation (host.Escalations.EscalateIfOffered).
+func escalate(p *printer, h *Host, call kernel.ToolCall, esc kernel.Escalation, err error) error {
 	var refused *kernel.EscalationRefusedError
-	if errors.As(err, &refused) {
+	var catalogue *host.CatalogueError
+	switch {
+	case errors.As(err, &catalogue):
+		return kernelError(catalogue.Err, h)
+	case errors.As(err, &refused):
 		// the escalation's own authorization refused it: its grant's uses are spent
 		res := kernel.DeniedResult(call, h.Ctx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
@@ -488,13 +484,7 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 			return err
 		}
 		return exitResult(res)
-	}
-	if err != nil {
-		return stateError(err, stateHint(h.Settings.State))
-	}
-	rec := sqlitestore.EscalationRecord{World: h.Ctx.World, Owner: h.Ctx.Owner, TraceID: h.Ctx.TraceID,
-		CallID: call.ID, Escalation: esc}
-	if err := h.Store.RecordEscalation(ctx, rec); err != nil {
+	case err != nil:
 		return stateError(err, stateHint(h.Settings.State))
 	}
 	out := escalationOutput{Status: "escalated", Escalation: esc}
