@@ -435,7 +435,11 @@ func (p *Prepared) Definitions() []kernel.ToolDefinition {
 // Open opens the state database, reads the context's namespace selection (unless
 // --namespaces set it), builds the kernel with every port and tool, and begins the turn.
 // On error the prepared host stays as it was (Close still releases it).
-func (p *Prepared) Open(ctx context.Context) (*Host, error) {
+func (p *Prepared) Open(ctx context.Context) (*Host, error) { return p.open(ctx, nil) }
+
+// open is Open over the state database shared when it is not nil (a principal cache's
+// one handle, see Principals): the host then uses it and leaves it open on Close.
+func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, error) {
 	s := p.Settings
 	warmSkip.Store(true)
 	// The grants of the context are validated and indexed (by the kernel's code, as its
@@ -448,14 +452,14 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 		task := par.Go(func() { prepared = kernel.PrepareAuthority(ctx, p.source, actx, s.MaxGrants) })
 		authority = func() *kernel.PreparedAuthority { task.Wait(); return prepared }
 	}
-	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
-	if err != nil {
-		if !errors.Is(err, sqlitestore.ErrUnavailable) {
-			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}
+	st := shared
+	if st == nil {
+		var err error
+		if st, err = openStore(ctx, s); err != nil {
+			return nil, err
 		}
-		return nil, stateError(err, s.State)
+		p.closers = append(p.closers, st)
 	}
-	p.closers = append(p.closers, st)
 	p.index.st = st
 	if p.needs.SpoolAudit {
 		if err := st.EnableSpool(); err != nil {
@@ -498,11 +502,25 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	if err := registerProviders(h.Kernel, p.gw); err != nil {
 		return nil, err
 	}
-	if h.Turn, err = h.Kernel.BeginTurn(p.Context); err != nil {
+	turn, err := h.Kernel.BeginTurn(p.Context)
+	if err != nil {
 		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}
+	h.Turn = turn
 	p.Context = h.Turn.Context()
 	return h, nil
+}
+
+// openStore opens the state database of s.
+func openStore(ctx context.Context, s *Settings) (*sqlitestore.Store, error) {
+	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
+	if err != nil {
+		if !errors.Is(err, sqlitestore.ErrUnavailable) {
+			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}
+		}
+		return nil, stateError(err, s.State)
+	}
+	return st, nil
 }
 
 // warmSQLite opens and uses a private in-memory database, once per process and on
