@@ -191,7 +191,7 @@ func (s *Session) loadGrants() (kernel.GrantSource, kernel.DelegationChainResolv
 	if len(st.Grants) == 0 {
 		return emptySource{}, nil, nil
 	}
-	stateDir := filepath.Dir(st.State)
+	stateDir := st.LocalDir()
 	set, err := grantfile.LoadSet(st.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
 		CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key")})
 	if err != nil {
