@@ -10,16 +10,16 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
-// EventEscalationResolved is the audit type of `escalations resolve`. The kernel has no
-// resolve operation (a resolution is a record for people; it grants nothing), so the CLI
-// writes this event to the audit sink itself, in the same transaction as the resolution.
-const EventEscalationResolved = "escalation.resolved"
+// EventEscalationResolved is the audit type of `escalations resolve`: the kernel's
+// escalation.resolved event, written by the kernel (kernel.Turn.RecordEscalationResolution,
+// through host.Escalations.Resolve) in the same transaction as the resolution.
+const EventEscalationResolved = string(kernel.EventEscalationResolved)
 
 // escalationStatuses is the closed vocabulary of --status.
-var escalationStatuses = []string{sqlitestore.EscalationPending, sqlitestore.EscalationApproved, sqlitestore.EscalationDenied}
+var escalationStatuses = []string{store.EscalationPending, store.EscalationApproved, store.EscalationDenied}
 
 func newEscalationsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
@@ -66,14 +66,14 @@ The ID column is what 'sharedos escalations resolve' takes.`,
 type escalationRow struct {
 	ID int64 `json:"id"`
 	kernel.Escalation
-	World      string                            `json:"world"`
-	Owner      kernel.Address                    `json:"owner"`
-	TraceID    string                            `json:"traceId"`
-	CallID     string                            `json:"callId"`
-	Resolution *sqlitestore.EscalationResolution `json:"resolution,omitempty"`
+	World      string                      `json:"world"`
+	Owner      kernel.Address              `json:"owner"`
+	TraceID    string                      `json:"traceId"`
+	CallID     string                      `json:"callId"`
+	Resolution *store.EscalationResolution `json:"resolution,omitempty"`
 }
 
-func toRow(r sqlitestore.EscalationRecord) escalationRow {
+func toRow(r store.EscalationRecord) escalationRow {
 	return escalationRow{ID: r.ID, Escalation: r.Escalation, World: r.World, Owner: r.Owner, TraceID: r.TraceID,
 		CallID: r.CallID, Resolution: r.Resolution}
 }
@@ -92,7 +92,7 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 			return err
 		}
 	}
-	filter := sqlitestore.EscalationFilter{Status: opts.Status, Limit: opts.Limit}
+	filter := store.EscalationFilter{Status: opts.Status, Limit: opts.Limit}
 	if !opts.All {
 		prep, err := f.prepared(host.Needs{})
 		if err != nil {
@@ -100,13 +100,13 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 		}
 		filter.World, filter.Owner = prep.Context.World, prep.Context.Owner
 	}
-	store, err := f.Store(ctx)
+	db, err := f.Store(ctx)
 	if err != nil {
 		return err
 	}
-	recs, err := store.ListEscalations(ctx, filter)
+	recs, err := host.NewEscalations(db).List(ctx, filter)
 	if err != nil {
-		return stateError(err, stateHint(store.Path()))
+		return stateError(err, stateHint(db.Path()))
 	}
 	rows := make([]escalationRow, len(recs))
 	for i, r := range recs {
@@ -126,9 +126,9 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 	for _, r := range rows {
 		status := cell{text: r.Status, style: &st.warn}
 		switch r.Status {
-		case sqlitestore.EscalationApproved:
+		case store.EscalationApproved:
 			status.style = &st.ok
-		case sqlitestore.EscalationDenied:
+		case store.EscalationDenied:
 			status.style = &st.bad
 		}
 		t.rowCells(cell{text: strconv.FormatInt(r.ID, 10)}, cell{text: r.RequestedAt}, status,
@@ -183,57 +183,35 @@ func runEscalationsResolve(ctx context.Context, opts *EscalationsResolveOptions)
 	if err != nil || id < 1 {
 		return usageError("pass the ID column of 'sharedos escalations list'", "invalid escalation ID %q: want a positive number", opts.ID)
 	}
-	status := sqlitestore.EscalationApproved
+	status := store.EscalationApproved
 	if opts.Deny {
-		status = sqlitestore.EscalationDenied
+		status = store.EscalationDenied
 	}
-	prep, err := f.prepared(host.Needs{})
+	// The reviewer's turn: the context's (world, owner) decides, at its instant. The
+	// escalation service checks, and the kernel records the decision (escalation.resolved)
+	// with the store's resolution, in one transaction.
+	h, err := f.Host(ctx, host.Needs{})
 	if err != nil {
 		return err
 	}
-	actx := prep.Context
-	store, err := f.Store(ctx)
-	if err != nil {
-		return err
-	}
-	all, err := store.ListEscalations(ctx, sqlitestore.EscalationFilter{})
-	if err != nil {
-		return stateError(err, stateHint(store.Path()))
-	}
-	var rec *sqlitestore.EscalationRecord
-	for i := range all {
-		if all[i].ID == id {
-			rec = &all[i]
-		}
-	}
+	done, err := h.Escalations().Resolve(ctx, h.Turn, host.Resolution{ID: id, Decision: status, Note: opts.Note, Source: "cli"})
+	var notReviewer *host.NotReviewerError
 	switch {
-	case rec == nil:
+	case err == nil:
+		return printResolution(p, toRow(done))
+	case errors.Is(err, store.ErrNotFound):
 		return usageError("'sharedos escalations list --all' lists every escalation with its ID", "no escalation %d is recorded", id)
-	case rec.World != actx.World || rec.Owner != actx.Owner:
-		return usageError("pass --owner "+rec.Owner.String()+" --world "+rec.World+" (or the grant file of that context)",
-			"escalation %d was asked of %s in world %s, not of %s in world %s", id, rec.Owner, rec.World, actx.Owner, actx.World)
-	case rec.Resolution != nil && rec.Resolution.Status == status:
-		warn(f.IOStreams, "escalation %d was already %s by %s at %s; nothing changed", id, status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt)
-		return printResolution(p, toRow(*rec))
-	case rec.Resolution != nil:
+	case errors.As(err, &notReviewer):
+		rec := notReviewer.Record
+		return usageError("pass --owner "+rec.Owner.String()+" --world "+rec.World+" (or the grant file of that context)", "%v", err)
+	case errors.Is(err, store.ErrAlreadyResolved) && done.Resolution != nil && done.Resolution.Status == status:
+		warn(f.IOStreams, "escalation %d was already %s by %s at %s; nothing changed", id, status, done.Resolution.ResolvedBy, done.Resolution.ResolvedAt)
+		return printResolution(p, toRow(done))
+	case errors.Is(err, store.ErrAlreadyResolved) && done.Resolution != nil:
 		return usageError("a resolution is never changed; record a new decision in the grant file instead",
-			"escalation %d was already %s by %s at %s", id, rec.Resolution.Status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt)
+			"escalation %d was already %s by %s at %s", id, done.Resolution.Status, done.Resolution.ResolvedBy, done.Resolution.ResolvedAt)
 	}
-	res := sqlitestore.EscalationResolution{Status: status, ResolvedBy: actx.Owner, ResolvedAt: actx.Now, Note: opts.Note}
-	ev := kernel.AuditEvent{Version: "1", ID: strings.ReplaceAll(host.NewUUID(), "-", ""), Type: EventEscalationResolved,
-		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: actx.TraceID, NamespaceID: actx.World,
-		Actor: actx.Owner, Authority: actx.Owner, Owner: actx.Owner, Purpose: actx.Purpose, OperationID: rec.CallID,
-		Tool: kernel.EscalationToolName, Source: "cli",
-		Metadata: map[string]any{"escalation": id, "decision": status, "note": opts.Note, "requestTraceId": rec.TraceID}}
-	done, err := store.ResolveEscalation(ctx, id, res, ev)
-	if err != nil {
-		if errors.Is(err, sqlitestore.ErrAlreadyResolved) || errors.Is(err, sqlitestore.ErrNotFound) {
-			// Another process resolved (or nothing matched) between the read and the write.
-			return usageError("run 'sharedos escalations list' to see its status", "%v", err)
-		}
-		return stateError(err, stateHint(store.Path()))
-	}
-	return printResolution(p, toRow(done))
+	return stateError(err, stateHint(h.Settings.State))
 }
 
 func printResolution(p *printer, r escalationRow) error {
@@ -242,7 +220,7 @@ func printResolution(p *printer, r escalationRow) error {
 	}
 	st := p.st()
 	style := &st.ok
-	if r.Status == sqlitestore.EscalationDenied {
+	if r.Status == store.EscalationDenied {
 		style = &st.bad
 	}
 	p.line("%s escalation %d: %s", p.styled(cell{text: r.Status, style: style}), r.ID, r.Reason)

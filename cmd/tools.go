@@ -15,7 +15,6 @@ import (
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 func newToolsCmd(f *Factory) *cobra.Command {
@@ -424,14 +423,8 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 
 	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
-	if opts.Name == kernel.EscalationToolName {
-		tools, err := h.Turn.ListTools(ctx)
-		if err != nil {
-			return kernelError(err, h)
-		}
-		if kernel.EscalationOffered(tools) {
-			return escalate(ctx, p, h, call)
-		}
+	if esc, escalated, err := h.Escalations().EscalateIfOffered(ctx, h.Turn, call); escalated {
+		return escalate(p, h, call, esc, err)
 	}
 
 	out, err := svc.Invoke(ctx, api.InvokeRequest{Tool: call.Tool, Arguments: call.Arguments})
@@ -510,11 +503,14 @@ type escalationOutput struct {
 	Escalation kernel.Escalation `json:"escalation"`
 }
 
-func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) error {
-	reason := kernel.EscalationReason(call.Arguments)
-	esc, err := h.Turn.RecordEscalation(ctx, reason, nil)
+// escalate prints the outcome of an offered escalation (host.Escalations.EscalateIfOffered).
+func escalate(p *printer, h *Host, call kernel.ToolCall, esc kernel.Escalation, err error) error {
 	var refused *kernel.EscalationRefusedError
-	if errors.As(err, &refused) {
+	var catalogue *host.CatalogueError
+	switch {
+	case errors.As(err, &catalogue):
+		return kernelError(catalogue.Err, h)
+	case errors.As(err, &refused):
 		// the escalation's own authorization refused it: its grant's uses are spent
 		res := kernel.DeniedResult(call, h.Ctx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
@@ -522,13 +518,7 @@ func escalate(ctx context.Context, p *printer, h *Host, call kernel.ToolCall) er
 			return err
 		}
 		return exitResult(res)
-	}
-	if err != nil {
-		return stateError(err, stateHint(h.Settings.State))
-	}
-	rec := sqlitestore.EscalationRecord{World: h.Ctx.World, Owner: h.Ctx.Owner, TraceID: h.Ctx.TraceID,
-		CallID: call.ID, Escalation: esc}
-	if err := h.Store.RecordEscalation(ctx, rec); err != nil {
+	case err != nil:
 		return stateError(err, stateHint(h.Settings.State))
 	}
 	out := escalationOutput{Status: "escalated", Escalation: esc}

@@ -48,9 +48,15 @@ import (
 type Settings struct {
 	ConfigFile string // "" when no configuration file was read
 
-	Root   string
-	State  string
-	Grants []string
+	Root  string
+	State string
+	// StateDir is the folder of the host's own local files, apart from the store: the
+	// validated grant cache (cache/) and the snapshot blobs (snapshots/). "" : the state
+	// database's folder (LocalDir), where they always were; a store that is not a file
+	// (a later --state postgres://…) changes State and nothing else. The default store's
+	// own files (its audit spool and selection stamp) stay beside its database.
+	StateDir string
+	Grants   []string
 	// Tokens is the tokens file of `mcp --listen` ("" when none): authority like a grant
 	// file, so it must lie outside the root too.
 	Tokens string
@@ -76,6 +82,15 @@ type Settings struct {
 	// MCPServers is the configuration's mcpServers (nil: none): external MCP servers
 	// whose tools the host publishes through the gateway (spec 60).
 	MCPServers *gateway.Config
+}
+
+// LocalDir is the folder of the host's local files: StateDir, or the state database's
+// folder when it is not set.
+func (s *Settings) LocalDir() string {
+	if s.StateDir != "" {
+		return s.StateDir
+	}
+	return filepath.Dir(s.State)
 }
 
 // Kind classifies a host error for the surface that reports it.
@@ -287,7 +302,7 @@ func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err
 					"grant file %s does not exist", g)
 			}
 		}
-		stateDir := filepath.Dir(s.State)
+		stateDir := s.LocalDir()
 		// The cache entry of a miss is written while the command runs; Close waits for it.
 		set, err := grantfile.LoadSet(s.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
 			CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key"), WriteBehind: true})
@@ -385,7 +400,7 @@ func (p *Prepared) buildToolTable() error {
 	}
 	p.index = &snapshotIndexRef{}
 	files, err := fsplane.NewProvider(s.Root, fsplane.ProviderOptions{
-		SnapshotDir: filepath.Join(filepath.Dir(s.State), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen,
+		SnapshotDir: filepath.Join(s.LocalDir(), "snapshots"), Index: p.index, Now: clock, Frozen: p.frozen,
 		Digests: (*digestCacheRef)(p.index)})
 	if err != nil {
 		return usageError("keep the state directory outside --root", "files plane: %v", err)
@@ -435,7 +450,11 @@ func (p *Prepared) Definitions() []kernel.ToolDefinition {
 // Open opens the state database, reads the context's namespace selection (unless
 // --namespaces set it), builds the kernel with every port and tool, and begins the turn.
 // On error the prepared host stays as it was (Close still releases it).
-func (p *Prepared) Open(ctx context.Context) (*Host, error) {
+func (p *Prepared) Open(ctx context.Context) (*Host, error) { return p.open(ctx, nil) }
+
+// open is Open over the state database shared when it is not nil (a principal cache's
+// one handle, see Principals): the host then uses it and leaves it open on Close.
+func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, error) {
 	s := p.Settings
 	warmSkip.Store(true)
 	// The grants of the context are validated and indexed (by the kernel's code, as its
@@ -448,14 +467,14 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 		task := par.Go(func() { prepared = kernel.PrepareAuthority(ctx, p.source, actx, s.MaxGrants) })
 		authority = func() *kernel.PreparedAuthority { task.Wait(); return prepared }
 	}
-	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
-	if err != nil {
-		if !errors.Is(err, sqlitestore.ErrUnavailable) {
-			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}
+	st := shared
+	if st == nil {
+		var err error
+		if st, err = openStore(ctx, s); err != nil {
+			return nil, err
 		}
-		return nil, stateError(err, s.State)
+		p.closers = append(p.closers, st)
 	}
-	p.closers = append(p.closers, st)
 	p.index.st = st
 	if p.needs.SpoolAudit {
 		if err := st.EnableSpool(); err != nil {
@@ -498,11 +517,25 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) {
 	if err := registerProviders(h.Kernel, p.gw); err != nil {
 		return nil, err
 	}
-	if h.Turn, err = h.Kernel.BeginTurn(p.Context); err != nil {
+	turn, err := h.Kernel.BeginTurn(p.Context)
+	if err != nil {
 		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}
+	h.Turn = turn
 	p.Context = h.Turn.Context()
 	return h, nil
+}
+
+// openStore opens the state database of s.
+func openStore(ctx context.Context, s *Settings) (*sqlitestore.Store, error) {
+	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
+	if err != nil {
+		if !errors.Is(err, sqlitestore.ErrUnavailable) {
+			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}
+		}
+		return nil, stateError(err, s.State)
+	}
+	return st, nil
 }
 
 // warmSQLite opens and uses a private in-memory database, once per process and on
@@ -858,7 +891,7 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 	if s.Tokens != "" {
 		items = append(items, item{"tokens file", s.Tokens, false})
 	}
-	stateDir := filepath.Dir(s.State)
+	stateDir := s.LocalDir()
 	items = append(items, item{"state database", s.State, false},
 		item{"grant cache", filepath.Join(stateDir, "cache"), true},
 		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true},

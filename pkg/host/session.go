@@ -14,7 +14,6 @@ import (
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
 
 // Session is an opened host serving many operations over a long time (an MCP session
@@ -124,21 +123,10 @@ func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-// RecordEscalation records an escalation asked by call callID in turn t, as `tools call`
-// does: the turn's escalation.requested audit event, then the state database's record.
-// Nothing is granted.
-func (s *Session) RecordEscalation(ctx context.Context, t *kernel.Turn, callID, reason string) (kernel.Escalation, error) {
-	esc, err := t.RecordEscalation(ctx, reason, nil)
-	if err != nil {
-		return kernel.Escalation{}, err
-	}
-	actx := t.Context()
-	rec := sqlitestore.EscalationRecord{World: actx.World, Owner: actx.Owner, TraceID: actx.TraceID,
-		CallID: callID, Escalation: esc}
-	if err := s.h.Store.RecordEscalation(ctx, rec); err != nil {
-		return kernel.Escalation{}, err
-	}
-	return esc, nil
+// EscalateIfOffered is the session's side of the one "an offered sharedos.escalate is
+// recorded, not run" branch: Escalations.EscalateIfOffered over the session's host.
+func (s *Session) EscalateIfOffered(ctx context.Context, t *kernel.Turn, call kernel.ToolCall) (kernel.Escalation, bool, error) {
+	return s.h.Escalations().EscalateIfOffered(ctx, t, call)
 }
 
 // context is the access context of one operation.
@@ -203,7 +191,7 @@ func (s *Session) loadGrants() (kernel.GrantSource, kernel.DelegationChainResolv
 	if len(st.Grants) == 0 {
 		return emptySource{}, nil, nil
 	}
-	stateDir := filepath.Dir(st.State)
+	stateDir := st.LocalDir()
 	set, err := grantfile.LoadSet(st.Grants, grantfile.SetOptions{CacheDir: filepath.Join(stateDir, "cache", "grants"),
 		CacheKeyFile: filepath.Join(stateDir, "cache", "grants.key")})
 	if err != nil {
@@ -288,21 +276,19 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 
 // EscalationStatus returns the status of the escalation recorded for call callID in the
 // session's world and owner ("" when there is none), and the operator's note when the
-// record carries one. It reads the state database and writes nothing.
+// record carries one. It reads the state database (one query by call id: Escalations.ByCall)
+// and writes nothing.
 func (s *Session) EscalationStatus(ctx context.Context, callID string) (status, note string, err error) {
 	actx := s.h.Prepared.Context
-	recs, err := s.h.Store.ListEscalations(ctx, sqlitestore.EscalationFilter{World: actx.World, Owner: actx.Owner})
+	r, ok, err := s.h.Escalations().ByCall(ctx, actx.World, actx.Owner, callID)
 	if err != nil {
 		return "", "", stateError(err, s.h.Settings.State)
 	}
-	for _, r := range recs {
-		if r.CallID == callID {
-			note := ""
-			if r.Resolution != nil {
-				note = r.Resolution.Note
-			}
-			return r.Escalation.Status, note, nil
-		}
+	if !ok {
+		return "", "", nil
 	}
-	return "", "", nil
+	if r.Resolution != nil {
+		note = r.Resolution.Note
+	}
+	return r.Escalation.Status, note, nil
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -186,11 +187,15 @@ func TestSessionEscalationStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sess.RecordEscalation(ctx, turn, "call-1", "need more"); err != nil {
+	call := func(id, reason string) kernel.ToolCall {
+		args, _ := json.Marshal(map[string]string{"reason": reason})
+		return kernel.ToolCall{ID: id, Tool: kernel.EscalationToolName, Arguments: args, TraceID: turn.Context().TraceID, RequestedAt: turn.Context().Now}
+	}
+	if _, err := sess.Host().Escalations().Escalate(ctx, turn, call("call-1", "need more")); err != nil {
 		t.Fatal(err)
 	}
 	// the escalation grant allows one: a second escalation spends nothing and records nothing
-	if _, err := sess.RecordEscalation(ctx, turn, "call-2", "again"); !errors.Is(err, kernel.ErrEscalationRefused) {
+	if _, err := sess.Host().Escalations().Escalate(ctx, turn, call("call-2", "again")); !errors.Is(err, kernel.ErrEscalationRefused) {
 		t.Fatalf("a second escalation on a maxUses:1 grant: %v", err)
 	}
 	if st, _, err := sess.EscalationStatus(ctx, "call-1"); err != nil || st != "pending" {

@@ -6,7 +6,8 @@
 // context through the tokens file (pkg/tokens), or, without one, to the one ephemeral token
 // bound to the CLI's context. Each token gets its own host (pkg/host: its context, its
 // grant files, its namespace selection) and its own MCP server, so tokens never see each
-// other's tools, settings or audit records. The rules, in the order they are checked:
+// other's tools, settings or audit records; the hosts come from host.Principals, the
+// principal cache `serve` shares, and use one state database handle between them. The rules, in the order they are checked:
 //
 //   - a path other than /mcp and /health: 404; /health answers {"status":"ok",
 //     "protocolVersion":"1"} without a token (GET only);
@@ -32,7 +33,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,10 +88,10 @@ type Server struct {
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
 
+	principals *host.Principals[*surface] // by host.PrincipalKey, over one state database handle
+
 	mu         sync.Mutex
-	principals map[string]*principal    // by fingerprint
-	building   map[string]chan struct{} // fingerprints whose host is being opened
-	bindings   map[string]*principal    // session id → the principal that created it
+	bindings   map[string]*principal // session id → the principal that created it
 	lastFile   *tokens.File
 	nextExpiry time.Time // the earliest expiry of an entry not yet expired at the last sweep
 	stopSweep  chan struct{}
@@ -100,11 +100,12 @@ type Server struct {
 	inflight   sync.WaitGroup
 }
 
-// principal is one token's host and MCP server.
-type principal struct {
-	id, key string
-	prep    *host.Prepared
-	srv     *mcpserver.Server
+// principal is one token's host and session (host.Principals) and its MCP server.
+type principal = host.Principal[*surface]
+
+// surface is the HTTP surface's part of a principal: its MCP server and sessions.
+type surface struct {
+	srv *mcpserver.Server
 
 	mu       sync.Mutex
 	sessions int // live and being created
@@ -132,7 +133,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.SessionIdleTimeout <= 0 {
 		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, principals: map[string]*principal{}, building: map[string]chan struct{}{}, bindings: map[string]*principal{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, bindings: map[string]*principal{}}
+	s.principals = host.NewPrincipals(host.PrincipalsConfig[*surface]{Base: cfg.Base, Tokens: cfg.Tokens, Clock: cfg.Clock,
+		Needs: host.Needs{Planes: true, Actor: true, HoldConnections: true, SpoolAudit: true}, Attach: s.attach})
 	if cfg.Tokens == "" {
 		if cfg.EphemeralToken == "" {
 			return nil, errors.New("no tokens file and no ephemeral token")
@@ -179,7 +182,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 	s.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
-			return p.srv.MCP()
+			return p.Surface.srv.MCP()
 		}
 		return nil
 	}, &mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionIdleTimeout, MaxRequestBodyBytes: cfg.MaxBody})
@@ -190,7 +193,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		if p == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: p.key, Expiration: time.Now().Add(24 * time.Hour)}, nil
+		return &auth.TokenInfo{UserID: p.Key, Expiration: time.Now().Add(24 * time.Hour)}, nil
 	}, nil)(s.sdk)
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -229,99 +232,37 @@ func (s *Server) current() (*tokens.File, error) {
 	return s.watcher.Current()
 }
 
-// fingerprint identifies what a principal is built from: a changed context or grant list
-// (or a re-created token under the same id) is a new principal.
-func fingerprint(e *tokens.Entry) string {
-	b, _ := json.Marshal([]any{e.ID, e.SHA256, e.Context.Actor, e.Context.Owner, e.Context.Authority,
-		e.Context.World, e.Context.Purpose, e.Grants})
-	return string(b)
-}
-
-// principal returns the principal of an entry, opening its host on first use.
-// Hosts are opened outside the server's lock (one build per entry at a time), so a slow
-// host (a gateway connection) delays only its own token's first request; the host outlives
-// the request that opened it, so it is opened without the request's cancellation.
+// principal returns the principal of an entry, opening its host on first use
+// (host.Principals: one build per entry at a time, over the one state database handle).
 func (s *Server) principal(ctx context.Context, e *tokens.Entry) (*principal, error) {
-	key := fingerprint(e)
-	for {
-		s.mu.Lock()
-		if p := s.principals[key]; p != nil {
-			s.mu.Unlock()
-			return p, nil
-		}
-		if ch, ok := s.building[key]; ok {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-				continue // built, or failed: look again
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		ch := make(chan struct{})
-		s.building[key] = ch
-		s.mu.Unlock()
-		p, err := s.build(context.WithoutCancel(ctx), key, e)
-		s.mu.Lock()
-		delete(s.building, key)
-		if err == nil {
-			s.principals[key] = p
-		}
-		s.mu.Unlock()
-		close(ch)
-		return p, err
+	p, err := s.principals.Get(ctx, e)
+	if err != nil && ctx.Err() == nil {
+		return nil, &TokenError{ID: e.ID, Err: err}
 	}
+	return p, err
 }
 
-// build opens the host and MCP server of an entry.
-func (s *Server) build(ctx context.Context, key string, e *tokens.Entry) (*principal, error) {
-	st := s.cfg.Base
-	if s.eph == nil {
-		st.As, st.Owner, st.Authority = e.Context.Actor.String(), "", ""
-		if e.Context.Owner != nil {
-			st.Owner = e.Context.Owner.String()
-		}
-		if e.Context.Authority != nil {
-			st.Authority = e.Context.Authority.String()
-		}
-		st.World, st.Purpose = e.Context.World, e.Context.Purpose
-		st.Grants = slices.Clone(e.Grants)
-		st.Tokens = s.cfg.Tokens
-		st.Trace, st.CallID = "", ""
+// attach builds the MCP server of a principal whose host and session were just opened.
+func (s *Server) attach(_ context.Context, p *principal) (*surface, error) {
+	if err := p.Host.GrantErr; err != nil {
+		s.log.Warn("grant files of token refused; authority is unavailable (every call denied)", "token", p.ID, "err", err)
 	}
-	prep, err := host.Prepare(&st, s.cfg.Clock, host.Needs{Planes: true, Actor: true, HoldConnections: true, SpoolAudit: true})
-	if err != nil {
-		return nil, &TokenError{ID: e.ID, Err: err}
-	}
-	if prep.GrantErr != nil {
-		s.log.Warn("grant files of token refused; authority is unavailable (every call denied)", "token", e.ID, "err", prep.GrantErr)
-	}
-	h, err := prep.Open(ctx)
-	if err != nil {
-		_ = prep.Close()
-		return nil, &TokenError{ID: e.ID, Err: err}
-	}
-	sess, err := h.NewSession(s.cfg.Clock)
-	if err != nil {
-		_ = prep.Close()
-		return nil, &TokenError{ID: e.ID, Err: err}
-	}
-	log := s.log.With("token", e.ID)
-	sess.OnReload = func(err error) {
+	log := s.log.With("token", p.ID)
+	p.Session.OnReload = func(err error) {
 		if err != nil {
 			log.Warn("grant files changed and were refused; authority is unavailable (every call denied)", "err", err)
 			return
 		}
 		log.Info("grant files changed; reloaded")
 	}
-	p := &principal{id: e.ID, key: key, prep: prep}
-	p.srv = mcpserver.New(mcpserver.Options{Backend: sess, Version: s.cfg.Version, Logger: log, OperatorHint: s.cfg.OperatorHint,
-		Escalations: EscalationResolver(sess), PollInterval: s.cfg.PollInterval,
-		Metadata: map[string]any{"token": e.ID}})
-	actx := h.Turn.Context()
+	sf := &surface{}
+	sf.srv = mcpserver.New(mcpserver.Options{Backend: p.Session, Version: s.cfg.Version, Logger: log, OperatorHint: s.cfg.OperatorHint,
+		Escalations: EscalationResolver(p.Session), PollInterval: s.cfg.PollInterval,
+		Metadata: map[string]any{"token": p.ID}})
+	actx := p.Host.Turn.Context()
 	log.Info("token ready", "actor", actx.Actor.String(), "owner", actx.Owner.String(), "world", actx.World,
 		"namespaces", strings.Join(actx.EnabledToolNamespaces, ","))
-	return p, nil
+	return sf, nil
 }
 
 // TokenError is a token whose host could not be opened (ID "": the tokens file itself is
@@ -361,29 +302,22 @@ func (s *Server) sweep(f *tokens.File) {
 		if e.Expired(now) {
 			continue
 		}
-		keep[fingerprint(e)] = true
+		keep[host.PrincipalKey(e)] = true
 		if !e.ExpiresAt.IsZero() && (s.nextExpiry.IsZero() || e.ExpiresAt.Before(s.nextExpiry)) {
 			s.nextExpiry = e.ExpiresAt
 		}
 	}
-	var gone []*principal
-	for k, p := range s.principals {
-		if !keep[k] {
-			gone = append(gone, p)
-			delete(s.principals, k)
-		}
-	}
 	s.mu.Unlock()
-	for _, p := range gone {
-		s.log.Info("token revoked, changed or expired; its sessions are closed", "token", p.id)
+	for _, p := range s.principals.Retain(func(key string) bool { return keep[key] }) {
+		s.log.Info("token revoked, changed or expired; its sessions are closed", "token", p.ID)
 		go s.retire(p)
 	}
 }
 
 func (s *Server) retire(p *principal) {
-	p.srv.CloseSessions()
-	p.busy.Wait()
-	_ = p.prep.Close()
+	p.Surface.srv.CloseSessions()
+	p.Surface.busy.Wait()
+	_ = p.Close()
 }
 
 // problem writes a JSON error body.
@@ -461,9 +395,9 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 		s.inflight.Add(1)
 		defer s.inflight.Done()
 	}
-	p.busy.Add(1)
+	p.Surface.busy.Add(1)
 	s.mu.Unlock()
-	defer p.busy.Done()
+	defer p.Surface.busy.Done()
 
 	if r.Body != nil && r.Method != http.MethodGet {
 		if r.ContentLength > s.cfg.MaxBody {
@@ -488,7 +422,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 		owner := s.bindings[sid]
 		s.mu.Unlock()
 		if owner != nil && owner != p {
-			s.log.Warn("request refused: session of another token", "token", p.id, "remote", r.RemoteAddr)
+			s.log.Warn("request refused: session of another token", "token", p.ID, "remote", r.RemoteAddr)
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden", "message": "this session belongs to another token"})
 			return
 		}
@@ -500,25 +434,26 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 		return
 	}
 	// A POST without a session id may create a session: reserve a place under the cap.
-	p.mu.Lock()
-	if p.sessions >= s.cfg.MaxSessions {
-		p.mu.Unlock()
-		s.log.Warn("request refused: too many sessions", "token", p.id, "max", s.cfg.MaxSessions)
+	sf := p.Surface
+	sf.mu.Lock()
+	if sf.sessions >= s.cfg.MaxSessions {
+		sf.mu.Unlock()
+		s.log.Warn("request refused: too many sessions", "token", p.ID, "max", s.cfg.MaxSessions)
 		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too_many_sessions",
 			"message": fmt.Sprintf("this token has %d open sessions, the most allowed; close one (DELETE /mcp) or wait for one to time out", s.cfg.MaxSessions)})
 		return
 	}
-	p.sessions++
-	p.mu.Unlock()
+	sf.sessions++
+	sf.mu.Unlock()
 	// The place is given back before the client can see an answer that opened no
 	// session (a discovery probe, an error): otherwise its next request, sent as soon as
 	// it reads that answer, could find the place still taken and be refused 429.
 	var once sync.Once
 	unreserve := func() {
 		once.Do(func() {
-			p.mu.Lock()
-			p.sessions--
-			p.mu.Unlock()
+			sf.mu.Lock()
+			sf.sessions--
+			sf.mu.Unlock()
 		})
 	}
 	rec := &recorder{ResponseWriter: w, onHeader: func(h http.Header) {
@@ -534,7 +469,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Hand
 	id := rec.Header().Get("Mcp-Session-Id")
 	var live *mcp.ServerSession
 	if id != "" {
-		for ss := range p.srv.MCP().Sessions() {
+		for ss := range sf.srv.MCP().Sessions() {
 			if ss.ID() == id {
 				live = ss
 			}
@@ -595,14 +530,12 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Sessions is the number of open sessions (and sessions being created) of a token id.
 func (s *Server) Sessions(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for _, p := range s.principals {
-		if p.id == id {
-			p.mu.Lock()
-			n += p.sessions
-			p.mu.Unlock()
+	for _, p := range s.principals.All() {
+		if p.ID == id {
+			p.Surface.mu.Lock()
+			n += p.Surface.sessions
+			p.Surface.mu.Unlock()
 		}
 	}
 	return n
@@ -622,36 +555,24 @@ func (s *Server) Drain(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("in-flight requests did not finish: %w", ctx.Err())
 	}
-	s.mu.Lock()
-	ps := make([]*principal, 0, len(s.principals))
-	for _, p := range s.principals {
-		ps = append(ps, p)
-	}
-	s.mu.Unlock()
-	for _, p := range ps {
-		p.srv.CloseSessions()
+	for _, p := range s.principals.All() {
+		p.Surface.srv.CloseSessions()
 	}
 	return err
 }
 
-// Close closes every session and releases every token's host.
+// Close closes every session and releases every token's host, and the state database
+// once the last host is released.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		if s.stopSweep != nil {
 			close(s.stopSweep)
 		}
 	})
-	s.mu.Lock()
-	ps := make([]*principal, 0, len(s.principals))
-	for k, p := range s.principals {
-		ps = append(ps, p)
-		delete(s.principals, k)
-	}
-	s.mu.Unlock()
-	for _, p := range ps {
-		p.srv.CloseSessions()
-		_ = p.prep.Close()
-	}
+	_ = s.principals.Close(func(p *principal) {
+		p.Surface.srv.CloseSessions()
+		_ = p.Close()
+	})
 }
 
 // EscalationResolver resolves a latched escalation from the state database of a session's

@@ -254,16 +254,14 @@ func TestUnauthorized(t *testing.T) {
 		t.Fatalf("valid token %d", resp.StatusCode)
 	}
 	var old *principal
-	f.srv.mu.Lock()
-	for _, p := range f.srv.principals {
-		if p.id == "old" {
+	for _, p := range f.srv.principals.All() {
+		if p.ID == "old" {
 			old = p
 		}
 	}
-	f.srv.mu.Unlock()
 	open := func() int {
 		n := 0
-		for range old.srv.MCP().Sessions() {
+		for range old.Surface.srv.MCP().Sessions() {
 			n++
 		}
 		return n
@@ -330,10 +328,17 @@ func TestTwoTokensIsolated(t *testing.T) {
 	if la.Meta[mcpserver.MetaCatalogHash] == lb.Meta[mcpserver.MetaCatalogHash] {
 		t.Fatal("same catalogue hash for different tool sets")
 	}
-	// Each token's host writes its write-ahead records through a spool of its own
-	// (sqlitestore.EnableSpool): two files per token.
-	if files, _ := filepath.Glob(filepath.Join(sqlitestore.SpoolDir(f.state), "*.spool")); len(files) != 4 {
-		t.Fatalf("spool files with two tokens served: %q, want two per token", files)
+	// The tokens' hosts share one state database handle (host.Principals), which writes
+	// the write-ahead records of every token through one spool (sqlitestore.EnableSpool):
+	// two files in all. What stays per token is the host: context, grant files, kernel,
+	// planes, gateway, session and MCP server.
+	if files, _ := filepath.Glob(filepath.Join(sqlitestore.SpoolDir(f.state), "*.spool")); len(files) != 2 {
+		t.Fatalf("spool files with two tokens served: %q, want the shared handle's two", files)
+	}
+	ps := f.srv.principals.All()
+	if len(ps) != 2 || ps[0].Host.Store != ps[1].Host.Store || ps[0].Host.Store != f.srv.principals.Store() ||
+		ps[0].Host == ps[1].Host || ps[0].Session == ps[1].Session || ps[0].Surface.srv == ps[1].Surface.srv {
+		t.Fatalf("two tokens: %d principals; want their own hosts, sessions and servers over one store handle", len(ps))
 	}
 	if r := call(t, alice, "files.read", map[string]any{"path": []string{"notes", "todo.md"}}); r.IsError {
 		t.Fatalf("alice read: %+v", r)
@@ -808,14 +813,12 @@ func TestTokenAddedWhileRunning(t *testing.T) {
 			t.Fatalf("first request %d of a new token: %d", i, c)
 		}
 	}
-	f.srv.mu.Lock()
 	n := 0
-	for _, p := range f.srv.principals {
-		if p.id == "carol" {
+	for _, p := range f.srv.principals.All() {
+		if p.ID == "carol" {
 			n++
 		}
 	}
-	f.srv.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d hosts for one token", n)
 	}

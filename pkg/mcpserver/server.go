@@ -72,8 +72,13 @@ type Backend interface {
 	InputsDigest(ctx context.Context) (string, error)
 	// Definition returns a registered tool's definition, or nil.
 	Definition(name string) *kernel.ToolDefinition
-	// RecordEscalation records the escalation asked by call callID in turn t.
-	RecordEscalation(ctx context.Context, t *kernel.Turn, callID, reason string) (kernel.Escalation, error)
+	// EscalateIfOffered records the escalation asked by call in turn t when call is
+	// sharedos.escalate and the turn's catalogue offers it (host.Escalations' one
+	// "offered ⇒ record, not run" branch): escalated=false means the call is invoked as
+	// any other. With escalated=true, err is nil (recorded), a
+	// *kernel.EscalationRefusedError (refused, nothing recorded), an error wrapping the
+	// catalogue's failure (ErrCatalogue semantics: host.CatalogueError) or an outage.
+	EscalateIfOffered(ctx context.Context, t *kernel.Turn, call kernel.ToolCall) (esc kernel.Escalation, escalated bool, err error)
 }
 
 // Resolution is an operator's answer to an escalation.
@@ -545,14 +550,8 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 	call := kernel.ToolCall{ID: s.opts.NewID(), Tool: name, Arguments: args, TraceID: actx.TraceID, RequestedAt: actx.Now}
 
 	// The escalation latch: an offered sharedos.escalate is recorded, not executed.
-	if name == kernel.EscalationToolName {
-		tools, err := turn.ListTools(ctx)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool catalogue is unavailable: " + err.Error()}
-		}
-		if kernel.EscalationOffered(tools) {
-			return s.escalate(ctx, st, turn, call, extraMeta)
-		}
+	if esc, escalated, err := s.opts.Backend.EscalateIfOffered(ctx, turn, call); escalated {
+		return s.escalate(st, turn, call, esc, err, extraMeta)
 	}
 
 	res := turn.InvokeTool(ctx, call)
@@ -637,10 +636,14 @@ func (s *Server) checkLatch(ctx context.Context, st *session) (map[string]any, s
 	return extra, st.latch, nil
 }
 
-func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, call kernel.ToolCall, extra map[string]any) (mcp.Result, error) {
-	reason := kernel.EscalationReason(call.Arguments)
-	esc, err := s.opts.Backend.RecordEscalation(ctx, turn, call.ID, reason)
+// escalate answers an offered escalation (Backend.EscalateIfOffered): recorded, the
+// session latches; refused, the call is denied; the catalogue unavailable, a JSON-RPC
+// error; the record unwritten, a failed call.
+func (s *Server) escalate(st *session, turn *kernel.Turn, call kernel.ToolCall, esc kernel.Escalation, err error, extra map[string]any) (mcp.Result, error) {
 	var refused *kernel.EscalationRefusedError
+	if errors.Is(err, kernel.ErrCatalogueUnavailable) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
 	if errors.As(err, &refused) {
 		// the escalation's own authorization refused it (its grant's uses are spent)
 		res := kernel.DeniedResult(call, turn.Context().Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))

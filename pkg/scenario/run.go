@@ -633,14 +633,8 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 			_, err := r.newRecords(ctx) // a dry run writes none; keep the count right
 			return err
 		}
-		if call.Tool == kernel.EscalationToolName {
-			tools, err := t.ListTools(ctx)
-			if err != nil {
-				return err
-			}
-			if kernel.EscalationOffered(tools) {
-				return r.escalate(ctx, t, call, o)
-			}
+		if _, escalated, err := r.h.Escalations().EscalateIfOffered(ctx, t, call); escalated {
+			return r.escalated(ctx, err, o)
 		}
 		res := t.InvokeTool(ctx, call)
 		o.Status, o.Gate, o.Cause = string(res.Status), string(res.Gate), string(res.Cause)
@@ -701,23 +695,21 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 	return nil
 }
 
-// escalate records an offered escalation as `tools call sharedos.escalate` does: the
-// turn ends escalated (exit 5), or the escalation's own authorization refuses it.
-func (r *runner) escalate(ctx context.Context, t *kernel.Turn, call kernel.ToolCall, o *Observed) error {
-	esc, err := t.RecordEscalation(ctx, kernel.EscalationReason(call.Arguments), nil)
+// escalated observes an offered escalation (host.Escalations.EscalateIfOffered, as
+// `tools call sharedos.escalate` does): the turn ends escalated (exit 5), or the
+// escalation's own authorization refused it; err is the branch's.
+func (r *runner) escalated(ctx context.Context, err error, o *Observed) error {
 	var refused *kernel.EscalationRefusedError
+	var catalogue *host.CatalogueError
 	switch {
+	case errors.As(err, &catalogue):
+		return catalogue.Err
 	case errors.As(err, &refused):
 		o.Status, o.Code, o.Gate = string(kernel.StatusDenied), string(kernel.ErrorCodeOf(refused.Code)), string(kernel.GateOf(refused.Code))
 		o.Exit = exitDenied
 	case err != nil:
 		return err
 	default:
-		actx := t.Context()
-		rec := sqlitestore.EscalationRecord{World: actx.World, Owner: actx.Owner, TraceID: actx.TraceID, CallID: call.ID, Escalation: esc}
-		if err := r.h.Store.RecordEscalation(ctx, rec); err != nil {
-			return err
-		}
 		o.Status, o.Exit = "escalated", exitEscalated
 	}
 	recs, err := r.newRecords(ctx)

@@ -64,6 +64,7 @@ const escalationColumns = `SELECT e.seq, e.world, e.owner, e.trace_id, e.call_id
 func (s *Store) ListEscalations(ctx context.Context, f EscalationFilter) ([]EscalationRecord, error) {
 	var w where
 	w.eq("e.world", f.World)
+	w.eq("e.call_id", f.CallID)
 	if !f.Owner.IsZero() {
 		w.add("e.owner = ?", f.Owner.String())
 	}

@@ -237,6 +237,8 @@ type EscalationFilter struct {
 	Owner kernel.Address
 	// Status keeps escalations of this status: pending, approved or denied ("": any).
 	Status string
+	// CallID keeps the escalation recorded for this escalate call's id ("": any).
+	CallID string
 	// Limit caps the number of records returned (0: no limit).
 	Limit int
 }

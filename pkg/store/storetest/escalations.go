@@ -108,6 +108,9 @@ func testEscalations(t T, c Config) {
 		{"limit", store.EscalationFilter{Limit: 2}, []string{"c3", "c2"}},
 		{"filter before the limit", store.EscalationFilter{Owner: alice, Limit: 1}, []string{"c3"}},
 		{"filter before the limit, world", store.EscalationFilter{World: world1, Limit: 1}, []string{"c2"}},
+		{"call id", store.EscalationFilter{CallID: "c2"}, []string{"c2"}},
+		{"call id before the limit", store.EscalationFilter{CallID: "c1", Limit: 1}, []string{"c1"}},
+		{"call id and another owner", store.EscalationFilter{CallID: "c2", Owner: alice}, nil},
 	}
 	for _, tc := range cases {
 		if got := calls(list(t, st, tc.f)); !sameStrings(got, tc.want) {
