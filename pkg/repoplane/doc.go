@@ -63,6 +63,15 @@
 //     with a file outside the root) and never waits on a FIFO; otherwise it is skipped
 //     and the commit stands.
 //
+// # Operations in progress
+//
+// repo.status lists the operations git left in progress (inProgress: merge,
+// cherry-pick, revert, rebase, am, bisect). repo.commit completes a merge as git commit
+// does (MERGE_HEAD becomes the further parents; MERGE_HEAD, MERGE_MSG, MERGE_MODE and
+// AUTO_MERGE are removed), refuses during a cherry-pick, revert, rebase or am with
+// operation_in_progress (only git's --continue records those correctly), and commits
+// normally during a bisect. inprogress.go gives the reasons.
+//
 // # Frozen paths
 //
 // The host fills ProviderOptions.Frozen with the host ceiling's frozen files paths, so

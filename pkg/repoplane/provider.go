@@ -47,6 +47,9 @@ const (
 	CodeInvalidInput kernel.ErrorCode = "invalid_input"
 	// CodeUnmerged: the index has unresolved merge conflicts, so nothing can be committed. Failed.
 	CodeUnmerged kernel.ErrorCode = "unmerged_paths"
+	// CodeOperationInProgress: a cherry-pick, revert, rebase or am is in progress, which
+	// only git can finish (a merge in progress is completed by repo.commit). Failed.
+	CodeOperationInProgress kernel.ErrorCode = "operation_in_progress"
 	// CodeUnsupportedAction: the action is not one of the five. Failed.
 	CodeUnsupportedAction kernel.ErrorCode = "unsupported_action"
 	// CodeProviderError: the repository is corrupt or the file system failed. Failed.

@@ -115,14 +115,18 @@ func statusOutputSchema() map[string]any {
 			".", "M", "D", "T", "A", "U", "?"),
 	}, "path", "staging", "worktree")
 	return obj(map[string]any{
-		"path":      outRepoPath(),
-		"branch":    nullableStr("Current branch (short name, also on an unborn branch); null when HEAD is detached."),
-		"head":      nullableStr("Commit hash of HEAD; null before the first commit."),
-		"detached":  boolean("True when HEAD names a commit rather than a branch."),
-		"clean":     boolean("True when entries is empty."),
+		"path":     outRepoPath(),
+		"branch":   nullableStr("Current branch (short name, also on an unborn branch); null when HEAD is detached."),
+		"head":     nullableStr("Commit hash of HEAD; null before the first commit."),
+		"detached": boolean("True when HEAD names a commit rather than a branch."),
+		"clean":    boolean("True when entries is empty."),
+		"inProgress": described(map[string]any{"type": "array", "items": letter("An operation in progress.",
+			"merge", "cherry-pick", "revert", "rebase", "am", "bisect")},
+			"Operations git left in progress, as git status reports them: \"merge\" (repo.commit completes it with MERGE_HEAD as a further parent), "+
+				"\"cherry-pick\", \"revert\", \"rebase\" and \"am\" (repo.commit refuses with operation_in_progress; finish them with git), \"bisect\" (commits are allowed). Empty when none."),
 		"entries":   described(map[string]any{"type": "array", "items": entry}, "Changed and staged files sorted by path, then untracked files sorted by path (git's porcelain order); untracked files are listed one by one (git status -uall), a nested repository as one entry. Ignored files are never listed."),
 		"truncated": boolean("True when more than 10000 entries existed and only the first were returned."),
-	}, "path", "branch", "head", "detached", "clean", "entries", "truncated")
+	}, "path", "branch", "head", "detached", "clean", "inProgress", "entries", "truncated")
 }
 
 func diffOutputSchema() map[string]any {

@@ -13,13 +13,16 @@ import (
 
 // StatusOutput is the output of repo.status (see the tool's outputSchema).
 type StatusOutput struct {
-	Path      []string      `json:"path"`
-	Branch    *string       `json:"branch"`
-	Head      *string       `json:"head"`
-	Detached  bool          `json:"detached"`
-	Clean     bool          `json:"clean"`
-	Entries   []StatusEntry `json:"entries"`
-	Truncated bool          `json:"truncated"`
+	Path     []string `json:"path"`
+	Branch   *string  `json:"branch"`
+	Head     *string  `json:"head"`
+	Detached bool     `json:"detached"`
+	Clean    bool     `json:"clean"`
+	// InProgress lists the operations git left in progress (merge, cherry-pick,
+	// revert, rebase, am, bisect), as git status reports them; empty when none.
+	InProgress []string      `json:"inProgress"`
+	Entries    []StatusEntry `json:"entries"`
+	Truncated  bool          `json:"truncated"`
 }
 
 // StatusEntry is one path of repo.status with porcelain-style letters ("." = unchanged).
@@ -145,7 +148,7 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		return all[i].path < all[j].path
 	})
 	out := StatusOutput{Path: r.path, Branch: head.branch(), Head: head.head(), Detached: head.ref == "",
-		Entries: make([]StatusEntry, 0, min(len(all), maxStatusEntries))}
+		InProgress: r.inProgress(), Entries: make([]StatusEntry, 0, min(len(all), maxStatusEntries))}
 	for _, rw := range all {
 		if len(out.Entries) == maxStatusEntries {
 			out.Truncated = true

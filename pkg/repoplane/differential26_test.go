@@ -1,0 +1,205 @@
+package repoplane
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// The twin harness (issue 26): a situation is built once with the real git, the
+// repository is copied, and then sharedos acts on one copy and git on the other. The
+// copies are compared by what git itself reads back: status, the staged index (git
+// ls-files -s), and the commit (git cat-file -p HEAD without the author, committer
+// and message lines, so the tree and every parent are compared).
+
+type twin struct {
+	t      *testing.T
+	e      *testEnv
+	theirs string
+}
+
+func newTwin(t *testing.T, build func(dir string)) *twin {
+	t.Helper()
+	needGit(t)
+	e := newEnv(t)
+	build(e.dir)
+	tw := &twin{t: t, e: e, theirs: filepath.Join(e.root, "theirs")}
+	cloneDir(t, e.dir, tw.theirs)
+	return tw
+}
+
+func (tw *twin) git(args ...string) string {
+	tw.t.Helper()
+	return runGit(tw.t, tw.theirs, args...)
+}
+
+// sameStatus compares repo.status with git status on the twin.
+func (tw *twin) sameStatus() {
+	tw.t.Helper()
+	sameLines(tw.t, porcelain(tw.e.status()), gitPorcelainExact(tw.t, tw.theirs))
+}
+
+// sameIndex compares the two indexes as git ls-files -s lists them.
+func (tw *twin) sameIndex() {
+	tw.t.Helper()
+	if got, want := runGitStdout(tw.t, tw.e.dir, "ls-files", "-s"), runGitStdout(tw.t, tw.theirs, "ls-files", "-s"); got != want {
+		tw.t.Fatalf("index:\n%s\ngit:\n%s", got, want)
+	}
+}
+
+// headObject is git cat-file -p HEAD reduced to its tree and parent lines.
+func headObject(t *testing.T, dir string) string {
+	t.Helper()
+	var keep []string
+	for _, l := range strings.Split(runGitStdout(t, dir, "cat-file", "-p", "HEAD"), "\n") {
+		if strings.HasPrefix(l, "tree ") || strings.HasPrefix(l, "parent ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// commitBoth commits with repo.commit and git commit and compares the results.
+func (tw *twin) commitBoth() CommitOutput {
+	tw.t.Helper()
+	out := tw.e.commit("ours")
+	tw.git("commit", "-q", "-m", "theirs")
+	if got, want := headObject(tw.t, tw.e.dir), headObject(tw.t, tw.theirs); got != want {
+		tw.t.Fatalf("commit:\n%s\ngit commit:\n%s", got, want)
+	}
+	tw.sameIndex()
+	tw.sameStatus()
+	return out
+}
+
+// gitSays reports whether git status (long format) on dir holds phrase.
+func gitSays(t *testing.T, dir, phrase string) bool {
+	t.Helper()
+	return strings.Contains(runGitStdout(t, dir, "status"), phrase)
+}
+
+// conflictRepo builds main and side editing a.txt differently (and side adding s.txt).
+func conflictRepo(t *testing.T, dir string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "a.txt"), "base\n")
+	commitAll(t, dir, "base")
+	runGit(t, dir, "checkout", "-q", "-b", "side")
+	writeFile(t, filepath.Join(dir, "a.txt"), "side\n")
+	writeFile(t, filepath.Join(dir, "s.txt"), "side file\n")
+	commitAll(t, dir, "side")
+	runGit(t, dir, "checkout", "-q", "main")
+	writeFile(t, filepath.Join(dir, "a.txt"), "main\n")
+	commitAll(t, dir, "main")
+}
+
+// TestTwinMergeCommit: a commit with MERGE_HEAD present records it as the second
+// parent and clears the merge state, exactly as git commit.
+func TestTwinMergeCommit(t *testing.T) {
+	tw := newTwin(t, func(dir string) {
+		conflictRepo(t, dir)
+		if _, err := tryGit(dir, "merge", "-q", "side"); err == nil {
+			t.Fatal("the merge did not conflict")
+		}
+		writeFile(t, filepath.Join(dir, "a.txt"), "resolved\n")
+		runGit(t, dir, "add", "a.txt")
+	})
+	st := tw.e.status()
+	if strings.Join(st.InProgress, ",") != "merge" || !gitSays(t, tw.theirs, "still merging") {
+		t.Fatalf("inProgress = %v; git status:\n%s", st.InProgress, runGitStdout(t, tw.theirs, "status"))
+	}
+	tw.sameStatus()
+	out := tw.commitBoth()
+	if len(out.Parents) != 2 {
+		t.Fatalf("parents %v", out.Parents)
+	}
+	for _, name := range mergeStateFiles {
+		mustExist(t, filepath.Join(tw.e.dir, ".git", name), false)
+	}
+	if st := tw.e.status(); len(st.InProgress) != 0 {
+		t.Fatalf("inProgress after the commit: %v", st.InProgress)
+	}
+	if got := runGitStdout(t, tw.e.dir, "reflog", "-1", "--format=%gs"); !strings.HasPrefix(got, "commit (merge): ours") {
+		t.Fatalf("reflog %q", got)
+	}
+}
+
+// TestTwinMergeOursTree: a merge whose result equals HEAD's tree (-s ours) is still
+// committed, as git commit does.
+func TestTwinMergeOursTree(t *testing.T) {
+	tw := newTwin(t, func(dir string) {
+		conflictRepo(t, dir)
+		runGit(t, dir, "merge", "-q", "--no-commit", "-s", "ours", "side")
+	})
+	tw.sameStatus()
+	if out := tw.commitBoth(); len(out.Parents) != 2 {
+		t.Fatalf("parents %v", out.Parents)
+	}
+}
+
+// TestTwinRefusedOperations: a commit during a cherry-pick, revert or rebase is refused
+// with operation_in_progress and changes nothing; status names the operation as git
+// status does. During a bisect, commit works as git commit does.
+func TestTwinRefusedOperations(t *testing.T) {
+	cases := []struct {
+		op, phrase string
+		start      func(t *testing.T, dir string)
+	}{
+		{"cherry-pick", "cherry-picking", func(t *testing.T, dir string) {
+			if _, err := tryGit(dir, "cherry-pick", "side"); err == nil {
+				t.Fatal("no conflict")
+			}
+		}},
+		{"revert", "reverting", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "a.txt"), "main 2\n")
+			commitAll(t, dir, "main 2")
+			if _, err := tryGit(dir, "revert", "--no-edit", "HEAD~1"); err == nil {
+				t.Fatal("no conflict")
+			}
+		}},
+		{"rebase", "rebase in progress", func(t *testing.T, dir string) {
+			if _, err := tryGit(dir, "rebase", "side"); err == nil {
+				t.Fatal("no conflict")
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.op, func(t *testing.T) {
+			tw := newTwin(t, func(dir string) {
+				conflictRepo(t, dir)
+				c.start(t, dir)
+				writeFile(t, filepath.Join(dir, "a.txt"), "resolved\n")
+				runGit(t, dir, "add", "a.txt")
+			})
+			if st := tw.e.status(); strings.Join(st.InProgress, ",") != c.op || !gitSays(t, tw.theirs, c.phrase) {
+				t.Fatalf("inProgress = %v; git status:\n%s", st.InProgress, runGitStdout(t, tw.theirs, "status"))
+			}
+			tw.sameStatus()
+			before := runGitStdout(t, tw.e.dir, "rev-parse", "HEAD")
+			idx, _ := os.ReadFile(filepath.Join(tw.e.dir, ".git", "index"))
+			tw.e.fail(ActionCommit, CommitInput{Message: "ours"}, kernel.StatusFailed, CodeOperationInProgress)
+			if after := runGitStdout(t, tw.e.dir, "rev-parse", "HEAD"); after != before {
+				t.Fatalf("HEAD moved: %s -> %s", before, after)
+			}
+			if idx2, _ := os.ReadFile(filepath.Join(tw.e.dir, ".git", "index")); string(idx2) != string(idx) {
+				t.Fatal("the index changed")
+			}
+			tw.sameStatus()
+		})
+	}
+	t.Run("bisect", func(t *testing.T) {
+		tw := newTwin(t, func(dir string) {
+			conflictRepo(t, dir)
+			runGit(t, dir, "bisect", "start")
+			writeFile(t, filepath.Join(dir, "b.txt"), "b\n")
+			runGit(t, dir, "add", "b.txt")
+		})
+		if st := tw.e.status(); strings.Join(st.InProgress, ",") != "bisect" || !gitSays(t, tw.theirs, "bisecting") {
+			t.Fatalf("inProgress = %v", st.InProgress)
+		}
+		tw.commitBoth()
+		mustExist(t, filepath.Join(tw.e.dir, ".git", "BISECT_LOG"), true)
+	})
+}
