@@ -203,3 +203,34 @@ func TestTwinRefusedOperations(t *testing.T) {
 		mustExist(t, filepath.Join(tw.e.dir, ".git", "BISECT_LOG"), true)
 	})
 }
+
+// TestTwinExcludesFiles: the operator's excludes files act as git's core.excludesFile
+// does (below .git/info/exclude and .gitignore, which may re-include), and the
+// repository's own core.excludesFile, pointing outside the root, is never read.
+func TestTwinExcludesFiles(t *testing.T) {
+	tw := newTwin(t, func(dir string) {
+		writeFile(t, filepath.Join(dir, "README"), "r\n")
+		commitAll(t, dir, "init")
+		for _, p := range []string{"app/.env", "app/key.pem", "app/keep.pem", "app/main.go", "app/x.log"} {
+			writeFile(t, filepath.Join(dir, p), "secret\n")
+		}
+		writeFile(t, filepath.Join(dir, "app/.gitignore"), "!keep.pem\n")
+	})
+	excl := filepath.Join(t.TempDir(), "ignore")
+	writeFile(t, excl, ".env\n*.pem\n*.log\n")
+	writeFile(t, filepath.Join(tw.e.dir, ".git/info/exclude"), "!x.log\n")
+	writeFile(t, filepath.Join(tw.theirs, ".git/info/exclude"), "!x.log\n")
+	tw.git("config", "core.excludesFile", excl)
+	// a repository's own setting naming a file outside the root: never followed
+	evil := filepath.Join(t.TempDir(), "evil")
+	writeFile(t, evil, "*.go\n")
+	runGit(t, tw.e.dir, "config", "core.excludesFile", evil)
+	tw.e.setProvider(ProviderOptions{ExcludesFiles: []string{excl}})
+	tw.sameStatus()
+	tw.e.stage("app")
+	tw.git("add", "app")
+	tw.sameIndex()
+	tw.sameStatus()
+	tw.e.fail(ActionStage, StageInput{Pathspec: specOf("app/.env")}, kernel.StatusFailed, CodeInvalidInput)
+	tw.sameIndex()
+}

@@ -10,7 +10,7 @@
 // A repository is untrusted input: anyone able to write into the working tree can
 // write its .git directory too. The provider therefore guarantees, whatever the
 // repository contains, that no tool executes a program and that nothing outside the
-// root is read or written:
+// root is read or written (except the operator's excludes files, read-only):
 //
 //   - Nothing is ever executed. The package does not import os/exec; hooks
 //     (including core.hooksPath), clean/smudge filters, diff.*.textconv, external diff
@@ -21,11 +21,15 @@
 //     a filter attribute is never acted on, so such content is taken as it is.
 //   - Attributes come from .gitattributes files and .git/info/attributes only
 //     (core.attributesFile and the global attributes file are never read); excludes
-//     from .gitignore files and .git/info/exclude, matched by the package's own
-//     wildmatch with git's precedence.
+//     from .gitignore files, .git/info/exclude and ProviderOptions.ExcludesFiles (the
+//     operator's stand-in for core.excludesFile: config repo.excludesFiles, which the
+//     host defaults to the user's global git ignore file, $XDG_CONFIG_HOME/git/ignore
+//     or ~/.config/git/ignore, when that exists outside the root), matched by the
+//     package's own wildmatch with git's precedence.
 //   - Only .git/config is read. System and global configuration (~/.gitconfig,
-//     $XDG_CONFIG_HOME/git, core.excludesFile) are never opened; the commit identity
-//     comes from ProviderOptions or the acting principal, never from git config.
+//     $XDG_CONFIG_HOME/git) and a core.excludesFile any configuration names are never
+//     opened; the commit identity comes from ProviderOptions or the acting principal,
+//     never from git config.
 //   - Everything is opened through os.Root descriptors: the root, then each path
 //     segment (a symbolic link in the repository path is path_escape), then .git. go-git's
 //     storage runs on a billy.Filesystem over the .git os.Root, so no name it resolves

@@ -88,6 +88,15 @@ type ProviderOptions struct {
 	// one (host_policy_denied) and, staging a directory that holds one, leaves the
 	// frozen subtree's index entries untouched.
 	Frozen [][]string
+	// ExcludesFiles are ignore files (gitignore syntax, patterns relative to each
+	// repository's top) that apply to every repository beneath the root, below
+	// .git/info/exclude and the .gitignore files in precedence: the operator's stand-in
+	// for git's core.excludesFile and global ignore file (config repo.excludesFiles;
+	// the host defaults it to DefaultExcludesFile when that lies outside the root).
+	// They are the only files outside the root the provider opens; they are read per
+	// operation, and one that is missing or unreadable is skipped. A repository's own
+	// configuration (core.excludesFile in .git/config) is never followed.
+	ExcludesFiles []string
 }
 
 // Provider is the "repo" kernel.ResourceProvider: it serves the five repo actions on the
@@ -124,6 +133,12 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, err
 	}
 	opts.Frozen = cloneFrozen(opts.Frozen)
+	opts.ExcludesFiles = append([]string(nil), opts.ExcludesFiles...)
+	for _, f := range opts.ExcludesFiles {
+		if !filepath.IsAbs(f) {
+			return nil, fmt.Errorf("repoplane: excludes file %s is not an absolute path", f)
+		}
+	}
 	return &Provider{root: abs, opts: opts}, nil
 }
 
@@ -285,6 +300,7 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 	}
 	defer r.close()
 	r.frozen = frozen
+	r.excludes = readExcludesFiles(p.opts.ExcludesFiles)
 	return run(r)
 }
 
@@ -473,6 +489,7 @@ type repo struct {
 	st           *filesystem.Storage
 	objs         *objectStore // the bounded object reader (objread.go)
 	frozen       frozenSet    // paths the host froze, relative to the working tree
+	excludes     [][]byte     // the operator's excludes files (ProviderOptions.ExcludesFiles)
 	fileMode     bool         // core.filemode
 	ctime        bool         // core.trustctime
 	reflog       bool         // core.logAllRefUpdates

@@ -12,7 +12,9 @@ const (
 		"first (maxCount, default 20, at most 100)."
 	descStage = "Stage (git add) the additions, modifications and deletions under each pathspec entry " +
 		"of the git repository at path. Ignored files, symbolic links and anything under .git are " +
-		"never staged."
+		"never staged. Ignore rules come from the .gitignore files, .git/info/exclude and the " +
+		"host's excludes files (config repo.excludesFiles; by default the user's global git ignore " +
+		"file), never from a file the repository's own config names."
 	descCommit = "Commit the staged changes of the git repository at path on the current branch with a " +
 		"one-line message. Trailers naming the acting principal, the authority and the world are " +
 		"appended."

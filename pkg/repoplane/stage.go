@@ -103,7 +103,7 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 			}
 		}
 		if !found && r.ignoredPath(e) {
-			return nil, failed(CodeInvalidInput, "%s is ignored by a .gitignore rule and is not staged", e)
+			return nil, failed(CodeInvalidInput, "%s is ignored (by .gitignore, .git/info/exclude or the host's excludes files) and is not staged", e)
 		}
 	}
 	for _, c := range w.out {
