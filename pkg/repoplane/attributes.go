@@ -12,10 +12,8 @@ import (
 )
 
 // This file reads git's attributes (.gitattributes in each directory and
-// .git/info/attributes) for the few attributes sharedos applies itself, as data:
-// text, eol and the legacy crlf (end-of-line conversion, eol.go) and diff (binary or
-// text, and the built-in function-name patterns of a diff driver). Attributes naming
-// programs (filter, diff drivers' textconv and command) are read but never acted on.
+// .git/info/attributes) for the attributes sharedos applies itself, as data, or
+// declines: see attributeTable (doc.go) for every attribute git knows.
 // core.attributesFile and the global attributes file are never opened.
 
 const maxAttrFileBytes = 1 << 20
@@ -64,9 +62,9 @@ func (r *repo) attributes() *attrCache {
 // fileAttrs are the attributes sharedos acts on.
 type fileAttrs struct {
 	text, eol, crlf, diff attrState
+	filter, ident         attrState
+	wtEncoding            attrState // working-tree-encoding
 }
-
-var wantedAttrs = []string{"text", "eol", "crlf", "diff"}
 
 // lookup returns the attributes of path (repository-relative, a file).
 func (c *attrCache) lookup(path string) fileAttrs {
@@ -116,7 +114,8 @@ func (c *attrCache) lookup(path string) fileAttrs {
 			}
 		}
 	}
-	return fileAttrs{text: got["text"], eol: got["eol"], crlf: got["crlf"], diff: got["diff"]}
+	return fileAttrs{text: got["text"], eol: got["eol"], crlf: got["crlf"], diff: got["diff"],
+		filter: got["filter"], ident: got["ident"], wtEncoding: got["working-tree-encoding"]}
 }
 
 // loadBase reads info/attributes and the macros (built-in binary, and [attr] lines of
@@ -161,6 +160,11 @@ func (c *attrCache) forget(name string) {
 		c.gone = map[string]bool{}
 	}
 	c.gone[name] = true
+	dir := ""
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		dir = name[:i]
+	}
+	delete(c.dirs, dir) // read again, without the index copy
 }
 
 // read returns an attributes file from the working tree or, when the working tree has

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -233,4 +234,94 @@ func TestTwinExcludesFiles(t *testing.T) {
 	tw.sameStatus()
 	tw.e.fail(ActionStage, StageInput{Pathspec: specOf("app/.env")}, kernel.StatusFailed, CodeInvalidInput)
 	tw.sameIndex()
+}
+
+// lfsTwin builds a repository whose d/*.bin files have filter=lfs, with the filter
+// configured for git as a stand-in for git-lfs (clean keeps the first line, the
+// "pointer"; smudge is the identity). sharedos never runs it: the filter is in
+// .git/config of both copies. File times are set an hour back so that no entry is
+// racily clean.
+func lfsTwin(t *testing.T) *twin {
+	past := time.Now().Add(-time.Hour)
+	return newTwin(t, func(dir string) {
+		runGit(t, dir, "config", "filter.lfs.clean", "head -n 1")
+		runGit(t, dir, "config", "filter.lfs.smudge", "cat")
+		writeFile(t, filepath.Join(dir, ".gitattributes"), "*.bin filter=lfs\n")
+		writeFile(t, filepath.Join(dir, "d/big.bin"), "ptr v1\nBIG SMUDGED CONTENT\n")
+		writeFile(t, filepath.Join(dir, "d/a.txt"), "a\n")
+		for _, p := range []string{".gitattributes", "d/big.bin", "d/a.txt"} {
+			os.Chtimes(filepath.Join(dir, p), past, past)
+		}
+		commitAll(t, dir, "init")
+		if got := runGitStdout(t, dir, "cat-file", "-p", "HEAD:d/big.bin"); got != "ptr v1\n" {
+			t.Fatalf("the clean filter did not run: %q", got)
+		}
+	})
+}
+
+// TestTwinFilterTouched: a filtered file whose stat data changed but not its size is
+// not reported as modified (git runs the clean filter and finds the same pointer).
+func TestTwinFilterTouched(t *testing.T) {
+	tw := lfsTwin(t)
+	earlier := time.Now().Add(-30 * time.Minute)
+	for _, dir := range []string{tw.e.dir, tw.theirs} {
+		os.Chtimes(filepath.Join(dir, "d/big.bin"), earlier, earlier)
+	}
+	tw.sameStatus()
+	if st := tw.e.status(); !st.Clean {
+		t.Fatalf("status: %+v", st.Entries)
+	}
+	// staging the directory changes nothing, as git add does
+	tw.e.stage("d")
+	tw.git("add", "d")
+	tw.sameIndex()
+	tw.sameStatus()
+}
+
+// TestTwinFilterChanged: a changed or new filtered file is reported with its filter,
+// skipped by directory staging (never stored raw), and refused by name.
+func TestTwinFilterChanged(t *testing.T) {
+	tw := lfsTwin(t)
+	past := time.Now().Add(-time.Hour)
+	for _, dir := range []string{tw.e.dir, tw.theirs} {
+		writeFile(t, filepath.Join(dir, "d/big.bin"), "ptr v2\nNEW AND LONGER SMUDGED CONTENT\n")
+		writeFile(t, filepath.Join(dir, "d/new.bin"), "ptr n\nNEW SMUDGED\n")
+		writeFile(t, filepath.Join(dir, "d/a.txt"), "a 2\n")
+		for _, p := range []string{"d/big.bin", "d/new.bin", "d/a.txt"} {
+			os.Chtimes(filepath.Join(dir, p), past, past)
+		}
+	}
+	tw.sameStatus()
+	for _, e := range tw.e.status().Entries {
+		p := strings.Join(e.Path, "/")
+		if want := map[bool]string{true: "lfs", false: ""}[strings.HasSuffix(p, ".bin")]; e.Filter != want {
+			t.Fatalf("%s: filter %q, want %q", p, e.Filter, want)
+		}
+	}
+	d := diffOf(t, tw.e, DiffInput{})
+	for _, f := range d.Files {
+		if f.pathString() == "d/big.bin" && (!f.Binary || f.BinaryReason != binaryFilter || f.Filter != "lfs") {
+			t.Fatalf("diff of d/big.bin: %+v", f)
+		}
+	}
+	idx, _ := os.ReadFile(filepath.Join(tw.e.dir, ".git", "index"))
+	for _, p := range []string{"d/big.bin", "d/new.bin"} {
+		tw.e.fail(ActionStage, StageInput{Pathspec: specOf(p)}, kernel.StatusFailed, CodeFilterRequired)
+		if idx2, _ := os.ReadFile(filepath.Join(tw.e.dir, ".git", "index")); string(idx2) != string(idx) {
+			t.Fatal("the index changed")
+		}
+	}
+	out := tw.e.stage("d")
+	if len(out.Skipped) != 2 || strings.Join(out.Skipped[0].Path, "/") != "d/big.bin" || !strings.Contains(out.Skipped[0].Reason, "filter=lfs") {
+		t.Fatalf("skipped: %+v", out.Skipped)
+	}
+	tw.git("add", "d/a.txt") // what sharedos agreed to stage; git add d would run the filter
+	tw.sameIndex()
+	for _, p := range []string{"d/big.bin", "d/new.bin"} {
+		raw := strings.TrimSpace(runGitStdout(t, tw.e.dir, "hash-object", "--no-filters", p))
+		if _, err := tryGit(tw.e.dir, "cat-file", "-e", raw); err == nil {
+			t.Fatalf("the smudged bytes of %s were stored", p)
+		}
+	}
+	tw.commitBoth()
 }

@@ -50,6 +50,14 @@ const (
 	// CodeOperationInProgress: a cherry-pick, revert, rebase or am is in progress, which
 	// only git can finish (a merge in progress is completed by repo.commit). Failed.
 	CodeOperationInProgress kernel.ErrorCode = "operation_in_progress"
+	// CodeFilterRequired: a path named to stage has a filter attribute (git-lfs…):
+	// staging it would need the filter's clean command, and sharedos never runs a
+	// program. Failed.
+	CodeFilterRequired kernel.ErrorCode = "filter_required"
+	// CodeEncodingUnsupported: a file's working-tree-encoding cannot be converted to
+	// UTF-8 (an encoding sharedos does not know, bytes invalid in it, a missing or
+	// prohibited byte order mark); git refuses such a file too. Failed.
+	CodeEncodingUnsupported kernel.ErrorCode = "encoding_unsupported"
 	// CodeUnsupportedAction: the action is not one of the five. Failed.
 	CodeUnsupportedAction kernel.ErrorCode = "unsupported_action"
 	// CodeProviderError: the repository is corrupt or the file system failed. Failed.

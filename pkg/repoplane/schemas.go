@@ -115,6 +115,9 @@ func statusOutputSchema() map[string]any {
 		"worktree": letter("Working tree against the index: \".\" unchanged, \"M\" modified, \"D\" deleted, "+
 			"\"T\" type changed, \"A\" intended to add (git add -N), \"U\" unmerged, \"?\" untracked.",
 			".", "M", "D", "T", "A", "U", "?"),
+		"filter": str("The filter driver the path's attributes name (git-lfs: \"lfs\"); absent when none. Its clean command is never run: " +
+			"the working tree counts as modified only when its size differs from the one recorded in the index (or the entry is racily clean), " +
+			"and repo.stage leaves the path to git."),
 	}, "path", "staging", "worktree")
 	return obj(map[string]any{
 		"path":     outRepoPath(),
@@ -138,8 +141,13 @@ func diffOutputSchema() map[string]any {
 		"status":    letter("\"A\" added, \"M\" modified, \"D\" deleted, \"R\" renamed (identical content), \"T\" type changed.", "A", "M", "D", "R", "T"),
 		"additions": integer("Lines added (0 for binary files)."),
 		"deletions": integer("Lines deleted (0 for binary files)."),
-		"binary":    boolean("True when either side holds a NUL byte in its first 8000 bytes or is larger than 8 MiB."),
-		"patch":     str("git-style unified patch of this file (3 context lines); empty or cut when the byte budget ran out."),
+		"binary": boolean("True when the patch text is not given; binaryReason says why: \"filter\" (the path's filter attribute names a " +
+			"clean command, never run, so its working-tree bytes are not what git would store), \"attribute\" (-diff or binary), " +
+			"\"size\" (a side larger than 8 MiB), \"nul\" (a NUL byte in a side's first 8000 bytes), \"encoding\" (a side that " +
+			"is not UTF-8, or whose working-tree-encoding cannot be converted; lines are still counted, as git's numstat does)."),
+		"binaryReason": letter("Why binary is true (absent when it is not).", binaryReasons...),
+		"filter":       str("The filter driver the path's attributes name (git-lfs: \"lfs\"); absent when none. sharedos never runs it."),
+		"patch":        str("git-style unified patch of this file (3 context lines); empty or cut when the byte budget ran out."),
 	}, "path", "status", "additions", "deletions", "binary", "patch")
 	return obj(map[string]any{
 		"path":      outRepoPath(),
@@ -174,7 +182,7 @@ func stageOutputSchema() map[string]any {
 		"skipped": described(map[string]any{"type": "array", "items": obj(map[string]any{
 			"path":   relPath("Path relative to the repository."),
 			"reason": str("Why it was not staged."),
-		}, "path", "reason")}, "Paths under the pathspec that were deliberately not staged (nested repositories); absent when none."),
+		}, "path", "reason")}, "Paths under the pathspec that were deliberately not staged (nested repositories, paths whose filter attribute would need a clean command to run); absent when none."),
 	}, "path", "staged")
 }
 

@@ -31,6 +31,9 @@ type StatusEntry struct {
 	OldPath  []string `json:"oldPath,omitempty"`
 	Staging  string   `json:"staging"`
 	Worktree string   `json:"worktree"`
+	// Filter is the filter driver the path's attributes name (git-lfs: "lfs"), whose
+	// clean command sharedos never runs; "" when none.
+	Filter string `json:"filter,omitempty"`
 }
 
 const maxIndexBytes = 1 << 30
@@ -154,7 +157,7 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 			out.Truncated = true
 			break
 		}
-		e := StatusEntry{Path: splitPath(rw.path), Staging: string(rw.x), Worktree: string(rw.y)}
+		e := StatusEntry{Path: splitPath(rw.path), Staging: string(rw.x), Worktree: string(rw.y), Filter: r.filterOf(rw.path)}
 		if rw.old != "" {
 			e.OldPath = splitPath(rw.old)
 		}
@@ -231,6 +234,9 @@ func (r *repo) worktreeBlob(p string, mode uint32) (plumbing.Hash, bool) {
 	if err != nil {
 		return plumbing.ZeroHash, false
 	}
-	action, _ := r.conversion(p)
-	return blobHash(sha1.New(), toGit(data, action, r.indexHasCRLF(p))), true
+	conv, err := r.convertToGit(p, data)
+	if err != nil {
+		return plumbing.ZeroHash, false
+	}
+	return blobHash(sha1.New(), conv), true
 }
