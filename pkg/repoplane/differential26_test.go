@@ -325,3 +325,59 @@ func TestTwinFilterChanged(t *testing.T) {
 	}
 	tw.commitBoth()
 }
+
+// TestLinkedWorktreeAndBareRefusals: a linked worktree (a .git file) is refused with a
+// message naming its .git sanely, also when it is the root itself; a bare repository
+// is refused not_a_repository, as the package doc says.
+func TestLinkedWorktreeAndBareRefusals(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	e.write("f.txt", "f\n")
+	commitAll(t, e.dir, "init")
+	wt := filepath.Join(e.root, "wt")
+	runGit(t, e.dir, "worktree", "add", "-q", wt)
+	for _, c := range []struct {
+		root string
+		path []string
+		want string
+	}{{e.root, []string{"wt"}, "wt/.git is a file"}, {wt, []string{}, ".git is a file"}} {
+		p, err := NewProvider(c.root, ProviderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.p = p
+		for _, action := range []string{ActionStatus, ActionDiff, ActionLog} {
+			var in any
+			if action == ActionDiff {
+				in = DiffInput{}
+			}
+			pe := expectFail(t, e.invokeAt(c.path, action, in), kernel.StatusDenied, CodeNotPermitted)
+			if !strings.HasPrefix(pe.Message, c.want) || strings.Contains(pe.Message, "//") {
+				t.Fatalf("%s at %v: %q", action, c.path, pe.Message)
+			}
+		}
+	}
+	e.setProvider(ProviderOptions{})
+	runGit(t, e.root, "init", "-q", "--bare", "bare.git")
+	pe := expectFail(t, e.invokeAt([]string{"bare.git"}, ActionStatus, nil), kernel.StatusFailed, CodeNotARepository)
+	if !strings.Contains(pe.Message, "bare repository") {
+		t.Fatalf("bare: %q", pe.Message)
+	}
+	runGit(t, e.dir, "config", "core.bare", "true")
+	pe = e.fail(ActionStatus, nil, kernel.StatusFailed, CodeNotARepository)
+	if !strings.Contains(pe.Message, "bare repository") {
+		t.Fatalf("core.bare: %q", pe.Message)
+	}
+	if !strings.Contains(packageDoc(t), "bare repository\n//     (its layout at the path, or core.bare set) is refused with not_a_repository") {
+		t.Fatal("the package doc does not name not_a_repository for bare repositories")
+	}
+}
+
+func packageDoc(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

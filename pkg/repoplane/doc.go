@@ -36,7 +36,9 @@
 //     can leave .git. Layouts that redirect git elsewhere are refused with
 //     not_permitted before anything else is read: a .git file (gitdir:), a symbolic
 //     .git, objects/info/alternates, commondir, core.worktree, include.path and
-//     includeIf, links among git's own files, bare repositories and unknown formats.
+//     includeIf, links among git's own files and unknown formats. A bare repository
+//     (its layout at the path, or core.bare set) is refused with not_a_repository: it
+//     has no working tree to show or stage.
 //   - Paths git records are validated: an index or tree entry naming "..", ".git" (in
 //     any case or NTFS/HFS spelling) or an absolute path is refused; pathspecs and the
 //     repository path may not name .git at all.

@@ -26,8 +26,9 @@ import (
 
 // Error codes of the repo provider (ProtocolError.Code of denied and failed results).
 const (
-	// CodeNotARepository: the path is a directory without a .git directory (or a bare
-	// repository, or one whose metadata cannot be read). Failed.
+	// CodeNotARepository: the path is a directory without a .git directory, a bare
+	// repository (its layout at the path, or core.bare set), or one whose metadata
+	// cannot be read. Failed.
 	CodeNotARepository kernel.ErrorCode = "not_a_repository"
 	// CodeNotFound: the repository path, or a pathspec entry to stage, does not exist. Failed.
 	CodeNotFound kernel.ErrorCode = "not_found"
@@ -548,30 +549,34 @@ func (p *Provider) open(path []string) (*repo, *opError) {
 	fi, err := cur.Lstat(".git")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		bare := looksBare(cur)
 		r.close()
+		if bare {
+			return nil, failed(CodeNotARepository, "%s is a bare repository (no working tree); sharedos only opens repositories with a .git directory", shown)
+		}
 		return nil, failed(CodeNotARepository, "%s is not the top directory of a git repository (no .git)", shown)
 	case err != nil:
 		r.close()
-		return nil, failed(CodeProviderError, "inspect %s/.git: %v", shown, err)
+		return nil, failed(CodeProviderError, "inspect %s: %v", dotGit(shown), err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		r.close()
-		return nil, denied(CodeNotPermitted, "%s/.git is a symbolic link; sharedos only opens a .git directory held inside the repository", shown)
+		return nil, denied(CodeNotPermitted, "%s is a symbolic link; sharedos only opens a .git directory held inside the repository", dotGit(shown))
 	case fi.Mode().IsRegular():
 		r.close()
-		return nil, denied(CodeNotPermitted, "%s/.git is a file (a gitdir: indirection to another directory); only a .git directory is opened", shown)
+		return nil, denied(CodeNotPermitted, "%s is a file (a gitdir: indirection, as in a linked worktree or a submodule); only a .git directory held inside the repository is opened", dotGit(shown))
 	case !fi.IsDir():
 		r.close()
-		return nil, failed(CodeNotARepository, "%s/.git is not a directory", shown)
+		return nil, failed(CodeNotARepository, "%s is not a directory", dotGit(shown))
 	}
 	g, err := cur.OpenRoot(".git")
 	if err != nil {
 		r.close()
-		return nil, failed(CodeProviderError, "open %s/.git: %v", shown, err)
+		return nil, failed(CodeProviderError, "open %s: %v", dotGit(shown), err)
 	}
 	r.git = g
 	if gi, err := g.Stat("."); err != nil || !os.SameFile(fi, gi) {
 		r.close()
-		return nil, denied(CodeNotPermitted, "%s/.git changed while it was opened", shown)
+		return nil, denied(CodeNotPermitted, "%s changed while it was opened", dotGit(shown))
 	}
 	r.gitName = filepath.Join(append([]string{p.root}, append(append([]string{}, path...), ".git")...)...)
 	if oe := r.checkLayout(shown); oe != nil {
@@ -589,6 +594,24 @@ func (p *Provider) open(path []string) (*repo, *opError) {
 		return nil, oe
 	}
 	return r, nil
+}
+
+// dotGit names the .git of the repository shown as shown ("/" is the root) in messages.
+func dotGit(shown string) string {
+	if shown == "/" {
+		return ".git"
+	}
+	return shown + "/.git"
+}
+
+// looksBare reports whether dir holds a bare repository's layout (HEAD, objects, refs).
+func looksBare(dir *os.Root) bool {
+	for _, name := range []string{"HEAD", "objects", "refs"} {
+		if _, err := dir.Lstat(name); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // openDir opens the subdirectory seg of cur, refusing a symbolic link.
@@ -620,23 +643,23 @@ func openDir(cur *os.Root, seg, shown string) (*os.Root, *opError) {
 func (r *repo) checkLayout(shown string) *opError {
 	for _, name := range []string{"commondir", "objects/info/alternates", "objects/info/http-alternates"} {
 		if _, err := r.git.Lstat(name); err == nil {
-			return denied(CodeNotPermitted, "%s/.git/%s points git at another object or metadata directory; such repositories are refused", shown, name)
+			return denied(CodeNotPermitted, "%s/%s points git at another object or metadata directory; such repositories are refused", dotGit(shown), name)
 		}
 	}
 	for _, name := range []string{"HEAD", "config", "index", "objects", "refs", "packed-refs", "objects/info",
 		"objects/pack", "refs/heads", "info", "info/exclude", "logs", "logs/refs", "logs/HEAD", "shallow", "hooks"} {
 		fi, err := r.git.Lstat(name)
 		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return denied(CodeNotPermitted, "%s/.git/%s is a symbolic link; such repositories are refused", shown, name)
+			return denied(CodeNotPermitted, "%s/%s is a symbolic link; such repositories are refused", dotGit(shown), name)
 		}
 	}
 	for _, name := range []string{"objects", "refs"} {
 		if fi, err := r.git.Lstat(name); err != nil || !fi.IsDir() {
-			return failed(CodeNotARepository, "%s/.git has no %s directory", shown, name)
+			return failed(CodeNotARepository, "%s has no %s directory", dotGit(shown), name)
 		}
 	}
 	if fi, err := r.git.Lstat("HEAD"); err != nil || !fi.Mode().IsRegular() {
-		return failed(CodeNotARepository, "%s/.git has no HEAD", shown)
+		return failed(CodeNotARepository, "%s has no HEAD", dotGit(shown))
 	}
 	return nil
 }
@@ -661,22 +684,22 @@ func (r *repo) checkConfig(shown, name string) (worktreeConfig bool, oe *opError
 		return false, nil
 	}
 	if err != nil {
-		return false, failed(CodeProviderError, "read %s/.git/%s: %v", shown, name, err)
+		return false, failed(CodeProviderError, "read %s/%s: %v", dotGit(shown), name, err)
 	}
 	cfg := gitconfig.New()
 	if err := gitconfig.NewDecoder(bytes.NewReader(data)).Decode(cfg); err != nil {
-		return false, failed(CodeNotARepository, "%s/.git/%s cannot be parsed: %v", shown, name, err)
+		return false, failed(CodeNotARepository, "%s/%s cannot be parsed: %v", dotGit(shown), name, err)
 	}
 	for _, s := range cfg.Sections {
 		switch {
 		case s.IsName("include"), s.IsName("includeIf"):
-			return false, denied(CodeNotPermitted, "%s/.git/%s includes other configuration files (include.path); such repositories are refused", shown, name)
+			return false, denied(CodeNotPermitted, "%s/%s includes other configuration files (include.path); such repositories are refused", dotGit(shown), name)
 		case s.IsName("core"):
 			if s.HasOption("worktree") {
-				return false, denied(CodeNotPermitted, "%s/.git/%s sets core.worktree (a working tree elsewhere); such repositories are refused", shown, name)
+				return false, denied(CodeNotPermitted, "%s/%s sets core.worktree (a working tree elsewhere); such repositories are refused", dotGit(shown), name)
 			}
 			if v, ok := lastBool(s.Options, "bare"); ok && v {
-				return false, failed(CodeNotARepository, "%s is a bare repository", shown)
+				return false, failed(CodeNotARepository, "%s is a bare repository (core.bare); sharedos only opens repositories with a working tree", shown)
 			}
 			if v := s.Options.Get("repositoryformatversion"); v != "" {
 				if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > 1 {
