@@ -321,3 +321,26 @@ func (r *repo) readBlobLimited(h plumbing.Hash, limit int64) ([]byte, error) {
 	defer r.objMu.Unlock()
 	return r.readObject(h, plumbing.BlobObject, limit)
 }
+
+// attributeTable is every attribute git defines and what sharedos does with it:
+// "applied" (as git applies it, as data), "declined" (the path is reported and left to
+// git, with the code named), or "ignored" (it only shapes what sharedos never does).
+// The package doc's "Attributes" table is this list; TestAttributeTableMatchesDoc
+// holds them equal.
+var attributeTable = []struct{ name, handling, what string }{
+	{"text", "applied", "end-of-line conversion when staging and comparing (with core.autocrlf)"},
+	{"eol", "applied", "makes a file text; its lf/crlf choice shapes only checkout"},
+	{"crlf", "applied", "git's legacy spelling of text"},
+	{"ident", "applied", "$Id: ...$ collapsed to $Id$ when staging and comparing; nothing expanded"},
+	{"working-tree-encoding", "applied", "converted to UTF-8 when staging and comparing; unconvertible: encoding_unsupported"},
+	{"diff", "applied", "-diff: binary; diff, diff=NAME: text, NAME's built-in funcname patterns"},
+	{"binary", "applied", "the built-in macro -diff -merge -text"},
+	{"filter", "declined", "never run: reported (filter), skipped under a directory, refused by name (filter_required)"},
+	{"merge", "ignored", "sharedos never merges"},
+	{"conflict-marker-size", "ignored", "sharedos never merges"},
+	{"whitespace", "ignored", "shapes only git diff --check and git apply"},
+	{"export-ignore", "ignored", "shapes only git archive"},
+	{"export-subst", "ignored", "shapes only git archive"},
+	{"delta", "ignored", "shapes only packing; sharedos writes loose objects"},
+	{"encoding", "ignored", "shapes only gitk and git gui display"},
+}

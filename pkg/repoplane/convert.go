@@ -74,7 +74,12 @@ func decodeWorkingTree(data []byte, enc string) ([]byte, error) {
 		if !bom16 {
 			return nil, fmt.Errorf("the working-tree-encoding %s needs a byte order mark, and the file has none", enc)
 		}
-		e = unicode.UTF16(unicode.BigEndian, unicode.ExpectBOM)
+		// iconv takes the byte order from the mark and drops it
+		e = unicode.UTF16(unicode.BigEndian, unicode.IgnoreBOM)
+		if data[0] == 0xff {
+			e = unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM)
+		}
+		data = data[2:]
 	case "UTF-16LE", "UTF-16BE", "UTF16LE", "UTF16BE":
 		if bom16 {
 			return nil, fmt.Errorf("the working-tree-encoding %s prohibits a byte order mark, and the file has one", enc)
@@ -87,7 +92,11 @@ func decodeWorkingTree(data []byte, enc string) ([]byte, error) {
 		if !bom32 {
 			return nil, fmt.Errorf("the working-tree-encoding %s needs a byte order mark, and the file has none", enc)
 		}
-		e = utf32.UTF32(utf32.BigEndian, utf32.ExpectBOM)
+		e = utf32.UTF32(utf32.BigEndian, utf32.IgnoreBOM)
+		if data[0] == 0xff {
+			e = utf32.UTF32(utf32.LittleEndian, utf32.IgnoreBOM)
+		}
+		data = data[4:]
 	case "UTF-32LE", "UTF-32BE", "UTF32LE", "UTF32BE":
 		if bom32 {
 			return nil, fmt.Errorf("the working-tree-encoding %s prohibits a byte order mark, and the file has one", enc)

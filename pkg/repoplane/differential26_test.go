@@ -381,3 +381,136 @@ func packageDoc(t *testing.T) string {
 	}
 	return string(data)
 }
+
+// TestAttributeTableMatchesDoc: the package doc's attribute table is attributeTable,
+// and every attribute it calls applied or declined is one the lookup reads.
+func TestAttributeTableMatchesDoc(t *testing.T) {
+	doc := packageDoc(t)
+	i := strings.Index(doc, "// # Attributes\n")
+	if i < 0 {
+		t.Fatal("no Attributes section in doc.go")
+	}
+	sec := doc[i+len("// # Attributes\n"):]
+	sec = sec[:strings.Index(sec, "// # ")]
+	var rows []string
+	for _, l := range strings.Split(sec, "\n") {
+		if strings.HasPrefix(l, "//\t") {
+			f := strings.Fields(strings.TrimPrefix(l, "//\t"))
+			rows = append(rows, f[0]+" "+f[1]+" "+strings.Join(f[2:], " "))
+		}
+	}
+	var want []string
+	for _, a := range attributeTable {
+		want = append(want, a.name+" "+a.handling+" "+strings.Join(strings.Fields(a.what), " "))
+	}
+	sameLines(t, rows, want)
+	e := newEnv(t)
+	var line strings.Builder
+	line.WriteString("f")
+	for _, a := range attributeTable {
+		line.WriteString(" " + a.name + "=v")
+	}
+	e.write(".gitattributes", line.String()+"\n")
+	r, oe := e.p.open([]string{"repo"})
+	if oe != nil {
+		t.Fatal(oe)
+	}
+	defer r.close()
+	at := r.attributes().lookup("f")
+	got := map[string]attrState{"text": at.text, "eol": at.eol, "crlf": at.crlf, "diff": at.diff,
+		"filter": at.filter, "ident": at.ident, "working-tree-encoding": at.wtEncoding}
+	for _, a := range attributeTable {
+		if a.handling == "ignored" || a.name == "binary" {
+			continue
+		}
+		if s := got[a.name]; !s.set || s.value != "v" {
+			t.Errorf("%s is %s but the lookup does not read it", a.name, a.handling)
+		}
+	}
+}
+
+// TestTwinIdent: ident collapses "$Id: …$" when staging and comparing, as git does.
+func TestTwinIdent(t *testing.T) {
+	past := time.Now().Add(-time.Hour)
+	tw := newTwin(t, func(dir string) {
+		writeFile(t, filepath.Join(dir, ".gitattributes"), "*.c ident\n")
+		writeFile(t, filepath.Join(dir, "x.c"), "a\n$Id$\n")
+		commitAll(t, dir, "init")
+		// what checkout would leave: the expanded form, stat-dirty
+		os.Remove(filepath.Join(dir, "x.c"))
+		runGit(t, dir, "checkout", "--", "x.c") // expands $Id$ and records its stat data
+		if data, _ := os.ReadFile(filepath.Join(dir, "x.c")); !strings.HasPrefix(string(data), "a\n$Id: ") {
+			t.Fatalf("checkout wrote %q", data)
+		}
+		os.Chtimes(filepath.Join(dir, "x.c"), past, past) // stat-dirty, same size
+		writeFile(t, filepath.Join(dir, "y.c"), "$Id: a $ b $Id: c\nd$ $Id$ $Id:$ $I\n$Id: e $")
+	})
+	tw.sameStatus()
+	if st := tw.e.status(); len(st.Entries) != 1 {
+		t.Fatalf("x.c should be clean: %v", porcelain(st))
+	}
+	for _, dir := range []string{tw.e.dir, tw.theirs} {
+		writeFile(t, filepath.Join(dir, "x.c"), "b\n$Id: 0123 $\n")
+	}
+	tw.sameStatus()
+	tw.e.stage("x.c", "y.c")
+	tw.git("add", "x.c", "y.c")
+	tw.sameIndex()
+	if got := runGitStdout(t, tw.e.dir, "cat-file", "-p", ":y.c"); got != "$Id$ b $Id: c\nd$ $Id$ $Id$ $I\n$Id$" {
+		t.Fatalf("y.c staged as %q", got)
+	}
+	tw.commitBoth()
+}
+
+// TestTwinWorkingTreeEncoding: working-tree-encoding is converted to UTF-8 when
+// staging and comparing, as git does with iconv; a file git cannot convert either
+// (unknown encoding, invalid bytes, a missing or prohibited byte order mark) is
+// refused with encoding_unsupported, never stored raw.
+func TestTwinWorkingTreeEncoding(t *testing.T) {
+	u16le := func(s string) string {
+		var b []byte
+		for _, r := range s {
+			b = append(b, byte(r), byte(r>>8))
+		}
+		return string(b)
+	}
+	tw := newTwin(t, func(dir string) {
+		writeFile(t, filepath.Join(dir, ".gitattributes"), "*.le working-tree-encoding=UTF-16LE\n*.u16 working-tree-encoding=UTF-16\n"+
+			"*.lat working-tree-encoding=ISO-8859-1\n*.bad working-tree-encoding=NO-SUCH-ENCODING\n*.u8 working-tree-encoding=UTF-8\n")
+		writeFile(t, filepath.Join(dir, "README"), "r\n")
+		commitAll(t, dir, "init")
+		writeFile(t, filepath.Join(dir, "d/a.le"), u16le("héllo\nwörld\n"))
+		writeFile(t, filepath.Join(dir, "d/b.u16"), "\xff\xfe"+u16le("bom\n"))
+		writeFile(t, filepath.Join(dir, "d/c.lat"), "caf\xe9\n")
+		writeFile(t, filepath.Join(dir, "d/e.u8"), "plain\n")
+		writeFile(t, filepath.Join(dir, "bad/x.bad"), "x\n")
+		writeFile(t, filepath.Join(dir, "odd/y.le"), "abc")
+		writeFile(t, filepath.Join(dir, "nobom/z.u16"), u16le("z\n"))
+		writeFile(t, filepath.Join(dir, "bom/w.le"), "\xff\xfe"+u16le("w\n"))
+	})
+	tw.sameStatus()
+	tw.e.stage("d")
+	tw.git("add", "d")
+	tw.sameIndex()
+	if got := runGitStdout(t, tw.e.dir, "cat-file", "-p", ":d/a.le"); got != "héllo\nwörld\n" {
+		t.Fatalf("a.le staged as %q", got)
+	}
+	idx, _ := os.ReadFile(filepath.Join(tw.e.dir, ".git", "index"))
+	for _, p := range []string{"bad/x.bad", "odd/y.le", "nobom/z.u16", "bom/w.le"} {
+		if _, err := tryGit(tw.theirs, "add", p); err == nil {
+			t.Fatalf("git add %s succeeded", p)
+		}
+		tw.e.fail(ActionStage, StageInput{Pathspec: specOf(p)}, kernel.StatusFailed, CodeEncodingUnsupported)
+		if idx2, _ := os.ReadFile(filepath.Join(tw.e.dir, ".git", "index")); string(idx2) != string(idx) {
+			t.Fatalf("the index changed after refusing %s", p)
+		}
+	}
+	tw.sameIndex()
+	// stat-dirty but unchanged: clean once converted
+	later := time.Now().Add(time.Hour)
+	for _, dir := range []string{tw.e.dir, tw.theirs} {
+		os.Chtimes(filepath.Join(dir, "d/a.le"), later, later)
+	}
+	tw.sameStatus()
+	tw.commitBoth()
+}

@@ -16,9 +16,10 @@
 //     (including core.hooksPath), clean/smudge filters, diff.*.textconv, external diff
 //     drivers, core.fsmonitor, credential helpers, pagers, editors and signing programs
 //     are configuration that is simply never consulted. Content is hashed and diffed
-//     byte for byte, except for git's built-in end-of-line conversion (the text, eol
-//     and crlf attributes, core.autocrlf), which is data applied as git applies it;
-//     a filter attribute is never acted on, so such content is taken as it is.
+//     byte for byte, except for git's built-in conversions (end of line: the text,
+//     eol and crlf attributes and core.autocrlf; ident; working-tree-encoding), which
+//     are data applied as git applies them (see Attributes); a path whose filter
+//     attribute names a driver is reported and left to git, never hashed raw.
 //   - Attributes come from .gitattributes files and .git/info/attributes only
 //     (core.attributesFile and the global attributes file are never read); excludes
 //     from .gitignore files, .git/info/exclude and ProviderOptions.ExcludesFiles (the
@@ -68,6 +69,29 @@
 //     appended to a regular file with a single link (a hard link could share its inode
 //     with a file outside the root) and never waits on a FIFO; otherwise it is skipped
 //     and the commit stands.
+//
+// # Attributes
+//
+// Every attribute git defines and what sharedos does with it: applied as git applies
+// it (as data), declined (reported and left to git, with a code), or ignored (it only
+// shapes what sharedos never does). This table is attributeTable (attributes.go); a
+// test holds them equal. Attributes come only from the files named under Hardening.
+//
+//	text                   applied   end-of-line conversion when staging and comparing (with core.autocrlf)
+//	eol                    applied   makes a file text; its lf/crlf choice shapes only checkout
+//	crlf                   applied   git's legacy spelling of text
+//	ident                  applied   $Id: ...$ collapsed to $Id$ when staging and comparing; nothing expanded
+//	working-tree-encoding  applied   converted to UTF-8 when staging and comparing; unconvertible: encoding_unsupported
+//	diff                   applied   -diff: binary; diff, diff=NAME: text, NAME's built-in funcname patterns
+//	binary                 applied   the built-in macro -diff -merge -text
+//	filter                 declined  never run: reported (filter), skipped under a directory, refused by name (filter_required)
+//	merge                  ignored   sharedos never merges
+//	conflict-marker-size   ignored   sharedos never merges
+//	whitespace             ignored   shapes only git diff --check and git apply
+//	export-ignore          ignored   shapes only git archive
+//	export-subst           ignored   shapes only git archive
+//	delta                  ignored   shapes only packing; sharedos writes loose objects
+//	encoding               ignored   shapes only gitk and git gui display
 //
 // # Operations in progress
 //
