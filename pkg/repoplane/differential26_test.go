@@ -514,3 +514,36 @@ func TestTwinWorkingTreeEncoding(t *testing.T) {
 	tw.sameStatus()
 	tw.commitBoth()
 }
+
+// TestTwinUnaddressableNames: names status reports that a pathspec cannot hold are
+// marked addressable:false, and staging their directory stages them as git add does.
+func TestTwinUnaddressableNames(t *testing.T) {
+	weird := []string{"d/tab\tname.txt", "d/back\\slash.txt", "d/ lead.txt", "d/trail.txt ", "d/ctl\x01.txt", "d/sub\x7f/x.txt"}
+	tw := newTwin(t, func(dir string) {
+		writeFile(t, filepath.Join(dir, "README"), "r\n")
+		commitAll(t, dir, "init")
+		for _, p := range append([]string{"d/ok.txt"}, weird...) {
+			writeFile(t, filepath.Join(dir, p), p+"\n")
+		}
+	})
+	tw.sameStatus()
+	for _, e := range tw.e.status().Entries {
+		p := strings.Join(e.Path, "/")
+		isWeird := p != "d/ok.txt"
+		if got := e.Addressable != nil && !*e.Addressable; got != isWeird {
+			t.Fatalf("%q: addressable %v", p, e.Addressable)
+		}
+		if !isWeird {
+			continue
+		}
+		// what status calls unaddressable is indeed refused by name
+		if rr := tw.e.invoke(ActionStage, StageInput{Pathspec: [][]string{e.Path}}); rr.Status == kernel.StatusSucceeded {
+			t.Fatalf("%q staged by name", p)
+		}
+	}
+	tw.e.stage("d")
+	tw.git("add", "d")
+	tw.sameIndex()
+	tw.sameStatus()
+	tw.commitBoth()
+}

@@ -115,6 +115,9 @@ func statusOutputSchema() map[string]any {
 		"worktree": letter("Working tree against the index: \".\" unchanged, \"M\" modified, \"D\" deleted, "+
 			"\"T\" type changed, \"A\" intended to add (git add -N), \"U\" unmerged, \"?\" untracked.",
 			".", "M", "D", "T", "A", "U", "?"),
+		"addressable": described(map[string]any{"const": false}, "Present (false) when the path or its old path cannot be named in a pathspec "+
+			"(a tab or other control character, a backslash, leading or trailing white space, bytes that are not UTF-8, a .git spelling): "+
+			"stage such a file through its directory."),
 		"filter": str("The filter driver the path's attributes name (git-lfs: \"lfs\"); absent when none. Its clean command is never run: " +
 			"the working tree counts as modified only when its size differs from the one recorded in the index (or the entry is racily clean), " +
 			"and repo.stage leaves the path to git."),

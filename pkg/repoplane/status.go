@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // StatusOutput is the output of repo.status (see the tool's outputSchema).
@@ -34,6 +36,25 @@ type StatusEntry struct {
 	// Filter is the filter driver the path's attributes name (git-lfs: "lfs"), whose
 	// clean command sharedos never runs; "" when none.
 	Filter string `json:"filter,omitempty"`
+	// Addressable is false when the path (or its old path) cannot be named in a
+	// pathspec: a segment holding a control character such as a tab, a backslash,
+	// leading or trailing white space, bytes that are not UTF-8, over 256 characters,
+	// or a .git spelling. Such a file is staged with its directory. Absent otherwise.
+	Addressable *bool `json:"addressable,omitempty"`
+}
+
+// addressable reports whether p can be named in a pathspec as status shows it.
+func addressable(p string) bool {
+	segs := splitPath(p)
+	if kernel.ValidatePath(segs) != nil {
+		return false
+	}
+	for _, s := range segs {
+		if isDotGit(s) {
+			return false
+		}
+	}
+	return true
 }
 
 const maxIndexBytes = 1 << 30
@@ -160,6 +181,9 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		e := StatusEntry{Path: splitPath(rw.path), Staging: string(rw.x), Worktree: string(rw.y), Filter: r.filterOf(rw.path)}
 		if rw.old != "" {
 			e.OldPath = splitPath(rw.old)
+		}
+		if !addressable(rw.path) || rw.old != "" && !addressable(rw.old) {
+			e.Addressable = new(bool)
 		}
 		out.Entries = append(out.Entries, e)
 	}
