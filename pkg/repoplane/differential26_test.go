@@ -547,3 +547,45 @@ func TestTwinUnaddressableNames(t *testing.T) {
 	tw.sameStatus()
 	tw.commitBoth()
 }
+
+// TestTwinSubmoduleContents: a submodule with modified or untracked content inside is
+// what git status shows as " M sub"; repo.status does not inspect submodule contents
+// and says so: every line git has and status lacks is a listed submodule.
+func TestTwinSubmoduleContents(t *testing.T) {
+	tw := newTwin(t, func(dir string) {
+		src := filepath.Join(filepath.Dir(dir), "src-sub")
+		initRepo(t, src)
+		writeFile(t, filepath.Join(src, "s.txt"), "s\n")
+		commitAll(t, src, "sub init")
+		runGit(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "mod")
+		runGit(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "unt")
+		runGit(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "clean")
+		writeFile(t, filepath.Join(dir, "top.txt"), "t\n")
+		commitAll(t, dir, "init")
+		writeFile(t, filepath.Join(dir, "mod/s.txt"), "changed\n")
+		writeFile(t, filepath.Join(dir, "unt/new.txt"), "n\n")
+		writeFile(t, filepath.Join(dir, "top.txt"), "t2\n")
+	})
+	st := tw.e.status()
+	var listed []string
+	for _, p := range st.SubmodulesNotInspected {
+		listed = append(listed, strings.Join(p, "/"))
+	}
+	if strings.Join(listed, ",") != "clean,mod,unt" {
+		t.Fatalf("submodulesNotInspected: %v", listed)
+	}
+	ours := map[string]bool{}
+	for _, l := range porcelain(st) {
+		ours[l] = true
+	}
+	var gitOnly []string
+	for _, l := range gitPorcelainExact(t, tw.theirs) {
+		if !ours[l] {
+			gitOnly = append(gitOnly, l)
+		}
+		delete(ours, l)
+	}
+	if len(ours) != 0 || strings.Join(gitOnly, ",") != ".M mod,.M unt" {
+		t.Fatalf("ours only %v, git only %v", ours, gitOnly)
+	}
+}

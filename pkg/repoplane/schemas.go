@@ -134,7 +134,10 @@ func statusOutputSchema() map[string]any {
 				"\"cherry-pick\", \"revert\", \"rebase\" and \"am\" (repo.commit refuses with operation_in_progress; finish them with git), \"bisect\" (commits are allowed). Empty when none."),
 		"entries":   described(map[string]any{"type": "array", "items": entry}, "Changed and staged files sorted by path, then untracked files sorted by path (git's porcelain order); untracked files are listed one by one (git status -uall), a nested repository as one entry. Ignored files are never listed."),
 		"truncated": boolean("True when more than 10000 entries existed and only the first were returned."),
-	}, "path", "branch", "head", "detached", "clean", "inProgress", "entries", "truncated")
+		"submodulesNotInspected": described(map[string]any{"type": "array", "items": relPath("Submodule path.")},
+			"Submodules present in the working tree whose contents were not inspected: only the commit each has checked out is compared, "+
+				"so modified or untracked files inside one (git status: \" M sub\") are not reported. Empty when none."),
+	}, "path", "branch", "head", "detached", "clean", "inProgress", "entries", "truncated", "submodulesNotInspected")
 }
 
 func diffOutputSchema() map[string]any {

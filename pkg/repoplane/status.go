@@ -25,6 +25,11 @@ type StatusOutput struct {
 	InProgress []string      `json:"inProgress"`
 	Entries    []StatusEntry `json:"entries"`
 	Truncated  bool          `json:"truncated"`
+	// SubmodulesNotInspected lists the submodules (gitlink entries) present in the
+	// working tree: only the commit each has checked out is compared, never the files
+	// inside, so modified or untracked content in them (git status: " M sub") is not
+	// reported. Empty when there are none.
+	SubmodulesNotInspected [][]string `json:"submodulesNotInspected"`
 }
 
 // StatusEntry is one path of repo.status with porcelain-style letters ("." = unchanged).
@@ -188,6 +193,15 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		out.Entries = append(out.Entries, e)
 	}
 	out.Clean = len(all) == 0
+	out.SubmodulesNotInspected = [][]string{}
+	for _, e := range idx.entries {
+		if e.mode != modeGitlink || e.stage() != 0 || r.frozen.covers(e.name) || len(out.SubmodulesNotInspected) == maxStatusEntries {
+			continue
+		}
+		if fi, err := r.wt.Lstat(e.name); err == nil && fi.IsDir() {
+			out.SubmodulesNotInspected = append(out.SubmodulesNotInspected, splitPath(e.name))
+		}
+	}
 	return out, nil
 }
 
