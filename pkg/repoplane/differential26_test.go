@@ -589,3 +589,39 @@ func TestTwinSubmoduleContents(t *testing.T) {
 		t.Fatalf("ours only %v, git only %v", ours, gitOnly)
 	}
 }
+
+// TestTwinNonUTF8Text: text that is not UTF-8 has its lines counted as git's numstat
+// does, and is shown as binary with binaryReason "encoding" (no patch text that JSON
+// would have to alter), unstaged and staged.
+func TestTwinNonUTF8Text(t *testing.T) {
+	tw := newTwin(t, func(dir string) {
+		writeFile(t, filepath.Join(dir, "latin.txt"), "caf\xe9\nb\n")
+		writeFile(t, filepath.Join(dir, "nul.bin"), "a\x00b\n")
+		commitAll(t, dir, "init")
+		writeFile(t, filepath.Join(dir, "latin.txt"), "caf\xe9\nc\nd\xff\n")
+		writeFile(t, filepath.Join(dir, "nul.bin"), "a\x00c\n")
+	})
+	check := func(staged bool) {
+		t.Helper()
+		d := diffOf(t, tw.e, DiffInput{Staged: staged})
+		var args []string
+		if staged {
+			args = []string{"--cached"}
+		}
+		sameLines(t, numstat(d), gitNumstat(t, tw.theirs, args...))
+		for _, f := range d.Files {
+			want := map[string]string{"latin.txt": binaryEncoding, "nul.bin": binaryNUL}[f.pathString()]
+			if !f.Binary || f.BinaryReason != want || strings.Contains(f.Patch, "\ufffd") || !strings.Contains(f.Patch, "Binary files") {
+				t.Fatalf("%s: %+v", f.pathString(), f)
+			}
+		}
+		if f := d.Files[0]; f.pathString() != "latin.txt" || f.Additions != 2 || f.Deletions != 1 {
+			t.Fatalf("latin.txt counted %+v", f)
+		}
+	}
+	check(false)
+	tw.e.stage("latin.txt", "nul.bin")
+	tw.git("add", "latin.txt", "nul.bin")
+	tw.sameIndex()
+	check(true)
+}

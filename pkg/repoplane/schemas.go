@@ -145,8 +145,8 @@ func diffOutputSchema() map[string]any {
 		"path":      relPath("File path (the new path of a rename), relative to the repository."),
 		"oldPath":   relPath("For a rename: the old path."),
 		"status":    letter("\"A\" added, \"M\" modified, \"D\" deleted, \"R\" renamed (identical content), \"T\" type changed.", "A", "M", "D", "R", "T"),
-		"additions": integer("Lines added (0 for binary files)."),
-		"deletions": integer("Lines deleted (0 for binary files)."),
+		"additions": integer("Lines added (0 for binary files, except text that is not UTF-8, whose lines are counted as git's numstat does)."),
+		"deletions": integer("Lines deleted (0 for binary files, except text that is not UTF-8, whose lines are counted as git's numstat does)."),
 		"binary": boolean("True when the patch text is not given; binaryReason says why: \"filter\" (the path's filter attribute names a " +
 			"clean command, never run, so its working-tree bytes are not what git would store), \"attribute\" (-diff or binary), " +
 			"\"size\" (a side larger than 8 MiB), \"nul\" (a NUL byte in a side's first 8000 bytes), \"encoding\" (a side that " +
