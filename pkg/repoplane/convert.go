@@ -129,7 +129,7 @@ func decodeWorkingTree(data []byte, enc string) ([]byte, error) {
 // identToGit is git's ident_to_git: every "$Id: …$" (no line break inside) becomes
 // "$Id$"; nothing is expanded.
 func identToGit(src []byte) []byte {
-	if bytes.Index(src, []byte("$Id")) < 0 {
+	if !bytes.Contains(src, []byte("$Id")) {
 		return src
 	}
 	var dst []byte
