@@ -99,7 +99,7 @@ var configSchema = map[string]keySpec{
 	"defaultNamespaces": {kind: kStrings},
 	"limits":            {kind: kMap, children: map[string]keySpec{"maxGrants": {kind: kInt}}},
 	"repo": {kind: kMap, children: map[string]keySpec{"author": {kind: kMap, children: map[string]keySpec{
-		"name": {kind: kString}, "email": {kind: kString}}}}},
+		"name": {kind: kString}, "email": {kind: kString}}}, "excludesFiles": {kind: kStrings, path: true}}},
 	"ceiling": {kind: kMap, children: map[string]keySpec{
 		"namespaces": {kind: kStrings}, "frozenPaths": {kind: kStrings}, "frozenActions": {kind: kStrings}}},
 	"mcpServers": {kind: kMCPServers},
@@ -342,6 +342,12 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	}
 	s.RepoAuthorName = v.GetString("repo.author.name")
 	s.RepoAuthorEmail = v.GetString("repo.author.email")
+	if v.IsSet("repo.excludesFiles") {
+		s.RepoExcludesFiles = v.GetStringSlice("repo.excludesFiles")
+		if s.RepoExcludesFiles == nil {
+			s.RepoExcludesFiles = []string{} // set, and empty: none
+		}
+	}
 	s.ForbiddenNamespaces = v.GetStringSlice("ceiling.namespaces")
 	s.FrozenPaths = v.GetStringSlice("ceiling.frozenPaths")
 	s.FrozenActions = v.GetStringSlice("ceiling.frozenActions")

@@ -97,6 +97,11 @@ func newGrepMatcher(in GrepInput) (*grepMatcher, error) {
 	if err != nil {
 		return nil, failed(CodeInvalidInput, "pattern is not a valid Go RE2 regular expression: %v", err)
 	}
+	if matchesNewline(tree) {
+		// as rg does: lines are matched one at a time, so such a pattern could only
+		// ever match nothing
+		return nil, failed(CodeInvalidInput, "pattern contains a literal newline (\\n), which a regex matched line by line can never match; search for each line separately")
+	}
 	line, err := regexp.Compile(prefix + in.Pattern)
 	if err != nil {
 		return nil, failed(CodeInvalidInput, "pattern is not a valid Go RE2 regular expression: %v", err)
@@ -614,4 +619,28 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 		}
 	}
 	return out, nil
+}
+
+// matchesNewline reports whether re requires a literal newline somewhere (a newline
+// literal, or a class holding only a newline), the patterns rg refuses ("the literal
+// '\n' is not allowed in a regex").
+func matchesNewline(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			if r == '\n' {
+				return true
+			}
+		}
+	case syntax.OpCharClass:
+		if len(re.Rune) == 2 && re.Rune[0] == '\n' && re.Rune[1] == '\n' {
+			return true
+		}
+	}
+	for _, s := range re.Sub {
+		if matchesNewline(s) {
+			return true
+		}
+	}
+	return false
 }

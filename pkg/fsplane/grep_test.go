@@ -29,8 +29,8 @@ func naiveLines(in GrepInput, buf []byte) ([]int, bool) {
 			prefix = "(?i)"
 		}
 		re, err := regexp.Compile(prefix + in.Pattern)
-		if err != nil {
-			return nil, false
+		if err != nil || strings.Contains(in.Pattern, "\n") {
+			return nil, false // a regex holding a literal newline is refused, as rg does
 		}
 		match = re.Match
 	}
@@ -159,5 +159,23 @@ func TestGrepContextAndLines(t *testing.T) {
 	ms = m.fileMatches([]string{"f"}, []byte(long+"\nx\n"), 1, 0, 100, 1<<30)
 	if len(ms) != 1 || !ms[0].Truncated || len(ms[0].Context[0]) != MaxGrepLineChars {
 		t.Fatalf("cut context: %+v", ms)
+	}
+}
+
+// TestGrepRegexNewlineRefused: a regex that needs a literal newline is refused with a
+// message, as rg does, instead of silently matching nothing; a literal-mode pattern
+// and regexes that merely may span a newline are not.
+func TestGrepRegexNewlineRefused(t *testing.T) {
+	for _, p := range []string{"a\nb", `a\nb`, "\n", `[\n]`} {
+		_, err := newGrepMatcher(GrepInput{Pattern: p, Mode: ModeRegex})
+		if err == nil || !strings.Contains(err.Error(), "literal newline") {
+			t.Fatalf("pattern %q: %v", p, err)
+		}
+	}
+	for _, in := range []GrepInput{{Pattern: `(?s)a.b`, Mode: ModeRegex}, {Pattern: `[^a]`, Mode: ModeRegex},
+		{Pattern: `\s`, Mode: ModeRegex}, {Pattern: "a\nb", Mode: ModeLiteral}} {
+		if _, err := newGrepMatcher(in); err != nil {
+			t.Fatalf("%+v: %v", in, err)
+		}
 	}
 }

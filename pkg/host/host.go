@@ -72,6 +72,9 @@ type Settings struct {
 	MaxGrants         int
 	RepoAuthorName    string
 	RepoAuthorEmail   string
+	// RepoExcludesFiles (config repo.excludesFiles) are the repo plane's excludes files;
+	// nil (unset) means the user's global git ignore file when it lies outside the root.
+	RepoExcludesFiles []string
 	// ForbiddenNamespaces is the namespace ceiling (config ceiling.namespaces): tool
 	// namespaces this host never enables.
 	ForbiddenNamespaces []string
@@ -410,7 +413,8 @@ func (p *Prepared) buildToolTable() error {
 		AuthorName: s.RepoAuthorName, AuthorEmail: s.RepoAuthorEmail, Now: clock,
 		// the files plane's frozen paths hold across planes: a repository that contains
 		// one never shows or stages it
-		Frozen: slices.Concat(p.frozen, p.frozenRepo)})
+		Frozen:        slices.Concat(p.frozen, p.frozenRepo),
+		ExcludesFiles: repoExcludes(s)})
 	if err != nil {
 		return &Error{Kind: KindInternal, Message: fmt.Sprintf("repo plane: %v", err), Err: err}
 	}
@@ -980,3 +984,22 @@ func (u unavailableSource) LoadGrants(context.Context, kernel.AccessContext) ([]
 
 // NewUUID returns a random (version 4) UUID.
 func NewUUID() string { return uuid.New() }
+
+// repoExcludes is the repo plane's excludes files: the configured list, else the
+// user's global git ignore file when it exists outside the root (a file inside the
+// root could be written by the agents the ignore rules are meant to restrain).
+func repoExcludes(s *Settings) []string {
+	if s.RepoExcludesFiles != nil {
+		return s.RepoExcludesFiles
+	}
+	f := repoplane.DefaultExcludesFile(os.Getenv)
+	if f == "" {
+		return nil
+	}
+	if root, err := filepath.Abs(s.Root); err == nil {
+		if rel, err := filepath.Rel(root, f); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return []string{f}
+}

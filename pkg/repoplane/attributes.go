@@ -12,10 +12,8 @@ import (
 )
 
 // This file reads git's attributes (.gitattributes in each directory and
-// .git/info/attributes) for the few attributes sharedos applies itself, as data:
-// text, eol and the legacy crlf (end-of-line conversion, eol.go) and diff (binary or
-// text, and the built-in function-name patterns of a diff driver). Attributes naming
-// programs (filter, diff drivers' textconv and command) are read but never acted on.
+// .git/info/attributes) for the attributes sharedos applies itself, as data, or
+// declines: see attributeTable (doc.go) for every attribute git knows.
 // core.attributesFile and the global attributes file are never opened.
 
 const maxAttrFileBytes = 1 << 20
@@ -64,9 +62,9 @@ func (r *repo) attributes() *attrCache {
 // fileAttrs are the attributes sharedos acts on.
 type fileAttrs struct {
 	text, eol, crlf, diff attrState
+	filter, ident         attrState
+	wtEncoding            attrState // working-tree-encoding
 }
-
-var wantedAttrs = []string{"text", "eol", "crlf", "diff"}
 
 // lookup returns the attributes of path (repository-relative, a file).
 func (c *attrCache) lookup(path string) fileAttrs {
@@ -116,7 +114,8 @@ func (c *attrCache) lookup(path string) fileAttrs {
 			}
 		}
 	}
-	return fileAttrs{text: got["text"], eol: got["eol"], crlf: got["crlf"], diff: got["diff"]}
+	return fileAttrs{text: got["text"], eol: got["eol"], crlf: got["crlf"], diff: got["diff"],
+		filter: got["filter"], ident: got["ident"], wtEncoding: got["working-tree-encoding"]}
 }
 
 // loadBase reads info/attributes and the macros (built-in binary, and [attr] lines of
@@ -161,6 +160,11 @@ func (c *attrCache) forget(name string) {
 		c.gone = map[string]bool{}
 	}
 	c.gone[name] = true
+	dir := ""
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		dir = name[:i]
+	}
+	delete(c.dirs, dir) // read again, without the index copy
 }
 
 // read returns an attributes file from the working tree or, when the working tree has
@@ -316,4 +320,27 @@ func (r *repo) readBlobLimited(h plumbing.Hash, limit int64) ([]byte, error) {
 	r.objMu.Lock()
 	defer r.objMu.Unlock()
 	return r.readObject(h, plumbing.BlobObject, limit)
+}
+
+// attributeTable is every attribute git defines and what sharedos does with it:
+// "applied" (as git applies it, as data), "declined" (the path is reported and left to
+// git, with the code named), or "ignored" (it only shapes what sharedos never does).
+// The package doc's "Attributes" table is this list; TestAttributeTableMatchesDoc
+// holds them equal.
+var attributeTable = []struct{ name, handling, what string }{
+	{"text", "applied", "end-of-line conversion when staging and comparing (with core.autocrlf)"},
+	{"eol", "applied", "makes a file text; its lf/crlf choice shapes only checkout"},
+	{"crlf", "applied", "git's legacy spelling of text"},
+	{"ident", "applied", "$Id: ...$ collapsed to $Id$ when staging and comparing; nothing expanded"},
+	{"working-tree-encoding", "applied", "converted to UTF-8 when staging and comparing; unconvertible: encoding_unsupported"},
+	{"diff", "applied", "-diff: binary; diff, diff=NAME: text, NAME's built-in funcname patterns"},
+	{"binary", "applied", "the built-in macro -diff -merge -text"},
+	{"filter", "declined", "never run: reported (filter), skipped under a directory, refused by name (filter_required)"},
+	{"merge", "ignored", "sharedos never merges"},
+	{"conflict-marker-size", "ignored", "sharedos never merges"},
+	{"whitespace", "ignored", "shapes only git diff --check and git apply"},
+	{"export-ignore", "ignored", "shapes only git archive"},
+	{"export-subst", "ignored", "shapes only git archive"},
+	{"delta", "ignored", "shapes only packing; sharedos writes loose objects"},
+	{"encoding", "ignored", "shapes only gitk and git gui display"},
 }

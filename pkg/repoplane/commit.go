@@ -50,6 +50,8 @@ func commitMessage(msg string, actx kernel.AccessContext) string {
 }
 
 // commit records the index as a new commit on the current branch (or detached HEAD).
+// During a merge it records MERGE_HEAD as further parents and clears the merge state;
+// during a cherry-pick, revert, rebase or am it refuses (inprogress.go says why).
 // It holds index.lock for the whole operation and the branch's ref lock while moving
 // it, checking under that lock that the branch still points where it did.
 func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel.AccessContext, now time.Time) (any, *opError) {
@@ -71,9 +73,22 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 			real++
 		}
 	}
+	for _, op := range r.inProgress() {
+		switch op {
+		case "rebase", "am", "cherry-pick", "revert":
+			return nil, failed(CodeOperationInProgress, "a %s is in progress; finish it (git %s --continue) or abort it with git before committing", op, op)
+		}
+	}
+	merges, oe := r.mergeHeads()
+	if oe != nil {
+		return nil, oe
+	}
 	head, oe := r.readHead()
 	if oe != nil {
 		return nil, oe
+	}
+	if merges != nil && head.unborn {
+		return nil, failed(CodeProviderError, "MERGE_HEAD is present but HEAD has no commit")
 	}
 	parentTree, oe := r.commitTree(head.hash)
 	if oe != nil {
@@ -84,14 +99,14 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 	if err != nil {
 		return nil, internal("write the tree", err)
 	}
-	if real == 0 && head.unborn || tree == parentTree {
+	if merges == nil && (real == 0 && head.unborn || tree == parentTree) {
 		return nil, failed(CodeNothingToCommit, "nothing to commit: the index matches HEAD")
 	}
 	full := commitMessage(msg, actx)
 	sig := object.Signature{Name: id.Name, Email: id.Email, When: now}
 	c := &object.Commit{Author: sig, Committer: sig, Message: full, TreeHash: tree}
 	if !head.unborn {
-		c.ParentHashes = []plumbing.Hash{head.hash}
+		c.ParentHashes = append([]plumbing.Hash{head.hash}, merges...)
 	}
 	obj := r.st.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
@@ -138,10 +153,19 @@ func (r *repo) commit(ctx context.Context, msg string, id Signature, actx kernel
 		return nil, internal("update "+target, err)
 	}
 	subject := "commit: "
-	if head.unborn {
+	switch {
+	case head.unborn:
 		subject = "commit (initial): "
+	case merges != nil:
+		subject = "commit (merge): "
 	}
 	r.appendReflog(head.ref, head.hash, ch, sig, subject+msg)
+	if merges != nil {
+		// the merge is recorded: clear its state as git commit does
+		for _, name := range mergeStateFiles {
+			_ = r.git.Remove(name)
+		}
+	}
 
 	// keep the index, now with a complete cache tree so the next status is cheap
 	idx.tree = node

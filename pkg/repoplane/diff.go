@@ -34,7 +34,38 @@ type DiffFile struct {
 	Additions int      `json:"additions"`
 	Deletions int      `json:"deletions"`
 	Binary    bool     `json:"binary"`
-	Patch     string   `json:"patch"`
+	// BinaryReason says why Binary is true (see binaryReasons); "" when it is not.
+	BinaryReason string `json:"binaryReason,omitempty"`
+	// Filter is the filter driver the path's attributes name; "" when none.
+	Filter string `json:"filter,omitempty"`
+	Patch  string `json:"patch"`
+}
+
+// Why repo.diff shows a file as binary (binaryReason), strongest first: a side that
+// needs a filter's clean command (the working tree of a filtered path: its raw bytes
+// are not what git would store); the attributes say so (-diff, binary); a side larger
+// than 8 MiB; a NUL byte in the first 8000 bytes (git's own test); a side that is not
+// UTF-8 (patches are JSON strings, so such text would have to be altered: its lines
+// are still counted, as git's numstat does, but no patch text is given) or that its
+// working-tree-encoding cannot convert.
+const (
+	binaryFilter    = "filter"
+	binaryAttribute = "attribute"
+	binarySize      = "size"
+	binaryNUL       = "nul"
+	binaryEncoding  = "encoding"
+)
+
+var binaryReasons = []string{binaryFilter, binaryAttribute, binarySize, binaryNUL, binaryEncoding}
+
+// strongerReason returns the stronger of two binary reasons ("" is none).
+func strongerReason(a, b string) string {
+	for _, r := range binaryReasons {
+		if a == r || b == r {
+			return r
+		}
+	}
+	return ""
 }
 
 const (
@@ -158,28 +189,35 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 		add.Status = string(code)
 		add.Deletions = del.Deletions
 		add.Binary = add.Binary || del.Binary
+		add.BinaryReason = strongerReason(add.BinaryReason, del.BinaryReason)
 		add.Patch = del.Patch + add.Patch
 		return add, nil
 	}
 	var a, b []byte
 	var err error
-	binary := false
+	reason := ""
 	if old != nil {
-		if a, binary, err = r.content(old); err != nil {
+		if a, reason, err = r.content(old); err != nil {
 			return DiffFile{}, internal("read "+old.path, err)
 		}
 	}
 	if new != nil {
-		var bin bool
-		if b, bin, err = r.content(new); err != nil {
+		var why string
+		if b, why, err = r.content(new); err != nil {
 			return DiffFile{}, internal("read "+new.path, err)
 		}
-		binary = binary || bin
+		reason = strongerReason(reason, why)
 		if !new.fromBlob && new.hash.IsZero() && b != nil {
 			new.hash = blobHash(sha1.New(), b)
 		}
 	}
-	f := DiffFile{Status: string(code), Binary: binary}
+	binary := reason != ""
+	f := DiffFile{Status: string(code), Binary: binary, BinaryReason: reason}
+	if new != nil {
+		f.Filter = r.filterOf(new.path)
+	} else if old != nil {
+		f.Filter = r.filterOf(old.path)
+	}
 	if old != nil {
 		f.Path = splitPath(old.path)
 	}
@@ -190,7 +228,8 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 		}
 	}
 	var lines []diffLine
-	if !binary && !bytes.Equal(a, b) {
+	if (!binary || reason == binaryEncoding) && !bytes.Equal(a, b) {
+		// text that is not UTF-8 still has its lines counted (git's numstat)
 		lines = lineDiff(string(a), string(b))
 		for _, l := range lines {
 			switch l.kind {
@@ -205,6 +244,9 @@ func (r *repo) filePatch(code byte, old, new *side, withPatch bool) (DiffFile, *
 		var sb strings.Builder
 		writeHeader(&sb, old, new, binary, len(lines) > 0, r.quotePath, r.abbrev)
 		var match func(string) (string, bool)
+		if binary {
+			lines = nil // counted, not shown
+		}
 		if len(lines) > 0 {
 			var p string // git asks the old side's driver first
 			if old != nil {
@@ -456,53 +498,65 @@ func countLines(s string) int {
 	return n
 }
 
-// content returns one side's bytes (nil when it is binary or too large to diff as text).
-func (r *repo) content(s *side) ([]byte, bool, error) {
+// content returns one side's bytes and, when it is to be shown as binary, why
+// (binaryReasons). Text that is not UTF-8 comes back with binaryEncoding and its
+// bytes (its lines are counted); other binary sides come back without bytes.
+func (r *repo) content(s *side) ([]byte, string, error) {
 	if s.mode == modeGitlink {
-		return []byte("Subproject commit " + s.hash.String() + "\n"), false, nil
+		return []byte("Subproject commit " + s.hash.String() + "\n"), "", nil
 	}
 	var data []byte
 	if s.fromBlob {
 		var err error
 		if data, err = r.readBlob(s.hash); err != nil || data == nil {
-			return nil, err == nil, err // a blob too large to read is shown as binary
+			if err == nil {
+				return nil, binarySize, nil // a blob too large to read is shown as binary
+			}
+			return nil, "", err
 		}
 	} else {
 		fi, err := r.wt.Lstat(s.path)
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			t, err := r.wt.Readlink(s.path)
 			if err != nil {
-				return nil, false, err
+				return nil, "", err
 			}
 			data = []byte(t)
 		} else {
+			if r.filterOf(s.path) != "" {
+				// git would diff the clean command's output, which is never run
+				return nil, binaryFilter, nil
+			}
 			if fi.Size() > maxTextBytes {
-				return nil, true, nil
+				return nil, binarySize, nil
 			}
 			f, err := r.wt.OpenFile(s.path, openReadNoFollow, 0)
 			if err != nil {
-				return nil, false, err
+				return nil, "", err
 			}
 			si, err := f.Stat()
 			if err != nil || !os.SameFile(fi, si) || !si.Mode().IsRegular() {
 				f.Close()
-				return nil, false, fmt.Errorf("%s changed while it was read", s.path)
+				return nil, "", fmt.Errorf("%s changed while it was read", s.path)
 			}
 			data, err = io.ReadAll(io.LimitReader(f, maxTextBytes+1))
 			f.Close()
 			if err != nil {
-				return nil, false, err
+				return nil, "", err
 			}
 		}
 	}
 	var at fileAttrs
 	if !s.fromBlob && s.mode != modeSymlink {
-		var action crlfAction
-		action, at = r.conversion(s.path)
-		data = toGit(data, action, r.indexHasCRLF(s.path))
+		at = r.attributes().lookup(s.path)
+		conv, err := r.convertToGit(s.path, data)
+		if err != nil {
+			return nil, binaryEncoding, nil // its working-tree-encoding cannot be converted
+		}
+		data = conv
 	} else if s.mode != modeSymlink {
 		at = r.attributes().lookup(s.path)
 	}
@@ -510,20 +564,20 @@ func (r *repo) content(s *side) ([]byte, bool, error) {
 		s.hash = blobHash(sha1.New(), data)
 	}
 	if len(data) > maxTextBytes {
-		return nil, true, nil
+		return nil, binarySize, nil
 	}
 	switch {
 	case at.diff.set && at.diff.unset: // -diff, binary
-		return nil, true, nil
+		return nil, binaryAttribute, nil
 	case at.diff.set: // diff, diff=driver: text whatever the content
 	case bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0:
-		return nil, true, nil
+		return nil, binaryNUL, nil
 	}
 	if !utf8.Valid(data) {
 		// patches are JSON strings: bytes that are not UTF-8 would be replaced by
-		// U+FFFD and the patch would no longer apply, so such a file is reported as
-		// binary instead of being silently altered
-		return nil, true, nil
+		// U+FFFD and the patch would no longer apply, so such a file is counted but
+		// shown as binary instead of being silently altered
+		return data, binaryEncoding, nil
 	}
-	return data, false, nil
+	return data, "", nil
 }

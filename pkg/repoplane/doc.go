@@ -10,29 +10,36 @@
 // A repository is untrusted input: anyone able to write into the working tree can
 // write its .git directory too. The provider therefore guarantees, whatever the
 // repository contains, that no tool executes a program and that nothing outside the
-// root is read or written:
+// root is read or written (except the operator's excludes files, read-only):
 //
 //   - Nothing is ever executed. The package does not import os/exec; hooks
 //     (including core.hooksPath), clean/smudge filters, diff.*.textconv, external diff
 //     drivers, core.fsmonitor, credential helpers, pagers, editors and signing programs
 //     are configuration that is simply never consulted. Content is hashed and diffed
-//     byte for byte, except for git's built-in end-of-line conversion (the text, eol
-//     and crlf attributes, core.autocrlf), which is data applied as git applies it;
-//     a filter attribute is never acted on, so such content is taken as it is.
+//     byte for byte, except for git's built-in conversions (end of line: the text,
+//     eol and crlf attributes and core.autocrlf; ident; working-tree-encoding), which
+//     are data applied as git applies them (see Attributes); a path whose filter
+//     attribute names a driver is reported and left to git, never hashed raw.
 //   - Attributes come from .gitattributes files and .git/info/attributes only
 //     (core.attributesFile and the global attributes file are never read); excludes
-//     from .gitignore files and .git/info/exclude, matched by the package's own
-//     wildmatch with git's precedence.
+//     from .gitignore files, .git/info/exclude and ProviderOptions.ExcludesFiles (the
+//     operator's stand-in for core.excludesFile: config repo.excludesFiles, which the
+//     host defaults to the user's global git ignore file, $XDG_CONFIG_HOME/git/ignore
+//     or ~/.config/git/ignore, when that exists outside the root), matched by the
+//     package's own wildmatch with git's precedence.
 //   - Only .git/config is read. System and global configuration (~/.gitconfig,
-//     $XDG_CONFIG_HOME/git, core.excludesFile) are never opened; the commit identity
-//     comes from ProviderOptions or the acting principal, never from git config.
+//     $XDG_CONFIG_HOME/git) and a core.excludesFile any configuration names are never
+//     opened; the commit identity comes from ProviderOptions or the acting principal,
+//     never from git config.
 //   - Everything is opened through os.Root descriptors: the root, then each path
 //     segment (a symbolic link in the repository path is path_escape), then .git. go-git's
 //     storage runs on a billy.Filesystem over the .git os.Root, so no name it resolves
 //     can leave .git. Layouts that redirect git elsewhere are refused with
 //     not_permitted before anything else is read: a .git file (gitdir:), a symbolic
 //     .git, objects/info/alternates, commondir, core.worktree, include.path and
-//     includeIf, links among git's own files, bare repositories and unknown formats.
+//     includeIf, links among git's own files and unknown formats. A bare repository
+//     (its layout at the path, or core.bare set) is refused with not_a_repository: it
+//     has no working tree to show or stage.
 //   - Paths git records are validated: an index or tree entry naming "..", ".git" (in
 //     any case or NTFS/HFS spelling) or an absolute path is refused; pathspecs and the
 //     repository path may not name .git at all.
@@ -62,6 +69,38 @@
 //     appended to a regular file with a single link (a hard link could share its inode
 //     with a file outside the root) and never waits on a FIFO; otherwise it is skipped
 //     and the commit stands.
+//
+// # Attributes
+//
+// Every attribute git defines and what sharedos does with it: applied as git applies
+// it (as data), declined (reported and left to git, with a code), or ignored (it only
+// shapes what sharedos never does). This table is attributeTable (attributes.go); a
+// test holds them equal. Attributes come only from the files named under Hardening.
+//
+//	text                   applied   end-of-line conversion when staging and comparing (with core.autocrlf)
+//	eol                    applied   makes a file text; its lf/crlf choice shapes only checkout
+//	crlf                   applied   git's legacy spelling of text
+//	ident                  applied   $Id: ...$ collapsed to $Id$ when staging and comparing; nothing expanded
+//	working-tree-encoding  applied   converted to UTF-8 when staging and comparing; unconvertible: encoding_unsupported
+//	diff                   applied   -diff: binary; diff, diff=NAME: text, NAME's built-in funcname patterns
+//	binary                 applied   the built-in macro -diff -merge -text
+//	filter                 declined  never run: reported (filter), skipped under a directory, refused by name (filter_required)
+//	merge                  ignored   sharedos never merges
+//	conflict-marker-size   ignored   sharedos never merges
+//	whitespace             ignored   shapes only git diff --check and git apply
+//	export-ignore          ignored   shapes only git archive
+//	export-subst           ignored   shapes only git archive
+//	delta                  ignored   shapes only packing; sharedos writes loose objects
+//	encoding               ignored   shapes only gitk and git gui display
+//
+// # Operations in progress
+//
+// repo.status lists the operations git left in progress (inProgress: merge,
+// cherry-pick, revert, rebase, am, bisect). repo.commit completes a merge as git commit
+// does (MERGE_HEAD becomes the further parents; MERGE_HEAD, MERGE_MSG, MERGE_MODE and
+// AUTO_MERGE are removed), refuses during a cherry-pick, revert, rebase or am with
+// operation_in_progress (only git's --continue records those correctly), and commits
+// normally during a bisect. inprogress.go gives the reasons.
 //
 // # Frozen paths
 //

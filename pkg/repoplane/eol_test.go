@@ -140,7 +140,7 @@ func numstat(d DiffOutput) []string {
 		if f.OldPath != nil {
 			p = strings.Join(f.OldPath, "/") + " => " + p
 		}
-		if f.Binary {
+		if f.Binary && f.BinaryReason != binaryEncoding { // text that is not UTF-8 is counted, as by git
 			out = append(out, "-\t-\t"+p)
 		} else {
 			out = append(out, strconv.Itoa(f.Additions)+"\t"+strconv.Itoa(f.Deletions)+"\t"+p)

@@ -2,7 +2,9 @@ package repoplane
 
 import (
 	"bytes"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -11,7 +13,9 @@ const maxIgnoreFileBytes = 1 << 20
 // ignoreRules are the exclude patterns in force in one directory: .git/info/exclude,
 // then each .gitignore from the top down to it. As in git, the last pattern that
 // matches decides, so a deeper .gitignore overrides a shallower one and both override
-// info/exclude. core.excludesFile and the global ignore file are never read.
+// info/exclude, which override the operator's excludes files (ProviderOptions.ExcludesFiles:
+// git's core.excludesFile and global ignore file, named by the operator, never by the
+// repository's own configuration).
 type ignoreRules struct {
 	pats []ignorePattern
 }
@@ -158,9 +162,14 @@ func loadIgnoreFile(dir *os.Root, name string) []byte {
 	return data
 }
 
-// baseIgnore returns the repository-wide rules (.git/info/exclude).
+// baseIgnore returns the repository-wide rules: the operator's excludes files
+// (ProviderOptions.ExcludesFiles, git's core.excludesFile), then .git/info/exclude,
+// which takes precedence over them as in git.
 func (r *repo) baseIgnore() *ignoreRules {
 	ir := &ignoreRules{}
+	for _, data := range r.excludes {
+		ir = ir.with(data, "")
+	}
 	if data := loadIgnoreFile(r.git, "info/exclude"); data != nil {
 		ir = ir.with(data, "")
 	}
@@ -172,4 +181,47 @@ func splitPath(p string) []string {
 		return nil
 	}
 	return strings.Split(p, "/")
+}
+
+// DefaultExcludesFile is the running user's global git ignore file, as git finds it
+// when core.excludesFile is unset: $XDG_CONFIG_HOME/git/ignore, else
+// $HOME/.config/git/ignore. It returns "" when the file does not exist.
+func DefaultExcludesFile(getenv func(string) string) string {
+	var p string
+	if x := getenv("XDG_CONFIG_HOME"); x != "" && filepath.IsAbs(x) {
+		p = filepath.Join(x, "git", "ignore")
+	} else if h := getenv("HOME"); h != "" && filepath.IsAbs(h) {
+		p = filepath.Join(h, ".config", "git", "ignore")
+	}
+	if p == "" {
+		return ""
+	}
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return p
+}
+
+// readExcludesFiles reads the operator's excludes files (the only files outside the
+// root the repo plane ever opens). A file that is missing, not a regular file or over
+// 1 MiB is skipped, as git skips an unreadable core.excludesFile.
+func readExcludesFiles(paths []string) [][]byte {
+	var out [][]byte
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxIgnoreFileBytes {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxIgnoreFileBytes+1))
+		_ = f.Close()
+		if err != nil || len(data) > maxIgnoreFileBytes {
+			continue
+		}
+		out = append(out, data)
+	}
+	return out
 }

@@ -26,8 +26,9 @@ import (
 
 // Error codes of the repo provider (ProtocolError.Code of denied and failed results).
 const (
-	// CodeNotARepository: the path is a directory without a .git directory (or a bare
-	// repository, or one whose metadata cannot be read). Failed.
+	// CodeNotARepository: the path is a directory without a .git directory, a bare
+	// repository (its layout at the path, or core.bare set), or one whose metadata
+	// cannot be read. Failed.
 	CodeNotARepository kernel.ErrorCode = "not_a_repository"
 	// CodeNotFound: the repository path, or a pathspec entry to stage, does not exist. Failed.
 	CodeNotFound kernel.ErrorCode = "not_found"
@@ -47,6 +48,17 @@ const (
 	CodeInvalidInput kernel.ErrorCode = "invalid_input"
 	// CodeUnmerged: the index has unresolved merge conflicts, so nothing can be committed. Failed.
 	CodeUnmerged kernel.ErrorCode = "unmerged_paths"
+	// CodeOperationInProgress: a cherry-pick, revert, rebase or am is in progress, which
+	// only git can finish (a merge in progress is completed by repo.commit). Failed.
+	CodeOperationInProgress kernel.ErrorCode = "operation_in_progress"
+	// CodeFilterRequired: a path named to stage has a filter attribute (git-lfs…):
+	// staging it would need the filter's clean command, and sharedos never runs a
+	// program. Failed.
+	CodeFilterRequired kernel.ErrorCode = "filter_required"
+	// CodeEncodingUnsupported: a file's working-tree-encoding cannot be converted to
+	// UTF-8 (an encoding sharedos does not know, bytes invalid in it, a missing or
+	// prohibited byte order mark); git refuses such a file too. Failed.
+	CodeEncodingUnsupported kernel.ErrorCode = "encoding_unsupported"
 	// CodeUnsupportedAction: the action is not one of the five. Failed.
 	CodeUnsupportedAction kernel.ErrorCode = "unsupported_action"
 	// CodeProviderError: the repository is corrupt or the file system failed. Failed.
@@ -85,6 +97,15 @@ type ProviderOptions struct {
 	// one (host_policy_denied) and, staging a directory that holds one, leaves the
 	// frozen subtree's index entries untouched.
 	Frozen [][]string
+	// ExcludesFiles are ignore files (gitignore syntax, patterns relative to each
+	// repository's top) that apply to every repository beneath the root, below
+	// .git/info/exclude and the .gitignore files in precedence: the operator's stand-in
+	// for git's core.excludesFile and global ignore file (config repo.excludesFiles;
+	// the host defaults it to DefaultExcludesFile when that lies outside the root).
+	// They are the only files outside the root the provider opens; they are read per
+	// operation, and one that is missing or unreadable is skipped. A repository's own
+	// configuration (core.excludesFile in .git/config) is never followed.
+	ExcludesFiles []string
 }
 
 // Provider is the "repo" kernel.ResourceProvider: it serves the five repo actions on the
@@ -121,6 +142,12 @@ func NewProvider(root string, opts ProviderOptions) (*Provider, error) {
 		return nil, err
 	}
 	opts.Frozen = cloneFrozen(opts.Frozen)
+	opts.ExcludesFiles = append([]string(nil), opts.ExcludesFiles...)
+	for _, f := range opts.ExcludesFiles {
+		if !filepath.IsAbs(f) {
+			return nil, fmt.Errorf("repoplane: excludes file %s is not an absolute path", f)
+		}
+	}
 	return &Provider{root: abs, opts: opts}, nil
 }
 
@@ -282,6 +309,7 @@ func (p *Provider) invoke(ctx context.Context, op kernel.ResourceOperation) (any
 	}
 	defer r.close()
 	r.frozen = frozen
+	r.excludes = readExcludesFiles(p.opts.ExcludesFiles)
 	return run(r)
 }
 
@@ -470,6 +498,7 @@ type repo struct {
 	st           *filesystem.Storage
 	objs         *objectStore // the bounded object reader (objread.go)
 	frozen       frozenSet    // paths the host froze, relative to the working tree
+	excludes     [][]byte     // the operator's excludes files (ProviderOptions.ExcludesFiles)
 	fileMode     bool         // core.filemode
 	ctime        bool         // core.trustctime
 	reflog       bool         // core.logAllRefUpdates
@@ -520,30 +549,34 @@ func (p *Provider) open(path []string) (*repo, *opError) {
 	fi, err := cur.Lstat(".git")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		bare := looksBare(cur)
 		r.close()
+		if bare {
+			return nil, failed(CodeNotARepository, "%s is a bare repository (no working tree); sharedos only opens repositories with a .git directory", shown)
+		}
 		return nil, failed(CodeNotARepository, "%s is not the top directory of a git repository (no .git)", shown)
 	case err != nil:
 		r.close()
-		return nil, failed(CodeProviderError, "inspect %s/.git: %v", shown, err)
+		return nil, failed(CodeProviderError, "inspect %s: %v", dotGit(shown), err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		r.close()
-		return nil, denied(CodeNotPermitted, "%s/.git is a symbolic link; sharedos only opens a .git directory held inside the repository", shown)
+		return nil, denied(CodeNotPermitted, "%s is a symbolic link; sharedos only opens a .git directory held inside the repository", dotGit(shown))
 	case fi.Mode().IsRegular():
 		r.close()
-		return nil, denied(CodeNotPermitted, "%s/.git is a file (a gitdir: indirection to another directory); only a .git directory is opened", shown)
+		return nil, denied(CodeNotPermitted, "%s is a file (a gitdir: indirection, as in a linked worktree or a submodule); only a .git directory held inside the repository is opened", dotGit(shown))
 	case !fi.IsDir():
 		r.close()
-		return nil, failed(CodeNotARepository, "%s/.git is not a directory", shown)
+		return nil, failed(CodeNotARepository, "%s is not a directory", dotGit(shown))
 	}
 	g, err := cur.OpenRoot(".git")
 	if err != nil {
 		r.close()
-		return nil, failed(CodeProviderError, "open %s/.git: %v", shown, err)
+		return nil, failed(CodeProviderError, "open %s: %v", dotGit(shown), err)
 	}
 	r.git = g
 	if gi, err := g.Stat("."); err != nil || !os.SameFile(fi, gi) {
 		r.close()
-		return nil, denied(CodeNotPermitted, "%s/.git changed while it was opened", shown)
+		return nil, denied(CodeNotPermitted, "%s changed while it was opened", dotGit(shown))
 	}
 	r.gitName = filepath.Join(append([]string{p.root}, append(append([]string{}, path...), ".git")...)...)
 	if oe := r.checkLayout(shown); oe != nil {
@@ -561,6 +594,24 @@ func (p *Provider) open(path []string) (*repo, *opError) {
 		return nil, oe
 	}
 	return r, nil
+}
+
+// dotGit names the .git of the repository shown as shown ("/" is the root) in messages.
+func dotGit(shown string) string {
+	if shown == "/" {
+		return ".git"
+	}
+	return shown + "/.git"
+}
+
+// looksBare reports whether dir holds a bare repository's layout (HEAD, objects, refs).
+func looksBare(dir *os.Root) bool {
+	for _, name := range []string{"HEAD", "objects", "refs"} {
+		if _, err := dir.Lstat(name); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // openDir opens the subdirectory seg of cur, refusing a symbolic link.
@@ -592,23 +643,23 @@ func openDir(cur *os.Root, seg, shown string) (*os.Root, *opError) {
 func (r *repo) checkLayout(shown string) *opError {
 	for _, name := range []string{"commondir", "objects/info/alternates", "objects/info/http-alternates"} {
 		if _, err := r.git.Lstat(name); err == nil {
-			return denied(CodeNotPermitted, "%s/.git/%s points git at another object or metadata directory; such repositories are refused", shown, name)
+			return denied(CodeNotPermitted, "%s/%s points git at another object or metadata directory; such repositories are refused", dotGit(shown), name)
 		}
 	}
 	for _, name := range []string{"HEAD", "config", "index", "objects", "refs", "packed-refs", "objects/info",
 		"objects/pack", "refs/heads", "info", "info/exclude", "logs", "logs/refs", "logs/HEAD", "shallow", "hooks"} {
 		fi, err := r.git.Lstat(name)
 		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return denied(CodeNotPermitted, "%s/.git/%s is a symbolic link; such repositories are refused", shown, name)
+			return denied(CodeNotPermitted, "%s/%s is a symbolic link; such repositories are refused", dotGit(shown), name)
 		}
 	}
 	for _, name := range []string{"objects", "refs"} {
 		if fi, err := r.git.Lstat(name); err != nil || !fi.IsDir() {
-			return failed(CodeNotARepository, "%s/.git has no %s directory", shown, name)
+			return failed(CodeNotARepository, "%s has no %s directory", dotGit(shown), name)
 		}
 	}
 	if fi, err := r.git.Lstat("HEAD"); err != nil || !fi.Mode().IsRegular() {
-		return failed(CodeNotARepository, "%s/.git has no HEAD", shown)
+		return failed(CodeNotARepository, "%s has no HEAD", dotGit(shown))
 	}
 	return nil
 }
@@ -633,22 +684,22 @@ func (r *repo) checkConfig(shown, name string) (worktreeConfig bool, oe *opError
 		return false, nil
 	}
 	if err != nil {
-		return false, failed(CodeProviderError, "read %s/.git/%s: %v", shown, name, err)
+		return false, failed(CodeProviderError, "read %s/%s: %v", dotGit(shown), name, err)
 	}
 	cfg := gitconfig.New()
 	if err := gitconfig.NewDecoder(bytes.NewReader(data)).Decode(cfg); err != nil {
-		return false, failed(CodeNotARepository, "%s/.git/%s cannot be parsed: %v", shown, name, err)
+		return false, failed(CodeNotARepository, "%s/%s cannot be parsed: %v", dotGit(shown), name, err)
 	}
 	for _, s := range cfg.Sections {
 		switch {
 		case s.IsName("include"), s.IsName("includeIf"):
-			return false, denied(CodeNotPermitted, "%s/.git/%s includes other configuration files (include.path); such repositories are refused", shown, name)
+			return false, denied(CodeNotPermitted, "%s/%s includes other configuration files (include.path); such repositories are refused", dotGit(shown), name)
 		case s.IsName("core"):
 			if s.HasOption("worktree") {
-				return false, denied(CodeNotPermitted, "%s/.git/%s sets core.worktree (a working tree elsewhere); such repositories are refused", shown, name)
+				return false, denied(CodeNotPermitted, "%s/%s sets core.worktree (a working tree elsewhere); such repositories are refused", dotGit(shown), name)
 			}
 			if v, ok := lastBool(s.Options, "bare"); ok && v {
-				return false, failed(CodeNotARepository, "%s is a bare repository", shown)
+				return false, failed(CodeNotARepository, "%s is a bare repository (core.bare); sharedos only opens repositories with a working tree", shown)
 			}
 			if v := s.Options.Get("repositoryformatversion"); v != "" {
 				if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > 1 {

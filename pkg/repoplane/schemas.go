@@ -12,7 +12,9 @@ const (
 		"first (maxCount, default 20, at most 100)."
 	descStage = "Stage (git add) the additions, modifications and deletions under each pathspec entry " +
 		"of the git repository at path. Ignored files, symbolic links and anything under .git are " +
-		"never staged."
+		"never staged. Ignore rules come from the .gitignore files, .git/info/exclude and the " +
+		"host's excludes files (config repo.excludesFiles; by default the user's global git ignore " +
+		"file), never from a file the repository's own config names."
 	descCommit = "Commit the staged changes of the git repository at path on the current branch with a " +
 		"one-line message. Trailers naming the acting principal, the authority and the world are " +
 		"appended."
@@ -113,16 +115,29 @@ func statusOutputSchema() map[string]any {
 		"worktree": letter("Working tree against the index: \".\" unchanged, \"M\" modified, \"D\" deleted, "+
 			"\"T\" type changed, \"A\" intended to add (git add -N), \"U\" unmerged, \"?\" untracked.",
 			".", "M", "D", "T", "A", "U", "?"),
+		"addressable": described(map[string]any{"const": false}, "Present (false) when the path or its old path cannot be named in a pathspec "+
+			"(a tab or other control character, a backslash, leading or trailing white space, bytes that are not UTF-8, a .git spelling): "+
+			"stage such a file through its directory."),
+		"filter": str("The filter driver the path's attributes name (git-lfs: \"lfs\"); absent when none. Its clean command is never run: " +
+			"the working tree counts as modified only when its size differs from the one recorded in the index (or the entry is racily clean), " +
+			"and repo.stage leaves the path to git."),
 	}, "path", "staging", "worktree")
 	return obj(map[string]any{
-		"path":      outRepoPath(),
-		"branch":    nullableStr("Current branch (short name, also on an unborn branch); null when HEAD is detached."),
-		"head":      nullableStr("Commit hash of HEAD; null before the first commit."),
-		"detached":  boolean("True when HEAD names a commit rather than a branch."),
-		"clean":     boolean("True when entries is empty."),
+		"path":     outRepoPath(),
+		"branch":   nullableStr("Current branch (short name, also on an unborn branch); null when HEAD is detached."),
+		"head":     nullableStr("Commit hash of HEAD; null before the first commit."),
+		"detached": boolean("True when HEAD names a commit rather than a branch."),
+		"clean":    boolean("True when entries is empty."),
+		"inProgress": described(map[string]any{"type": "array", "items": letter("An operation in progress.",
+			"merge", "cherry-pick", "revert", "rebase", "am", "bisect")},
+			"Operations git left in progress, as git status reports them: \"merge\" (repo.commit completes it with MERGE_HEAD as a further parent), "+
+				"\"cherry-pick\", \"revert\", \"rebase\" and \"am\" (repo.commit refuses with operation_in_progress; finish them with git), \"bisect\" (commits are allowed). Empty when none."),
 		"entries":   described(map[string]any{"type": "array", "items": entry}, "Changed and staged files sorted by path, then untracked files sorted by path (git's porcelain order); untracked files are listed one by one (git status -uall), a nested repository as one entry. Ignored files are never listed."),
 		"truncated": boolean("True when more than 10000 entries existed and only the first were returned."),
-	}, "path", "branch", "head", "detached", "clean", "entries", "truncated")
+		"submodulesNotInspected": described(map[string]any{"type": "array", "items": relPath("Submodule path.")},
+			"Submodules present in the working tree whose contents were not inspected: only the commit each has checked out is compared, "+
+				"so modified or untracked files inside one (git status: \" M sub\") are not reported. Empty when none."),
+	}, "path", "branch", "head", "detached", "clean", "inProgress", "entries", "truncated", "submodulesNotInspected")
 }
 
 func diffOutputSchema() map[string]any {
@@ -130,10 +145,15 @@ func diffOutputSchema() map[string]any {
 		"path":      relPath("File path (the new path of a rename), relative to the repository."),
 		"oldPath":   relPath("For a rename: the old path."),
 		"status":    letter("\"A\" added, \"M\" modified, \"D\" deleted, \"R\" renamed (identical content), \"T\" type changed.", "A", "M", "D", "R", "T"),
-		"additions": integer("Lines added (0 for binary files)."),
-		"deletions": integer("Lines deleted (0 for binary files)."),
-		"binary":    boolean("True when either side holds a NUL byte in its first 8000 bytes or is larger than 8 MiB."),
-		"patch":     str("git-style unified patch of this file (3 context lines); empty or cut when the byte budget ran out."),
+		"additions": integer("Lines added (0 for binary files, except text that is not UTF-8, whose lines are counted as git's numstat does)."),
+		"deletions": integer("Lines deleted (0 for binary files, except text that is not UTF-8, whose lines are counted as git's numstat does)."),
+		"binary": boolean("True when the patch text is not given; binaryReason says why: \"filter\" (the path's filter attribute names a " +
+			"clean command, never run, so its working-tree bytes are not what git would store), \"attribute\" (-diff or binary), " +
+			"\"size\" (a side larger than 8 MiB), \"nul\" (a NUL byte in a side's first 8000 bytes), \"encoding\" (a side that " +
+			"is not UTF-8, or whose working-tree-encoding cannot be converted; lines are still counted, as git's numstat does)."),
+		"binaryReason": letter("Why binary is true (absent when it is not).", binaryReasons...),
+		"filter":       str("The filter driver the path's attributes name (git-lfs: \"lfs\"); absent when none. sharedos never runs it."),
+		"patch":        str("git-style unified patch of this file (3 context lines); empty or cut when the byte budget ran out."),
 	}, "path", "status", "additions", "deletions", "binary", "patch")
 	return obj(map[string]any{
 		"path":      outRepoPath(),
@@ -168,7 +188,7 @@ func stageOutputSchema() map[string]any {
 		"skipped": described(map[string]any{"type": "array", "items": obj(map[string]any{
 			"path":   relPath("Path relative to the repository."),
 			"reason": str("Why it was not staged."),
-		}, "path", "reason")}, "Paths under the pathspec that were deliberately not staged (nested repositories); absent when none."),
+		}, "path", "reason")}, "Paths under the pathspec that were deliberately not staged (nested repositories, paths whose filter attribute would need a clean command to run); absent when none."),
 	}, "path", "staged")
 }
 

@@ -103,7 +103,7 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 			}
 		}
 		if !found && r.ignoredPath(e) {
-			return nil, failed(CodeInvalidInput, "%s is ignored by a .gitignore rule and is not staged", e)
+			return nil, failed(CodeInvalidInput, "%s is ignored (by .gitignore, .git/info/exclude or the host's excludes files) and is not staged", e)
 		}
 	}
 	for _, c := range w.out {
@@ -128,11 +128,34 @@ func (r *repo) stage(ctx context.Context, ps [][]string) (any, *opError) {
 			r.attributes().forget(c.path)
 		}
 	}
+	// a path whose attributes name a filter would need the filter's clean command,
+	// which sharedos never runs: refused when named, skipped under a directory
+	filtered := map[string]string{}
+	for _, c := range w.out {
+		if c.code == 'D' || c.newMode == modeGitlink {
+			continue
+		}
+		f := r.filterOf(c.path)
+		if f == "" {
+			continue
+		}
+		for _, e := range spec {
+			if e == c.path {
+				return nil, failed(CodeFilterRequired, "%s has the filter attribute %q: git would run that filter's clean command to stage it, and sharedos never runs a program; stage it with git", c.path, f)
+			}
+		}
+		filtered[c.path] = f
+	}
 	for _, c := range w.out {
 		if c.code == '?' && c.newMode == modeGitlink {
 			// a nested repository is never staged (git would add it as a gitlink)
 			out.Skipped = append(out.Skipped, StageSkipped{Path: splitPath(c.path),
 				Reason: "a nested git repository; sharedos does not stage repositories (git would record it as a submodule link)"})
+			continue
+		}
+		if f := filtered[c.path]; f != "" {
+			out.Skipped = append(out.Skipped, StageSkipped{Path: splitPath(c.path),
+				Reason: "filter=" + f + ": git would run that filter's clean command to stage it, and sharedos never runs a program"})
 			continue
 		}
 		if c.code == 'D' {
@@ -351,8 +374,11 @@ func (r *repo) stageFile(c wtChange) (*idxEntry, *opError) {
 	if err != nil {
 		return nil, failed(CodeProviderError, "read %s: %v", c.path, err)
 	}
-	action, _ := r.conversion(c.path)
-	h, err := r.writeObject(plumbing.BlobObject, toGit(data, action, r.indexHasCRLF(c.path)))
+	conv, err := r.convertToGit(c.path, data)
+	if err != nil {
+		return nil, failed(CodeEncodingUnsupported, "%s cannot be staged: %v (git would refuse it too)", c.path, err)
+	}
+	h, err := r.writeObject(plumbing.BlobObject, conv)
 	if err != nil {
 		return nil, internal("store "+c.path, err)
 	}
@@ -445,6 +471,11 @@ func (r *repo) stillMatches(w *walker, e *idxEntry) bool {
 	st, err := d.lstat(name)
 	if err != nil || st.sd.size != e.size || st.sd.mtimeS != e.mtimeS || st.sd.mtimeN != e.mtimeN {
 		return false
+	}
+	if r.filterOf(e.name) != "" {
+		// the filter's clean command would decide, and it is never run: stat data
+		// that still match are kept (the raw bytes never equal the stored pointer)
+		return true
 	}
 	h, err := w.hashPath(d, e.name, name, st)
 	return err == nil && h == plumbing.Hash(e.hash)

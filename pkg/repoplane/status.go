@@ -9,17 +9,27 @@ import (
 	"sort"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // StatusOutput is the output of repo.status (see the tool's outputSchema).
 type StatusOutput struct {
-	Path      []string      `json:"path"`
-	Branch    *string       `json:"branch"`
-	Head      *string       `json:"head"`
-	Detached  bool          `json:"detached"`
-	Clean     bool          `json:"clean"`
-	Entries   []StatusEntry `json:"entries"`
-	Truncated bool          `json:"truncated"`
+	Path     []string `json:"path"`
+	Branch   *string  `json:"branch"`
+	Head     *string  `json:"head"`
+	Detached bool     `json:"detached"`
+	Clean    bool     `json:"clean"`
+	// InProgress lists the operations git left in progress (merge, cherry-pick,
+	// revert, rebase, am, bisect), as git status reports them; empty when none.
+	InProgress []string      `json:"inProgress"`
+	Entries    []StatusEntry `json:"entries"`
+	Truncated  bool          `json:"truncated"`
+	// SubmodulesNotInspected lists the submodules (gitlink entries) present in the
+	// working tree: only the commit each has checked out is compared, never the files
+	// inside, so modified or untracked content in them (git status: " M sub") is not
+	// reported. Empty when there are none.
+	SubmodulesNotInspected [][]string `json:"submodulesNotInspected"`
 }
 
 // StatusEntry is one path of repo.status with porcelain-style letters ("." = unchanged).
@@ -28,6 +38,28 @@ type StatusEntry struct {
 	OldPath  []string `json:"oldPath,omitempty"`
 	Staging  string   `json:"staging"`
 	Worktree string   `json:"worktree"`
+	// Filter is the filter driver the path's attributes name (git-lfs: "lfs"), whose
+	// clean command sharedos never runs; "" when none.
+	Filter string `json:"filter,omitempty"`
+	// Addressable is false when the path (or its old path) cannot be named in a
+	// pathspec: a segment holding a control character such as a tab, a backslash,
+	// leading or trailing white space, bytes that are not UTF-8, over 256 characters,
+	// or a .git spelling. Such a file is staged with its directory. Absent otherwise.
+	Addressable *bool `json:"addressable,omitempty"`
+}
+
+// addressable reports whether p can be named in a pathspec as status shows it.
+func addressable(p string) bool {
+	segs := splitPath(p)
+	if kernel.ValidatePath(segs) != nil {
+		return false
+	}
+	for _, s := range segs {
+		if isDotGit(s) {
+			return false
+		}
+	}
+	return true
 }
 
 const maxIndexBytes = 1 << 30
@@ -145,19 +177,31 @@ func (r *repo) status(ctx context.Context) (any, *opError) {
 		return all[i].path < all[j].path
 	})
 	out := StatusOutput{Path: r.path, Branch: head.branch(), Head: head.head(), Detached: head.ref == "",
-		Entries: make([]StatusEntry, 0, min(len(all), maxStatusEntries))}
+		InProgress: r.inProgress(), Entries: make([]StatusEntry, 0, min(len(all), maxStatusEntries))}
 	for _, rw := range all {
 		if len(out.Entries) == maxStatusEntries {
 			out.Truncated = true
 			break
 		}
-		e := StatusEntry{Path: splitPath(rw.path), Staging: string(rw.x), Worktree: string(rw.y)}
+		e := StatusEntry{Path: splitPath(rw.path), Staging: string(rw.x), Worktree: string(rw.y), Filter: r.filterOf(rw.path)}
 		if rw.old != "" {
 			e.OldPath = splitPath(rw.old)
+		}
+		if !addressable(rw.path) || rw.old != "" && !addressable(rw.old) {
+			e.Addressable = new(bool)
 		}
 		out.Entries = append(out.Entries, e)
 	}
 	out.Clean = len(all) == 0
+	out.SubmodulesNotInspected = [][]string{}
+	for _, e := range idx.entries {
+		if e.mode != modeGitlink || e.stage() != 0 || r.frozen.covers(e.name) || len(out.SubmodulesNotInspected) == maxStatusEntries {
+			continue
+		}
+		if fi, err := r.wt.Lstat(e.name); err == nil && fi.IsDir() {
+			out.SubmodulesNotInspected = append(out.SubmodulesNotInspected, splitPath(e.name))
+		}
+	}
 	return out, nil
 }
 
@@ -228,6 +272,9 @@ func (r *repo) worktreeBlob(p string, mode uint32) (plumbing.Hash, bool) {
 	if err != nil {
 		return plumbing.ZeroHash, false
 	}
-	action, _ := r.conversion(p)
-	return blobHash(sha1.New(), toGit(data, action, r.indexHasCRLF(p))), true
+	conv, err := r.convertToGit(p, data)
+	if err != nil {
+		return plumbing.ZeroHash, false
+	}
+	return blobHash(sha1.New(), conv), true
 }

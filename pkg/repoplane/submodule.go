@@ -12,7 +12,8 @@ import (
 
 // This file finds the commit a submodule's working tree has checked out, which is all
 // git compares a gitlink entry with (new commits show as a modified submodule; sharedos
-// does not look for uncommitted changes inside it). Only two layouts are read, both
+// does not look for uncommitted changes inside it, and repo.status says so in
+// submodulesNotInspected). Only two layouts are read, both
 // through descriptors confined to this repository: a .git directory inside the
 // submodule, and a "gitdir:" file naming the superproject's own .git/modules/<name>
 // (what git submodule add writes). Anything else — a link, a gitdir elsewhere, a
