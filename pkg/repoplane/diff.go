@@ -490,14 +490,6 @@ func hunkRange(start, count int) string {
 
 func (f DiffFile) pathString() string { return strings.Join(f.Path, "/") }
 
-func countLines(s string) int {
-	n := strings.Count(s, "\n")
-	if s != "" && !strings.HasSuffix(s, "\n") {
-		n++
-	}
-	return n
-}
-
 // content returns one side's bytes and, when it is to be shown as binary, why
 // (binaryReasons). Text that is not UTF-8 comes back with binaryEncoding and its
 // bytes (its lines are counted); other binary sides come back without bytes.

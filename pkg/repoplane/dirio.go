@@ -33,7 +33,8 @@ type fileStat struct {
 	size     int64
 	sd       statData
 	dev, ino uint64
-	fi       fs.FileInfo // where the platform has no device and inode numbers
+	//lint:ignore U1000 read where the platform has no device and inode numbers (dirio_other.go)
+	fi fs.FileInfo
 }
 
 // dirHandle is an open directory: its root (to open children without leaving it) and a
@@ -52,26 +53,3 @@ func openDirHandle(root *os.Root) (*dirHandle, error) {
 }
 
 func (d *dirHandle) close() { _ = d.f.Close() }
-
-// statFromInfo converts an os.FileInfo (the portable path).
-func statFromInfo(fi fs.FileInfo) fileStat {
-	return fileStat{mode: fi.Mode(), size: fi.Size(), sd: statOf(fi), fi: fi}
-}
-
-// listTypes reads a directory's names with their types; anything but a directory, a
-// link or a regular file is irregular.
-func listTypes(f *os.File) ([]dirEnt, error) {
-	des, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dirEnt, len(des))
-	for i, de := range des {
-		t := de.Type()
-		if t != fs.ModeDir && t != fs.ModeSymlink && t != 0 {
-			t = fs.ModeIrregular
-		}
-		out[i] = dirEnt{name: de.Name(), typ: t}
-	}
-	return out, nil
-}

@@ -30,3 +30,26 @@ func statOf(fi fs.FileInfo) statData {
 	sd.ctimeS, sd.ctimeN = sd.mtimeS, sd.mtimeN
 	return sd
 }
+
+// statFromInfo converts an os.FileInfo (the portable path).
+func statFromInfo(fi fs.FileInfo) fileStat {
+	return fileStat{mode: fi.Mode(), size: fi.Size(), sd: statOf(fi), fi: fi}
+}
+
+// listTypes reads a directory's names with their types; anything but a directory, a
+// link or a regular file is irregular.
+func listTypes(f *os.File) ([]dirEnt, error) {
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEnt, len(des))
+	for i, de := range des {
+		t := de.Type()
+		if t != fs.ModeDir && t != fs.ModeSymlink && t != 0 {
+			t = fs.ModeIrregular
+		}
+		out[i] = dirEnt{name: de.Name(), typ: t}
+	}
+	return out, nil
+}

@@ -100,7 +100,7 @@ func parseIgnoreLine(s, base string) (ignorePattern, bool) {
 		return p, false // matches nothing
 	}
 	p.pattern = s
-	p.literal = strings.IndexAny(s, "*?[\\") < 0
+	p.literal = !strings.ContainsAny(s, "*?[\\")
 	return p, true
 }
 

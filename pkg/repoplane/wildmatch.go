@@ -43,11 +43,6 @@ func doWild(p string, pi int, t string, ti int, flags int) wmResult {
 				return wmNoMatch
 			}
 			continue
-		default:
-			if tc != pc {
-				return wmNoMatch
-			}
-			continue
 		case '?':
 			if pathname && tc == '/' {
 				return wmNoMatch
@@ -211,6 +206,11 @@ func doWild(p string, pi int, t string, ti int, flags int) wmResult {
 				}
 			}
 			if matched == negated || pathname && tc == '/' {
+				return wmNoMatch
+			}
+			continue
+		default:
+			if tc != pc {
 				return wmNoMatch
 			}
 			continue
