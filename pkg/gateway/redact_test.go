@@ -48,6 +48,12 @@ func TestRedactor(t *testing.T) {
 			t.Errorf("cleanJSON(%s) = %s", doc, out)
 		}
 	}
+	// a numeric credential that also appears as a number: only strings are cleaned
+	num := newRedactor([]string{"123456"})
+	out, err := num.cleanJSON([]byte(`{"n":123456,"t":"pin 123456"}`))
+	if err != nil || string(out) != `{"n":123456,"t":"pin [redacted]"}` {
+		t.Errorf("cleanJSON with a numeric credential = %s, %v", out, err)
+	}
 	// nothing to redact: the same bytes
 	doc := `{"n":1.50,"t":"a\u0041"}`
 	if out, _ := r.cleanJSON([]byte(doc)); string(out) != doc {

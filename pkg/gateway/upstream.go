@@ -131,19 +131,24 @@ func (r *redactor) clean(s string) string {
 
 // cleanJSON returns a JSON document with every credential form replaced in its
 // strings (keys included). A document without escapes that could spell a needle
-// otherwise ("\u…", "\/") is cleaned as bytes; any other is decoded, cleaned string by
-// string and encoded again.
+// otherwise ("\u…", "\/") is cleaned as bytes (when the result is still JSON); any
+// other is decoded, cleaned string by string and encoded again.
 func (r *redactor) cleanJSON(b []byte) ([]byte, error) {
 	if r == nil || len(r.needles) == 0 {
 		return b, nil
 	}
 	if !bytes.Contains(b, []byte(`\u`)) && !bytes.Contains(b, []byte(`\/`)) {
+		out, changed := b, false
 		for _, n := range r.json {
-			if bytes.Contains(b, []byte(n)) {
-				b = bytes.ReplaceAll(b, []byte(n), []byte(Redacted))
+			if bytes.Contains(out, []byte(n)) {
+				out, changed = bytes.ReplaceAll(out, []byte(n), []byte(Redacted)), true
 			}
 		}
-		return b, nil
+		// a needle can also spell JSON outside a string (a numeric credential and a
+		// number of the result): then clean string by string instead
+		if !changed || json.Valid(out) {
+			return out, nil
+		}
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
