@@ -809,6 +809,20 @@ func TestAuditUnavailableIsSurfaced(t *testing.T) {
 	// wait for the server's own writer (its spool is copied in every 10 ms) as it does
 	db, err := sql.Open("sqlite", e.state+"?_pragma=busy_timeout(30000)")
 	must(t, err)
+	// the first call's tool.invoked record is copied in from the spool first: the
+	// trigger must refuse the second call's record, not hold up the first one's (a
+	// spool that cannot be copied in refuses the next call instead of running it)
+	for {
+		var n int
+		must(t, db.QueryRow(`SELECT count(*) FROM audit_events WHERE type = 'tool.invoked'`).Scan(&n))
+		if n > 0 {
+			break
+		}
+		if dl, ok := t.Deadline(); ok && time.Until(dl) < 5*time.Second {
+			t.Fatal("the first call's record never reached the database")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	_, err = db.Exec(`CREATE TRIGGER full_disk BEFORE INSERT ON audit_events WHEN NEW.type = 'tool.invoked'
 		BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`)
 	must(t, err)
