@@ -244,7 +244,7 @@ func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.Es
 		return api.EscalateResult{}, err
 	}
 	actx := h.Prepared.Context
-	esc, err := h.Turn.RecordEscalation(ctx, kernel.EscalationReason(req.Call.Arguments), nil)
+	esc, err := h.Escalations().Escalate(ctx, h.Turn, req.Call)
 	var refused *kernel.EscalationRefusedError
 	if errors.As(err, &refused) {
 		// the escalation's own authorization refused it: its grant's uses are spent
@@ -253,10 +253,6 @@ func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.Es
 		return api.EscalateResult{Denied: &res}, nil
 	}
 	if err != nil {
-		return api.EscalateResult{}, s.stateErr(err)
-	}
-	rec := store.EscalationRecord{World: actx.World, Owner: actx.Owner, TraceID: actx.TraceID, CallID: req.Call.ID, Escalation: esc}
-	if err := h.Store.RecordEscalation(ctx, rec); err != nil {
 		return api.EscalateResult{}, s.stateErr(err)
 	}
 	return api.EscalateResult{Escalation: &esc}, nil
@@ -296,8 +292,6 @@ func escalationRecord(r store.EscalationRecord) api.EscalationRecord {
 	return out
 }
 
-// eventEscalationResolved is the audit type of a resolution.
-const eventEscalationResolved = "escalation.resolved"
 
 // ResolveEscalation records the context's owner's decision on escalation req.ID, which
 // must have been asked of that owner in the context's world, with its audit event in the
@@ -307,53 +301,35 @@ func (s *Service) ResolveEscalation(ctx context.Context, req api.ResolveRequest)
 	if req.Status != api.EscalationApproved && req.Status != api.EscalationDenied {
 		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf("invalid decision %q: want approved or denied", req.Status)}
 	}
-	p, err := s.b.Prepare()
+	h, err := s.open(ctx)
 	if err != nil {
 		return api.Resolved{}, err
-	}
-	actx := p.Context
-	st, err := s.state(ctx)
-	if err != nil {
-		return api.Resolved{}, err
-	}
-	rec, err := st.GetEscalation(ctx, req.ID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return api.Resolved{}, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no escalation %d is recorded", req.ID), Err: err,
-			Hint: "'sharedos escalations list --all' lists every escalation with its ID"}
-	case err != nil:
-		return api.Resolved{}, s.stateErr(err)
-	case rec.World != actx.World || rec.Owner != actx.Owner:
-		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest,
-			Message: fmt.Sprintf("escalation %d was asked of %s in world %s, not of %s in world %s", req.ID, rec.Owner, rec.World, actx.Owner, actx.World),
-			Hint:    "pass --owner " + rec.Owner.String() + " --world " + rec.World + " (or the grant file of that context)"}
-	case rec.Resolution != nil && rec.Resolution.Status == req.Status:
-		return api.Resolved{Record: escalationRecord(rec), Unchanged: true}, nil
-	case rec.Resolution != nil:
-		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Err: store.ErrAlreadyResolved,
-			Message: fmt.Sprintf("escalation %d was already %s by %s at %s", req.ID, rec.Resolution.Status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt),
-			Hint:    "a resolution is never changed; record a new decision in the grant file instead"}
 	}
 	source := s.b.Surface
 	if source == "" {
 		source = "cli"
 	}
-	res := store.EscalationResolution{Status: req.Status, ResolvedBy: actx.Owner, ResolvedAt: actx.Now, Note: req.Note}
-	ev := kernel.AuditEvent{Version: "1", ID: strings.ReplaceAll(NewUUID(), "-", ""), Type: eventEscalationResolved,
-		Outcome: kernel.OutcomeSucceeded, At: actx.Now, TraceID: actx.TraceID, NamespaceID: actx.World,
-		Actor: actx.Owner, Authority: actx.Owner, Owner: actx.Owner, Purpose: actx.Purpose, OperationID: rec.CallID,
-		Tool: kernel.EscalationToolName, Source: source,
-		Metadata: map[string]any{"escalation": req.ID, "decision": req.Status, "note": req.Note, "requestTraceId": rec.TraceID}}
-	done, err := st.ResolveEscalation(ctx, req.ID, res, ev)
-	if err != nil {
-		if errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrNotFound) {
-			// another process resolved it between the read and the write
-			return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err,
-				Hint: "run 'sharedos escalations list' to see its status"}
-		}
-		return api.Resolved{}, s.stateErr(err)
+	// the host's escalation service: the kernel's escalation.resolved event and the
+	// store's resolution, in one transaction
+	rec, err := h.Escalations().Resolve(ctx, h.Turn, Resolution{ID: req.ID, Decision: req.Status, Note: req.Note, Source: source})
+	var notReviewer *NotReviewerError
+	switch {
+	case err == nil:
+		return api.Resolved{Record: escalationRecord(rec)}, nil
+	case errors.Is(err, store.ErrNotFound):
+		return api.Resolved{}, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no escalation %d is recorded", req.ID), Err: err,
+			Hint: "'sharedos escalations list --all' lists every escalation with its ID"}
+	case errors.As(err, &notReviewer):
+		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err,
+			Hint: "pass --owner " + rec.Owner.String() + " --world " + rec.World + " (or the grant file of that context)"}
+	case errors.Is(err, store.ErrAlreadyResolved) && rec.Resolution != nil && rec.Resolution.Status == req.Status:
+		return api.Resolved{Record: escalationRecord(rec), Unchanged: true}, nil
+	case errors.Is(err, store.ErrAlreadyResolved) && rec.Resolution != nil:
+		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Err: err,
+			Message: fmt.Sprintf("escalation %d was already %s by %s at %s", req.ID, rec.Resolution.Status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt),
+			Hint:    "a resolution is never changed; record a new decision in the grant file instead"}
 	}
-	return api.Resolved{Record: escalationRecord(done)}, nil
+	return api.Resolved{}, s.stateErr(err)
 }
 
 // auditFilter is q's filter without its operation, owner, actor, limit and order.

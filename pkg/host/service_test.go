@@ -246,7 +246,7 @@ func TestServiceEscalations(t *testing.T) {
 	if _, err := fx.svc.ResolveEscalation(ctx, api.ResolveRequest{ID: id, Status: "maybe"}); apiCode(err) != api.CodeInvalidRequest {
 		t.Fatalf("bad decision: %v", err)
 	}
-	evs, err := fx.svc.QueryAudit(ctx, api.AuditQuery{Types: []string{eventEscalationResolved}})
+	evs, err := fx.svc.QueryAudit(ctx, api.AuditQuery{Types: []string{string(kernel.EventEscalationResolved)}})
 	if err != nil || len(evs) != 1 || evs[0].Source != "cli" || evs[0].OperationID != h.CallID {
 		t.Fatalf("resolution records: %v %+v", err, evs)
 	}
