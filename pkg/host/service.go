@@ -292,7 +292,6 @@ func escalationRecord(r store.EscalationRecord) api.EscalationRecord {
 	return out
 }
 
-
 // ResolveEscalation records the context's owner's decision on escalation req.ID, which
 // must have been asked of that owner in the context's world, with its audit event in the
 // same transaction. Resolving again with the same decision changes nothing (Unchanged);
