@@ -2,15 +2,14 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // EventEscalationResolved is the audit type of `escalations resolve`: the kernel's
@@ -19,7 +18,7 @@ import (
 const EventEscalationResolved = string(kernel.EventEscalationResolved)
 
 // escalationStatuses is the closed vocabulary of --status.
-var escalationStatuses = []string{store.EscalationPending, store.EscalationApproved, store.EscalationDenied}
+var escalationStatuses = []string{api.EscalationPending, api.EscalationApproved, api.EscalationDenied}
 
 func newEscalationsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
@@ -29,20 +28,25 @@ func newEscalationsCmd(f *Factory) *cobra.Command {
   sharedos escalations resolve 3 --deny --note "not before the release"`,
 		Args: noArgs,
 	}
-	c.AddCommand(newEscalationsListCmd(f), newEscalationsResolveCmd(f))
+	c.AddCommand(newEscalationsListCmd(f, nil), newEscalationsResolveCmd(f, nil))
 	return c
 }
 
 // EscalationsListOptions are the options of `escalations list`.
 type EscalationsListOptions struct {
-	f      *Factory
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+
 	Limit  int
 	Status string
 	All    bool
 }
 
-func newEscalationsListCmd(f *Factory) *cobra.Command {
-	opts := &EscalationsListOptions{f: f}
+// newEscalationsListCmd builds `escalations list`; runF, when set, replaces the run.
+func newEscalationsListCmd(f *Factory, runF func(*EscalationsListOptions) error) *cobra.Command {
+	opts := &EscalationsListOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List recorded escalations, newest first",
@@ -53,7 +57,20 @@ The ID column is what 'sharedos escalations resolve' takes.`,
   sharedos escalations list --status pending -o json
   sharedos escalations list --all --limit 10`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runEscalationsList(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Limit < 0 {
+				return usageError("pass --limit 0 (all) or a positive number", "invalid --limit %d", opts.Limit)
+			}
+			if opts.Status != "" {
+				if err := checkVocabulary("status", []string{opts.Status}, escalationStatuses); err != nil {
+					return err
+				}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runEscalationsList(c.Context(), opts)
+		},
 	}
 	c.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many (0: all)")
 	c.Flags().StringVar(&opts.Status, "status", "", "only escalations of this status: "+strings.Join(escalationStatuses, ", "))
@@ -62,73 +79,43 @@ The ID column is what 'sharedos escalations resolve' takes.`,
 	return c
 }
 
-// escalationRow is one escalation with where it was recorded and its resolution.
-type escalationRow struct {
-	ID int64 `json:"id"`
-	kernel.Escalation
-	World      string                      `json:"world"`
-	Owner      kernel.Address              `json:"owner"`
-	TraceID    string                      `json:"traceId"`
-	CallID     string                      `json:"callId"`
-	Resolution *store.EscalationResolution `json:"resolution,omitempty"`
-}
-
-func toRow(r store.EscalationRecord) escalationRow {
-	return escalationRow{ID: r.ID, Escalation: r.Escalation, World: r.World, Owner: r.Owner, TraceID: r.TraceID,
-		CallID: r.CallID, Resolution: r.Resolution}
-}
-
 func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error {
-	f := opts.f
-	p, err := f.Printer()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
-	if opts.Limit < 0 {
-		return usageError("pass --limit 0 (all) or a positive number", "invalid --limit %d", opts.Limit)
-	}
-	if opts.Status != "" {
-		if err := checkVocabulary("status", []string{opts.Status}, escalationStatuses); err != nil {
-			return err
-		}
-	}
-	filter := store.EscalationFilter{Status: opts.Status, Limit: opts.Limit}
-	if !opts.All {
-		prep, err := f.prepared(host.Needs{})
-		if err != nil {
-			return err
-		}
-		filter.World, filter.Owner = prep.Context.World, prep.Context.Owner
-	}
-	db, err := f.Store(ctx)
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	recs, err := host.NewEscalations(db).List(ctx, filter)
+	recs, err := svc.ListEscalations(ctx, api.EscalationQuery{All: opts.All, Status: opts.Status, Limit: opts.Limit})
 	if err != nil {
-		return stateError(err, stateHint(db.Path()))
+		return serviceError(err)
 	}
-	rows := make([]escalationRow, len(recs))
-	for i, r := range recs {
-		rows[i] = toRow(r)
+	if recs == nil {
+		recs = []api.EscalationRecord{}
 	}
 	if p.format != FormatTable {
-		return p.data(rows)
+		return p.data(recs)
 	}
-	if len(rows) == 0 {
+	if len(recs) == 0 {
 		if opts.All {
 			return p.empty("no escalations recorded")
 		}
-		return p.empty("no escalations for owner " + filter.Owner.String() + " in world " + filter.World + " (--all lists every owner's)")
+		reg, err := svc.Registry(ctx)
+		if err != nil {
+			return serviceError(err)
+		}
+		return p.empty("no escalations for owner " + reg.Context.Owner.String() + " in world " + reg.Context.World + " (--all lists every owner's)")
 	}
 	st := p.st()
 	t := p.table("ID", "REQUESTED", "STATUS", "REVIEWER", "WORLD", "REASON").flexible(5)
-	for _, r := range rows {
+	for _, r := range recs {
 		status := cell{text: r.Status, style: &st.warn}
 		switch r.Status {
-		case store.EscalationApproved:
+		case api.EscalationApproved:
 			status.style = &st.ok
-		case store.EscalationDenied:
+		case api.EscalationDenied:
 			status.style = &st.bad
 		}
 		t.rowCells(cell{text: strconv.FormatInt(r.ID, 10)}, cell{text: r.RequestedAt}, status,
@@ -139,15 +126,22 @@ func runEscalationsList(ctx context.Context, opts *EscalationsListOptions) error
 
 // EscalationsResolveOptions are the options of `escalations resolve`.
 type EscalationsResolveOptions struct {
-	f       *Factory
-	ID      string
+	IO      *IOStreams
+	Printer func() (*printer, error)
+	Service func() (api.Service, error)
+
 	Approve bool
 	Deny    bool
 	Note    string
+	// Request is the escalation's ID and the decision, as RunE checked them.
+	Request api.ResolveRequest
 }
 
-func newEscalationsResolveCmd(f *Factory) *cobra.Command {
-	opts := &EscalationsResolveOptions{f: f}
+// newEscalationsResolveCmd builds `escalations resolve`; runF, when set, replaces the
+// run.
+func newEscalationsResolveCmd(f *Factory, runF func(*EscalationsResolveOptions) error) *cobra.Command {
+	opts := &EscalationsResolveOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(host.Needs{}) }}
 	c := &cobra.Command{
 		Use:   "resolve ID --approve|--deny [--note TEXT]",
 		Short: "Record the reviewer's decision on an escalation (grants nothing)",
@@ -161,7 +155,17 @@ grant that 'sharedos explain … --print-grant' prints to its grant file.`,
   sharedos escalations resolve 4 --deny --note "not before the release" -o json`,
 		Args: exactArgs(1, "one escalation ID (the ID column of 'sharedos escalations list')"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.ID = args[0]
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id < 1 {
+				return usageError("pass the ID column of 'sharedos escalations list'", "invalid escalation ID %q: want a positive number", args[0])
+			}
+			opts.Request = api.ResolveRequest{ID: id, Status: api.EscalationApproved, Note: opts.Note}
+			if opts.Deny {
+				opts.Request.Status = api.EscalationDenied
+			}
+			if runF != nil {
+				return runF(opts)
+			}
 			return runEscalationsResolve(c.Context(), opts)
 		},
 	}
@@ -173,54 +177,36 @@ grant that 'sharedos explain … --print-grant' prints to its grant file.`,
 	return c
 }
 
+// runEscalationsResolve records the decision through the service: the reviewer's turn
+// (the context's (world, owner), at its instant) is checked, and the kernel records the
+// decision (escalation.resolved) with the store's resolution, in one transaction.
 func runEscalationsResolve(ctx context.Context, opts *EscalationsResolveOptions) error {
-	f := opts.f
-	p, err := f.Printer()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(opts.ID, 10, 64)
-	if err != nil || id < 1 {
-		return usageError("pass the ID column of 'sharedos escalations list'", "invalid escalation ID %q: want a positive number", opts.ID)
-	}
-	status := store.EscalationApproved
-	if opts.Deny {
-		status = store.EscalationDenied
-	}
-	// The reviewer's turn: the context's (world, owner) decides, at its instant. The
-	// escalation service checks, and the kernel records the decision (escalation.resolved)
-	// with the store's resolution, in one transaction.
-	h, err := f.Host(ctx, host.Needs{})
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	done, err := h.Escalations().Resolve(ctx, h.Turn, host.Resolution{ID: id, Decision: status, Note: opts.Note, Source: "cli"})
-	var notReviewer *host.NotReviewerError
-	switch {
-	case err == nil:
-		return printResolution(p, toRow(done))
-	case errors.Is(err, store.ErrNotFound):
-		return usageError("'sharedos escalations list --all' lists every escalation with its ID", "no escalation %d is recorded", id)
-	case errors.As(err, &notReviewer):
-		rec := notReviewer.Record
-		return usageError("pass --owner "+rec.Owner.String()+" --world "+rec.World+" (or the grant file of that context)", "%v", err)
-	case errors.Is(err, store.ErrAlreadyResolved) && done.Resolution != nil && done.Resolution.Status == status:
-		warn(f.IOStreams, "escalation %d was already %s by %s at %s; nothing changed", id, status, done.Resolution.ResolvedBy, done.Resolution.ResolvedAt)
-		return printResolution(p, toRow(done))
-	case errors.Is(err, store.ErrAlreadyResolved) && done.Resolution != nil:
-		return usageError("a resolution is never changed; record a new decision in the grant file instead",
-			"escalation %d was already %s by %s at %s", id, done.Resolution.Status, done.Resolution.ResolvedBy, done.Resolution.ResolvedAt)
+	done, err := svc.ResolveEscalation(ctx, opts.Request)
+	if err != nil {
+		return serviceError(err)
 	}
-	return stateError(err, stateHint(h.Settings.State))
+	if done.Unchanged {
+		res := done.Record.Resolution
+		warn(opts.IO, "escalation %d was already %s by %s at %s; nothing changed", done.Record.ID, res.Status, res.ResolvedBy, res.ResolvedAt)
+	}
+	return printResolution(p, done.Record)
 }
 
-func printResolution(p *printer, r escalationRow) error {
+func printResolution(p *printer, r api.EscalationRecord) error {
 	if p.format != FormatTable {
 		return p.data(r)
 	}
 	st := p.st()
 	style := &st.ok
-	if r.Status == store.EscalationDenied {
+	if r.Status == api.EscalationDenied {
 		style = &st.bad
 	}
 	p.line("%s escalation %d: %s", p.styled(cell{text: r.Status, style: style}), r.ID, r.Reason)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // Factory builds a run's dependencies lazily, each at most once: the settings, the
@@ -27,7 +27,7 @@ type Factory struct {
 	settings    *Settings
 	settingsErr error
 	settingsOK  bool
-	store       *sqlitestore.Store
+	store       store.State
 	prep        *host.Prepared
 	prepErr     error
 	host        *Host
@@ -36,8 +36,8 @@ type Factory struct {
 
 // service returns the run's backend (once; the first caller's needs decide, as for
 // prepared): the embedded host as an api.Service, prepared when an operation first needs
-// the tool table and opened when one first needs the state database; the audit
-// operations open the state database alone (Store), as before a host existed.
+// the tool table and opened when one first needs the state database; the audit and
+// escalation listings open the state database alone (state).
 func (f *Factory) service(needs host.Needs) (api.Service, error) {
 	if f.svc != nil {
 		return f.svc, nil
@@ -55,13 +55,7 @@ func (f *Factory) service(needs host.Needs) (api.Service, error) {
 			}
 			return h.Host, nil
 		},
-		State: func(ctx context.Context) (host.ServiceState, error) {
-			st, err := f.Store(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return st, nil
-		},
+		State:     func(ctx context.Context) (host.ServiceState, error) { return f.state(ctx) },
 		StatePath: s.State,
 	})
 	return f.svc, nil
@@ -136,9 +130,10 @@ func (f *Factory) standalonePrinter() (*printer, error) {
 	return newPrinter(f.IOStreams, f.Format(), f.IOStreams.ColorEnabled(f.Env)), nil
 }
 
-// Store opens the state database (once), after the trust-boundary check every command
-// that opens it runs (host.CheckStateBoundary); a run whose host is open uses the host's.
-func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
+// state opens the state database alone (once), after the trust-boundary check every
+// command that opens it runs (host.CheckStateBoundary); a run whose host is open uses the
+// host's.
+func (f *Factory) state(ctx context.Context) (store.State, error) {
 	if f.host != nil {
 		return f.host.Store, nil
 	}
@@ -154,12 +149,9 @@ func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
 	if err := host.CheckStateBoundary(&s.Settings); err != nil {
 		return nil, hostError(err)
 	}
-	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
+	st, err := host.OpenState(ctx, &s.Settings, host.WorkloadEach)
 	if err != nil {
-		if !errors.Is(err, sqlitestore.ErrUnavailable) {
-			return nil, configError("defaultNamespaces must list namespace identifiers", "%v", err)
-		}
-		return nil, stateError(err, stateHint(s.State))
+		return nil, hostError(err)
 	}
 	f.store = st
 	return st, nil

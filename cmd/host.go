@@ -29,9 +29,11 @@ func (f *Factory) prepared(needs host.Needs) (*host.Prepared, error) {
 		f.prepErr = err
 		return nil, err
 	}
-	// A command is a short-lived process: its write-ahead records go to the shared spool
-	// (nothing written to the database by a command that changes nothing).
-	needs.SharedSpool = true
+	// A command is a short-lived process (nothing written to the database by a command
+	// that changes nothing), unless it serves (mcp).
+	if needs.Workload == host.WorkloadEach {
+		needs.Workload = host.WorkloadCommand
+	}
 	f.prep, err = host.Prepare(&s.Settings, f.Clock, needs)
 	if err != nil {
 		f.prepErr = hostError(err)

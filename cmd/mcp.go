@@ -104,7 +104,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 			return usageError("pass --listen HOST:PORT to serve over HTTP", "--%s applies only with --listen", fl.name)
 		}
 	}
-	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true, SpoolAudit: true})
+	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true, Workload: host.WorkloadServer})
 	if err != nil {
 		return err
 	}

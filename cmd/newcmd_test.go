@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -256,5 +257,48 @@ func TestNewCmdAuditExport(t *testing.T) {
 		{argv: []string{"--as-test", "--actor", "x"}, wantErr: "invalid address for --actor"},
 	} {
 		checkParse(t, newAuditExportCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+}
+
+func TestNewCmdEscalationsList(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		Limit  int
+		Status string
+		All    bool
+	}
+	project := func(o *EscalationsListOptions) proj { return proj{o.Limit, o.Status, o.All} }
+	for _, tc := range []struct {
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{argv: nil},
+		{argv: []string{"--status", "pending", "--limit", "3", "--all"}, want: proj{3, "pending", true}},
+		{argv: []string{"--status", "pendng"}, wantErr: `invalid value "pendng" for --status; did you mean pending?`},
+		{argv: []string{"--limit", "-1"}, wantErr: "invalid --limit -1"},
+		{argv: []string{"3"}, wantErr: "takes no arguments"},
+	} {
+		checkParse(t, newEscalationsListCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+}
+
+func TestNewCmdEscalationsResolve(t *testing.T) {
+	t.Parallel()
+	project := func(o *EscalationsResolveOptions) api.ResolveRequest { return o.Request }
+	for _, tc := range []struct {
+		argv    []string
+		want    api.ResolveRequest
+		wantErr string
+	}{
+		{argv: []string{"3", "--approve"}, want: api.ResolveRequest{ID: 3, Status: api.EscalationApproved}},
+		{argv: []string{"12", "--deny", "--note", "not now"}, want: api.ResolveRequest{ID: 12, Status: api.EscalationDenied, Note: "not now"}},
+		{argv: []string{"0", "--deny"}, wantErr: `invalid escalation ID "0": want a positive number`},
+		{argv: []string{"x", "--deny"}, wantErr: `invalid escalation ID "x"`},
+		{argv: []string{"3"}, wantErr: "at least one of the flags in the group [approve deny] is required"},
+		{argv: []string{"3", "--approve", "--deny"}, wantErr: "none of the others can be"},
+		{argv: nil, wantErr: "one escalation ID"},
+	} {
+		checkParse(t, newEscalationsResolveCmd, tc.argv, project, tc.want, tc.wantErr)
 	}
 }

@@ -82,6 +82,9 @@ type Registry struct {
 	// ProvidedNamespaces are the tool namespaces of the MCP servers that serve the
 	// context's owner: their tools are known once their lists are read.
 	ProvidedNamespaces []string `json:"providedNamespaces"`
+	// Context is the access context the service acts in, as far as it is known before
+	// anything is opened (its enabled namespaces are read with the state).
+	Context kernel.AccessContext `json:"context"`
 }
 
 // ToolList is the usable catalogue of a context.

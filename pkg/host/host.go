@@ -16,7 +16,6 @@ package host
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -26,8 +25,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sharedos/sharedos/internal/uuid"
@@ -40,7 +37,7 @@ import (
 	"github.com/sharedos/sharedos/pkg/hostceiling"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/repoplane"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // Settings is what a surface resolved from its flags, environment and config file. Paths
@@ -181,7 +178,7 @@ type Host struct {
 	*Prepared
 	Kernel *kernel.Kernel
 	Turn   *kernel.Turn
-	Store  *sqlitestore.Store
+	Store  store.State
 	// SelectionSource says where the context's enabled namespaces came from: "flag"
 	// (--namespaces), "stored" or "default" (defaultNamespaces, nothing stored yet).
 	SelectionSource string
@@ -214,17 +211,10 @@ type Needs struct {
 	// upstream says it changed; without it, a command reads the upstream tool lists from
 	// the state database's cache and connects only when it must (spec 60 §3).
 	HoldConnections bool
-	// SpoolAudit: a long-lived surface answering many calls (mcp). Its store writes the
-	// write-ahead audit records through a spool file ingested in batches
-	// (sqlitestore.Store.EnableSpool) instead of one SQLite commit per call; readers of
-	// the trail see them all the same.
-	SpoolAudit bool
-	// SharedSpool: a short-lived process (a CLI command). Its store appends the
-	// write-ahead audit records to the database's shared spool
-	// (sqlitestore.Store.EnableSharedSpool), so that a command that changes nothing
-	// writes nothing to the database and SQLite syncs nothing when it exits. SpoolAudit
-	// wins over it.
-	SharedSpool bool
+	// Workload says how the process uses its store (a short-lived command, a long-lived
+	// server); the store chooses how it writes its write-ahead records accordingly
+	// (OpenState).
+	Workload Workload
 }
 
 // LocalOperator is the identity of a command that needs no actor when nothing names one
@@ -236,7 +226,7 @@ const LocalOperator = "human:operator"
 // read once when s.Now is empty. On error nothing is left open.
 func Prepare(s *Settings, clock func() time.Time, needs Needs) (_ *Prepared, err error) {
 	p := &Prepared{Settings: s, needs: needs, clock: clock}
-	warmSQLite()
+	warmState(s)
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -458,9 +448,8 @@ func (p *Prepared) Open(ctx context.Context) (*Host, error) { return p.open(ctx,
 
 // open is Open over the state database shared when it is not nil (a principal cache's
 // one handle, see Principals): the host then uses it and leaves it open on Close.
-func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, error) {
+func (p *Prepared) open(ctx context.Context, shared store.State) (*Host, error) {
 	s := p.Settings
-	warmSkip.Store(true)
 	// The grants of the context are validated and indexed (by the kernel's code, as its
 	// first turn would) on the other core while the state database opens; the kernel
 	// adopts the result when a turn first needs its authority.
@@ -474,19 +463,12 @@ func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, 
 	st := shared
 	if st == nil {
 		var err error
-		if st, err = openStore(ctx, s); err != nil {
+		if st, err = OpenState(ctx, s, p.needs.Workload); err != nil {
 			return nil, err
 		}
 		p.closers = append(p.closers, st)
 	}
 	p.index.st = st
-	if p.needs.SpoolAudit {
-		if err := st.EnableSpool(); err != nil {
-			return nil, stateError(err, s.State)
-		}
-	} else if p.needs.SharedSpool {
-		st.EnableSharedSpool()
-	}
 	h := &Host{Prepared: p, Store: st, SelectionSource: "flag"}
 	if !s.NamespacesSet {
 		sel, stored, err := st.Selection(ctx, p.Context.World, p.Context.Owner)
@@ -529,49 +511,6 @@ func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, 
 	p.Context = h.Turn.Context()
 	return h, nil
 }
-
-// openStore opens the state database of s.
-func openStore(ctx context.Context, s *Settings) (*sqlitestore.Store, error) {
-	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
-	if err != nil {
-		if !errors.Is(err, sqlitestore.ErrUnavailable) {
-			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}
-		}
-		return nil, stateError(err, s.State)
-	}
-	return st, nil
-}
-
-// warmSQLite opens and uses a private in-memory database, once per process and on
-// another goroutine, so that Open finds the SQLite library initialised and its code in
-// memory (the state database's open then takes about half as long). It touches no file.
-// A warm-up that has not started when Open begins is skipped: it would only compete
-// with the real open.
-func warmSQLite() {
-	warmOnce.Do(func() {
-		go func() {
-			if !warmSkip.Load() {
-				_ = warmUp()
-			}
-		}()
-	})
-}
-
-// warmUp is the warm-up: a database in memory only, created, written, read and closed.
-func warmUp() error {
-	db, err := sql.Open("sqlite", "file:sharedos-warm?mode=memory")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	_, err = db.Exec("CREATE TABLE w(a INTEGER PRIMARY KEY, b TEXT NOT NULL); INSERT INTO w(b) VALUES ('x'); SELECT a, b FROM w WHERE a = 1")
-	return err
-}
-
-var (
-	warmOnce sync.Once
-	warmSkip atomic.Bool
-)
 
 // registerProviders registers the gateway's per-context providers on k.
 func registerProviders(k *kernel.Kernel, gw *gateway.Gateway) error {
@@ -637,7 +576,7 @@ func (p *Prepared) Close() error {
 // snapshotIndexRef is the files plane's snapshot index until the state database opens
 // (the plane is built before it, so that arguments are checked against the real tool
 // table without touching the database). The kernel runs no tool before Open.
-type snapshotIndexRef struct{ st *sqlitestore.Store }
+type snapshotIndexRef struct{ st store.State }
 
 var errIndexNotOpen = errors.New("the state database is not open")
 
@@ -868,15 +807,13 @@ func unwrapPathErr(err error) error {
 
 // checkTrustBoundary refuses to start when a trusted path — the config file, a grant
 // file, the tokens file, the state database, the validated grant cache and its key, the
-// snapshot blobs, the audit spool, the selection stamp —
+// snapshot blobs, the store's own files (stateFiles: SQLite's audit spool and selection
+// stamp) —
 // resolves (after symbolic links) inside the root, or when the root lies inside one of
 // the trusted directories: a files grant could then rewrite the very authority that
 // limits it, or forge a cached grant or a snapshot (spec 40 §1).
 func checkTrustBoundary(s *Settings, rootReal string) error {
-	type item struct {
-		what, path string
-		dir        bool // the root must not lie inside it either
-	}
+	type item = boundaryItem
 	items := []item{}
 	if s.ConfigFile != "" {
 		items = append(items, item{"config file", s.ConfigFile, false})
@@ -898,11 +835,8 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 	stateDir := s.LocalDir()
 	items = append(items, item{"state database", s.State, false},
 		item{"grant cache", filepath.Join(stateDir, "cache"), true},
-		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true},
-		// an agent that could write there could forge the audit records of an MCP
-		// server (the spool) or hide a namespace change from its next call (the stamp)
-		item{"audit spool", sqlitestore.SpoolDir(s.State), true},
-		item{"namespace selection stamp", sqlitestore.SelectionStampPath(s.State), false})
+		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true})
+	items = append(items, stateFiles(s)...)
 	for _, it := range items {
 		real := resolveExisting(it.path)
 		if within(rootReal, real) {

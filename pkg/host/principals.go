@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
+	"github.com/sharedos/sharedos/pkg/store"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
@@ -27,7 +27,7 @@ type Principals[T any] struct {
 	cfg PrincipalsConfig[T]
 
 	storeMu sync.Mutex
-	store   *sqlitestore.Store
+	store   store.State
 	live    int  // principals opened over store and not closed yet
 	closed  bool // Close was called: the store closes with the last principal
 
@@ -204,7 +204,7 @@ func (ps *Principals[T]) open(ctx context.Context, key string, e *tokens.Entry) 
 // acquire returns the one state database handle for one more principal, opening it on
 // first use (with its audit spool when the principals' needs ask for one). A failed open
 // is retried by the next principal.
-func (ps *Principals[T]) acquire(ctx context.Context, s *Settings) (*sqlitestore.Store, error) {
+func (ps *Principals[T]) acquire(ctx context.Context, s *Settings) (store.State, error) {
 	ps.storeMu.Lock()
 	defer ps.storeMu.Unlock()
 	if ps.closed {
@@ -214,17 +214,9 @@ func (ps *Principals[T]) acquire(ctx context.Context, s *Settings) (*sqlitestore
 		ps.live++
 		return ps.store, nil
 	}
-	st, err := openStore(ctx, s)
+	st, err := OpenState(ctx, s, ps.cfg.Needs.Workload)
 	if err != nil {
 		return nil, err
-	}
-	if ps.cfg.Needs.SpoolAudit {
-		if err := st.EnableSpool(); err != nil {
-			_ = st.Close()
-			return nil, stateError(err, s.State)
-		}
-	} else if ps.cfg.Needs.SharedSpool {
-		st.EnableSharedSpool()
 	}
 	ps.store, ps.live = st, 1
 	return st, nil
@@ -279,7 +271,7 @@ func (ps *Principals[T]) Close(close func(*Principal[T])) error {
 
 // Store returns the shared state database handle (nil before the first principal opened
 // it, and after it was closed).
-func (ps *Principals[T]) Store() *sqlitestore.Store {
+func (ps *Principals[T]) Store() store.State {
 	ps.storeMu.Lock()
 	defer ps.storeMu.Unlock()
 	return ps.store

@@ -30,7 +30,7 @@ func TestPrincipalsShareOneStore(t *testing.T) {
 	var attached atomic.Int32
 	ps := host.NewPrincipals(host.PrincipalsConfig[string]{
 		Base:   host.Settings{Root: root, State: filepath.Join(dir, "state", "state.db"), DefaultNamespaces: []string{"files"}},
-		Tokens: filepath.Join(dir, "tokens.yaml"), Needs: host.Needs{Planes: true, Actor: true, SpoolAudit: true},
+		Tokens: filepath.Join(dir, "tokens.yaml"), Needs: host.Needs{Planes: true, Actor: true, Workload: host.WorkloadServer},
 		Attach: func(_ context.Context, p *host.Principal[string]) (string, error) {
 			attached.Add(1)
 			return "surface of " + p.ID, nil

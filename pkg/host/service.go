@@ -115,7 +115,7 @@ func (s *Service) Registry(context.Context) (api.Registry, error) {
 	if err != nil {
 		return api.Registry{}, err
 	}
-	return api.Registry{Tools: p.Definitions(), ProvidedNamespaces: p.GatewayNamespaces()}, nil
+	return api.Registry{Tools: p.Definitions(), ProvidedNamespaces: p.GatewayNamespaces(), Context: p.Context}, nil
 }
 
 // Definition returns a registered tool's definition, or one an MCP server's list read

@@ -135,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, bindings: map[string]*principal{}}
 	s.principals = host.NewPrincipals(host.PrincipalsConfig[*surface]{Base: cfg.Base, Tokens: cfg.Tokens, Clock: cfg.Clock,
-		Needs: host.Needs{Planes: true, Actor: true, HoldConnections: true, SpoolAudit: true}, Attach: s.attach})
+		Needs: host.Needs{Planes: true, Actor: true, HoldConnections: true, Workload: host.WorkloadServer}, Attach: s.attach})
 	if cfg.Tokens == "" {
 		if cfg.EphemeralToken == "" {
 			return nil, errors.New("no tokens file and no ephemeral token")

@@ -114,7 +114,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		ns = []string{"files", "sharedos"}
 	}
 	settings := &host.Settings{Root: root, State: e.state, Grants: []string{e.grants}, DefaultNamespaces: ns, FrozenPaths: o.frozen}
-	p, err := host.Prepare(settings, time.Now, host.Needs{Planes: true, Actor: true, SpoolAudit: true})
+	p, err := host.Prepare(settings, time.Now, host.Needs{Planes: true, Actor: true, Workload: host.WorkloadServer})
 	must(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	e.host, err = p.Open(context.Background())

@@ -25,7 +25,7 @@ import (
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/sqlitestore"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // Options tune a run.
@@ -228,7 +228,7 @@ func run(ctx context.Context, paths []string, files []*File, errs []*Error, opts
 		// A fresh state database is a copy of one migrated empty database (migrating
 		// each test's would cost more than all its steps).
 		tmpl := filepath.Join(runDir, "empty.db")
-		if st, err := sqlitestore.Open(ctx, tmpl, sqlitestore.Options{}); err == nil && st.Close() == nil {
+		if st, err := host.OpenState(ctx, &host.Settings{State: tmpl}, host.WorkloadEach); err == nil && st.Close() == nil {
 			opts.emptyDB = tmpl
 		}
 	}
@@ -531,7 +531,7 @@ func (r *runner) newRecords(ctx context.Context) ([]AuditRecord, error) {
 		r.seen = last
 		return nil, nil
 	}
-	evs, err := r.h.Store.ListAudit(ctx, sqlitestore.AuditFilter{Oldest: true, AfterSeq: r.seen})
+	evs, err := r.h.Store.ListAudit(ctx, store.AuditFilter{Oldest: true, AfterSeq: r.seen})
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +548,7 @@ func (r *runner) newRecords(ctx context.Context) ([]AuditRecord, error) {
 }
 
 func (r *runner) allRecords(ctx context.Context) ([]AuditRecord, error) {
-	evs, err := r.h.Store.ListAudit(ctx, sqlitestore.AuditFilter{Oldest: true})
+	evs, err := r.h.Store.ListAudit(ctx, store.AuditFilter{Oldest: true})
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +561,7 @@ func (r *runner) allRecords(ctx context.Context) ([]AuditRecord, error) {
 
 // matchedGrants marks the grants some allowed decision of the test used (coverage).
 func (r *runner) matchedGrants(ctx context.Context) error {
-	evs, err := r.h.Store.ListAudit(ctx, sqlitestore.AuditFilter{Types: []string{string(kernel.EventAuthorizationChecked)},
+	evs, err := r.h.Store.ListAudit(ctx, store.AuditFilter{Types: []string{string(kernel.EventAuthorizationChecked)},
 		Outcomes: []string{string(kernel.OutcomeAllowed)}})
 	for _, ev := range evs {
 		if ev.GrantID != "" {

@@ -59,7 +59,25 @@ var (
 type Options struct {
 	// DefaultNamespaces is the selection a (world, owner) has before anything is stored.
 	DefaultNamespaces []string
+	// AuditSpool says how the write-ahead audit records are written: SpoolNone commits
+	// each, SpoolPrivate is EnableSpool (a long-lived process answering many calls),
+	// SpoolShared is EnableSharedSpool (a short-lived process). Durable writes are the
+	// same whatever it says.
+	AuditSpool Spool
 }
+
+// Spool is how a Store writes its write-ahead audit records (Options.AuditSpool).
+type Spool int
+
+// Spools.
+const (
+	// SpoolNone commits each write-ahead record as it is written.
+	SpoolNone Spool = iota
+	// SpoolPrivate writes them through a spool file of this process (EnableSpool).
+	SpoolPrivate
+	// SpoolShared appends them to the database's shared spool (EnableSharedSpool).
+	SpoolShared
+)
 
 // Store is an open state database. It is safe for concurrent use by many goroutines, and
 // its file is safe to share with other processes.
@@ -124,6 +142,7 @@ const durableParams = "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_p
 // and names the file, except an invalid Options value. A file that is not a SQLite
 // database is refused without being modified.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	warmSkip.Store(true) // a warm-up that has not started would only compete with this open
 	defaults, err := kernel.ValidateEnabledToolNamespaces(opts.DefaultNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("open state database: default namespaces: %w", err)
@@ -147,7 +166,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, unavailable(abs, err)
 	}
-	return &Store{db: db, path: abs, defaults: defaults, now: time.Now}, nil
+	st := &Store{db: db, path: abs, defaults: defaults, now: time.Now}
+	switch opts.AuditSpool {
+	case SpoolPrivate:
+		if err := st.EnableSpool(); err != nil {
+			_ = st.Close()
+			return nil, unavailable(abs, err)
+		}
+	case SpoolShared:
+		st.EnableSharedSpool()
+	}
+	return st, nil
 }
 
 // Path returns the absolute path of the database file.
