@@ -184,8 +184,14 @@ func TestConfigPrecedence(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("root: ../r\nworld: cfg\npurpose: cfg\ngrants: [g.yaml]\nlimits: {maxGrants: 7}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SHAREDOS_PURPOSE", "env")
-	t.Setenv("SHAREDOS_WORLD", "env")
+	t.Setenv("SHAREDOS_OWNER", "human:process")
+	sandboxEnv := env
+	env = func(k string) string {
+		if k == "SHAREDOS_PURPOSE" || k == "SHAREDOS_WORLD" {
+			return "env"
+		}
+		return sandboxEnv(k)
+	}
 	f := &Factory{Env: env, Getwd: func() (string, error) { return "/wd", nil }}
 	fs := pflag.NewFlagSet("sharedos", pflag.ContinueOnError)
 	f.Global.bind(fs)
@@ -211,5 +217,9 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 	if s.MaxGrants != 7 {
 		t.Errorf("limits.maxGrants = %d, want 7", s.MaxGrants)
+	}
+	// every variable is read through the factory's Env: the process's is not consulted
+	if s.Owner != "" {
+		t.Errorf("owner = %q from the process environment, want none (Env has none)", s.Owner)
 	}
 }

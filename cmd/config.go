@@ -280,8 +280,8 @@ func envName(flag string) string {
 // environment form is a :-separated list.
 func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) string, getwd func() (string, error)) (*Settings, error) {
 	s := &Settings{}
+	s.Env = env
 	v := viper.New()
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
 	cfgPath, _ := configPath(g, flags, env)
 	var fileCfg map[string]any
 	if cfgPath != "" {
@@ -306,17 +306,18 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 			return nil, configError("", "config file %s: %v", abs, err)
 		}
 	}
-	// Flags and their environment variables.
+	// Flags and their environment variables (read through env, the factory's Env, as
+	// every environment read of the CLI is; an empty variable is unset). A variable's
+	// layer is set only when its flag is not: flag > SHAREDOS_* > config file.
 	for _, name := range []string{"root", "state", "as", "owner", "authority", "world", "purpose", "output",
 		"now", "namespaces", "trace", "call-id"} {
 		key := name
-		if err := v.BindEnv(key, envName(name)); err != nil {
-			return nil, internalError(err)
-		}
 		if f := flags.Lookup(name); f != nil && f.Changed {
 			if err := v.BindPFlag(key, f); err != nil {
 				return nil, internalError(err)
 			}
+		} else if val := env(envName(name)); val != "" {
+			v.Set(key, val)
 		}
 	}
 	v.SetDefault("root", ".")
@@ -357,8 +358,8 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	}
 	// The tokens file: SHAREDOS_TOKENS, else the config file (--tokens, a flag of the
 	// commands that use it, overrides both there).
-	if err := v.BindEnv("tokens", envName("tokens")); err != nil {
-		return nil, internalError(err)
+	if val := env(envName("tokens")); val != "" {
+		v.Set("tokens", val)
 	}
 	if t := v.GetString("tokens"); t != "" {
 		var err error
@@ -405,7 +406,7 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		source := "--output"
 		switch {
 		case flags.Changed("output"):
-		case os.Getenv(envName("output")) != "":
+		case env(envName("output")) != "":
 			source = envName("output")
 		case fileCfg != nil && fileCfg["output"] != nil:
 			source = "output in config file " + s.ConfigFile

@@ -315,11 +315,7 @@ func launchOf(f *Factory, s *Settings) (mcpLaunch, error) {
 	}
 	l := mcpLaunch{Command: exe, Args: []string{"mcp"}, Env: map[string]string{}}
 	fromEnv := func(name string) string {
-		key := envName(name)
-		if v := f.Env(key); v != "" {
-			return v
-		}
-		return os.Getenv(key)
+		return f.Env(envName(name))
 	}
 	// fromConfig: the value came from the configuration file (no flag, no variable).
 	fromConfig := func(name string) bool {
@@ -434,9 +430,6 @@ func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
 	token := ""
 	if opts.ShowToken {
 		if token = f.Env(opts.TokenEnv); token == "" {
-			token = os.Getenv(opts.TokenEnv)
-		}
-		if token == "" {
 			return usageError("export the token in "+opts.TokenEnv+" (e.g. the output of 'sharedos tokens create')",
 				"--show-token: %s is not set", opts.TokenEnv)
 		}

@@ -22,8 +22,9 @@ import (
 // exit code. The process is short-lived, so the garbage collector runs less often
 // (unless GOGC or GOMEMLIMIT says otherwise, see tuneGC).
 func Main() int {
-	tune := os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""
-	return mainWith(os.Args[1:], System(os.Getenv), os.Getenv, tune)
+	env := os.Getenv // the one read of the process environment: every other goes through env
+	tune := env("GOGC") == "" && env("GOMEMLIMIT") == ""
+	return mainWith(os.Args[1:], System(env), env, tune)
 }
 
 // gcPolicy sets the collector's pacing for the command args name: a server (mcp, which
@@ -64,11 +65,11 @@ func tuneGC(after func()) {
 	})
 }
 
-// MainWith runs the command line with args over ios. env is consulted for the
-// environment the CLI reads itself (terminal and colour conventions, XDG and HOME
-// directories, SHAREDOS_CONFIG, SHAREDOS_GRANTS, SHAREDOS_OUTPUT); the other SHAREDOS_*
-// variables are read from the process environment through viper. Everything the run
-// opened is closed before it returns.
+// MainWith runs the command line with args over ios. env is the environment the CLI
+// reads — every variable it reads (terminal and colour conventions, XDG and HOME
+// directories, every SHAREDOS_* variable, the user's git configuration's location, the
+// token of 'mcp config --show-token'); the MCP servers it starts get the process's own.
+// Everything the run opened is closed before it returns.
 func MainWith(args []string, ios *IOStreams, env func(string) string) int {
 	return mainWith(args, ios, env, false)
 }

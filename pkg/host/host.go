@@ -44,6 +44,9 @@ import (
 // are absolute.
 type Settings struct {
 	ConfigFile string // "" when no configuration file was read
+	// Env reads the environment the host may consult (HOME and XDG_CONFIG_HOME, for the
+	// user's global git ignore file); nil: the process's.
+	Env func(string) string
 
 	Root  string
 	State string
@@ -926,7 +929,11 @@ func repoExcludes(s *Settings) []string {
 	if s.RepoExcludesFiles != nil {
 		return s.RepoExcludesFiles
 	}
-	f := repoplane.DefaultExcludesFile(os.Getenv)
+	getenv := s.Env
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	f := repoplane.DefaultExcludesFile(getenv)
 	if f == "" {
 		return nil
 	}

@@ -48,3 +48,22 @@ func TestRepoExcludesDefault(t *testing.T) {
 		t.Fatalf("explicit: %v", got)
 	}
 }
+
+// TestRepoExcludesReadsSettingsEnv: the global ignore file is found through Settings.Env
+// (the CLI's environment), not the process's.
+func TestRepoExcludesReadsSettingsEnv(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ign := filepath.Join(home, ".config", "git", "ignore")
+	if err := os.MkdirAll(filepath.Dir(ign), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ign, []byte(".env\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) string { return map[string]string{"HOME": home}[k] }
+	s := &Settings{Root: filepath.Join(home, "root"), Env: env}
+	if got := repoExcludes(s); strings.Join(got, ",") != ign {
+		t.Fatalf("through Settings.Env: %v, want %s", got, ign)
+	}
+}
