@@ -11,17 +11,21 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
 // parseArgv builds a command with a runF that captures its options, runs it on argv, and
 // checks that nothing below the options was reached: no settings resolved, no service
 // built, no host opened (argv → options needs no backend).
-func parseArgv[O any](t *testing.T, build func(*Factory, func(*O) error) *cobra.Command, argv []string) (*O, error) {
+func parseArgv[O any](t *testing.T, build func(*Factory, func(*O) error) *cobra.Command, argv []string, setup ...func(*Factory)) (*O, error) {
 	t.Helper()
 	ios, _, _, _ := Test()
 	f := &Factory{IOStreams: ios, Env: func(string) string { return "" },
 		Clock: func() time.Time { return time.Date(2026, 8, 3, 12, 0, 0, 0, time.UTC) },
 		Getwd: func() (string, error) { return "/work", nil }}
+	for _, s := range setup {
+		s(f)
+	}
 	var got *O
 	c := build(f, func(o *O) error { got = o; return nil })
 	c.SetArgs(argv)
@@ -36,7 +40,8 @@ func parseArgv[O any](t *testing.T, build func(*Factory, func(*O) error) *cobra.
 		t.Fatalf("%q: runF was not called", argv)
 	}
 	if got != nil && err == nil {
-		if reflect.ValueOf(got).Elem().FieldByName("Service").IsNil() {
+		// a command that uses no service of the run's (test, tokens) has no Service field
+		if sv := reflect.ValueOf(got).Elem().FieldByName("Service"); sv.IsValid() && sv.IsNil() {
 			t.Errorf("%q: options without a Service", argv)
 		}
 	}
@@ -301,4 +306,113 @@ func TestNewCmdEscalationsResolve(t *testing.T) {
 	} {
 		checkParse(t, newEscalationsResolveCmd, tc.argv, project, tc.want, tc.wantErr)
 	}
+}
+
+func TestNewCmdTest(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		Args                              []string
+		Format, Run, JUnit                string
+		Verbose, Coverage, Strict, Update bool
+	}
+	project := func(o *TestOptions) proj {
+		p := proj{o.Args, o.Format, "", o.JUnit, o.Verbose, o.Coverage, o.Strict, o.Update}
+		if o.RunRE != nil {
+			p.Run = o.RunRE.String()
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{argv: nil, want: proj{Args: []string{}, Format: "table"}},
+		{argv: []string{"a.yaml", "dir", "--run", "triage/.*", "-v", "--junit", "r.xml", "--update"},
+			want: proj{Args: []string{"a.yaml", "dir"}, Format: "table", Run: "triage/.*", JUnit: "r.xml", Verbose: true, Update: true}},
+		{argv: []string{"--strict"}, want: proj{Args: []string{}, Format: "table", Coverage: true, Strict: true}},
+		{argv: []string{"--run", "("}, wantErr: `invalid --run "("`},
+	} {
+		checkParse(t, newTestCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+	// the format: -o (the factory's global flag), else SHAREDOS_OUTPUT; yaml is refused
+	for _, tc := range []struct {
+		output, env, want, wantErr string
+	}{
+		{output: "json", want: "json"},
+		{env: "json", want: "json"},
+		{output: "table", env: "json", want: "table"},
+		{output: "yaml", wantErr: "prints table or json, not yaml"},
+		{env: "xml", wantErr: "xml"},
+	} {
+		got, err := parseArgv(t, newTestCmd, nil, func(f *Factory) {
+			f.Global.Output = tc.output
+			f.Env = func(k string) string { return map[string]string{"SHAREDOS_OUTPUT": tc.env}[k] }
+		})
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("-o %q, SHAREDOS_OUTPUT %q: error %v, want %q", tc.output, tc.env, err, tc.wantErr)
+			}
+		case err != nil || got.Format != tc.want:
+			t.Errorf("-o %q, SHAREDOS_OUTPUT %q: format %v (err %v), want %s", tc.output, tc.env, got, err, tc.want)
+		}
+	}
+}
+
+func TestNewCmdTokensCreate(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		Entry           tokens.NewEntry
+		Tokens, Expires string
+		Grants          []string
+	}
+	project := func(o *TokensCreateOptions) proj { return proj{o.Entry, o.Tokens, o.Expires, o.Grants} }
+	agent, _ := kernel.ParseAddress("agent:helper")
+	alice, _ := kernel.ParseAddress("human:alice")
+	for _, tc := range []struct {
+		global  GlobalOptions
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{global: GlobalOptions{As: "agent:helper", Owner: "human:alice", World: "w", Purpose: "p", Grants: []string{"g.yaml"}},
+			argv: []string{"--id", "alice-laptop", "--tokens", "t.yaml", "--expires", "30d"},
+			want: proj{Entry: tokens.NewEntry{ID: "alice-laptop", Context: tokens.Context{Actor: agent, Owner: &alice, World: "w", Purpose: "p"}},
+				Tokens: "t.yaml", Expires: "30d", Grants: []string{"g.yaml"}}},
+		{global: GlobalOptions{As: "agent:helper"}, argv: []string{"--id", "ci", "--expires", "2027-01-01T00:00:00Z"},
+			want: proj{Entry: tokens.NewEntry{ID: "ci", Context: tokens.Context{Actor: agent}}, Expires: "2027-01-01T00:00:00Z"}},
+		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "bad id"}, wantErr: "invalid or missing --id"},
+		{global: GlobalOptions{As: "agent:x"}, argv: nil, wantErr: "invalid or missing --id"},
+		{argv: []string{"--id", "nobody"}, wantErr: "tokens create needs --as"},
+		{global: GlobalOptions{As: "robot:x"}, argv: []string{"--id", "r"}, wantErr: "invalid address for --as"},
+		{global: GlobalOptions{As: "agent:x", Authority: "nobody"}, argv: []string{"--id", "r"}, wantErr: "invalid address for --authority"},
+		{global: GlobalOptions{As: "agent:x", World: " w"}, argv: []string{"--id", "r"}, wantErr: `invalid --world " w"`},
+		{global: GlobalOptions{As: "agent:x", Purpose: "p "}, argv: []string{"--id", "r"}, wantErr: `invalid --purpose "p "`},
+		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "r", "--expires", "soon"}, wantErr: `invalid --expires "soon"`},
+		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "r", "--expires", "-3h"}, wantErr: `invalid --expires "-3h"`},
+	} {
+		got, err := parseArgv(t, newTokensCreateCmd, tc.argv, func(f *Factory) { f.Global = tc.global })
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q %+v: error %v, want one containing %q", tc.argv, tc.global, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.argv, err)
+		}
+		if p := project(got); !reflect.DeepEqual(p, tc.want) {
+			t.Errorf("%q:\n got %+v\nwant %+v", tc.argv, p, tc.want)
+		}
+	}
+}
+
+func TestNewCmdTokensListRevoke(t *testing.T) {
+	t.Parallel()
+	checkParse(t, newTokensListCmd, []string{"--tokens", "t.yaml"}, func(o *TokensOptions) string { return o.Tokens }, "t.yaml", "")
+	checkParse(t, newTokensListCmd, []string{"x"}, func(o *TokensOptions) string { return o.Tokens }, "", "takes no arguments")
+	project := func(o *TokensRevokeOptions) [2]string { return [2]string{o.ID, o.Tokens} }
+	checkParse(t, newTokensRevokeCmd, []string{"ci", "--tokens", "t.yaml"}, project, [2]string{"ci", "t.yaml"}, "")
+	checkParse(t, newTokensRevokeCmd, nil, project, [2]string{}, "one token id")
 }

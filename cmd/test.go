@@ -7,15 +7,20 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sharedos/sharedos/pkg/scenario"
 )
 
-// TestOptions are the options of `test`.
+// TestOptions are the options of `test`. The command runs scenario files in-process,
+// each over a fresh host of its own (pkg/scenario): it uses no service of the run's.
 type TestOptions struct {
-	f        *Factory
+	IO    *IOStreams
+	Env   func(string) string
+	Clock func() time.Time
+
 	Args     []string
 	Run      string
 	Verbose  bool
@@ -23,10 +28,22 @@ type TestOptions struct {
 	Coverage bool
 	Strict   bool
 	Update   bool
+
+	// Format (table or json), RunRE (--run compiled) and Ignored (the global flags
+	// given that a scenario file's context replaces) are what RunE checked.
+	Format  string
+	RunRE   *regexp.Regexp
+	Ignored []string
 }
 
-func newTestCmd(f *Factory) *cobra.Command {
-	opts := &TestOptions{f: f}
+// testIgnoredFlags are the global flags `test` does not apply: each scenario file names
+// its own root, grants and context.
+var testIgnoredFlags = []string{"config", "root", "state", "grants", "as", "owner", "authority", "world", "purpose",
+	"now", "namespaces", "trace", "call-id"}
+
+// newTestCmd builds `test`; runF, when set, replaces the run.
+func newTestCmd(f *Factory, runF func(*TestOptions) error) *cobra.Command {
+	opts := &TestOptions{IO: f.IOStreams, Env: f.Env, Clock: f.Clock}
 	c := &cobra.Command{
 		Use:   "test [FILE|DIR|GLOB...]",
 		Short: "Run declarative authorization tests (scenario files) for CI",
@@ -54,6 +71,51 @@ error or an invalid scenario file.`,
   sharedos test --junit report.xml --coverage --strict`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Args = args
+			opts.Format = FormatTable
+			for _, v := range []string{f.Global.Output, f.Env("SHAREDOS_OUTPUT")} {
+				if v == "" {
+					continue
+				}
+				fm, err := parseFormat(v)
+				if err != nil {
+					return err
+				}
+				if fm == FormatYAML {
+					return usageError("pass -o table (the default) or -o json", "sharedos test prints table or json, not yaml")
+				}
+				opts.Format = fm
+				break
+			}
+			// A test run prints for a person (a CI log) unless -o json asks otherwise,
+			// errors included: the terminal default (json when piped) would make every CI
+			// log JSON.
+			f.Global.Output = opts.Format
+			opts.Ignored = nil
+			for _, name := range testIgnoredFlags {
+				if f.flags == nil {
+					break // no global flags (a command built alone)
+				}
+				if fl := f.flags.Lookup(name); fl != nil && fl.Changed {
+					opts.Ignored = append(opts.Ignored, name)
+				}
+			}
+			// The run's context comes from each scenario file: a global flag that names
+			// one is not applied, and saying so beats a silent surprise.
+			for _, name := range opts.Ignored {
+				warn(opts.IO, "sharedos test ignores --%s: each scenario file names its own root, grants and context", name)
+			}
+			if opts.Run != "" {
+				var err error
+				if opts.RunRE, err = regexp.Compile(opts.Run); err != nil {
+					return usageError("--run takes a Go regular expression matched against file/test", "invalid --run %q: %v", opts.Run, err)
+				}
+			}
+			if opts.Strict {
+				opts.Coverage = true
+			}
+			if runF != nil {
+				return runF(opts)
+			}
 			return runTest(c.Context(), opts)
 		},
 	}
@@ -68,50 +130,14 @@ error or an invalid scenario file.`,
 }
 
 func runTest(ctx context.Context, opts *TestOptions) error {
-	f := opts.f
-	ios := f.IOStreams
-	format := FormatTable
-	for _, v := range []string{f.Global.Output, f.Env("SHAREDOS_OUTPUT")} {
-		if v == "" {
-			continue
-		}
-		fm, err := parseFormat(v)
-		if err != nil {
-			return err
-		}
-		if fm == FormatYAML {
-			return usageError("pass -o table (the default) or -o json", "sharedos test prints table or json, not yaml")
-		}
-		format = fm
-		break
-	}
-	// A test run prints for a person (a CI log) unless -o json asks otherwise, errors
-	// included: the terminal default (json when piped) would make every CI log JSON.
-	f.Global.Output = format
-	// The run's context comes from each scenario file: a global flag that names one is
-	// not applied, and saying so beats a silent surprise.
-	for _, name := range []string{"config", "root", "state", "grants", "as", "owner", "authority", "world", "purpose",
-		"now", "namespaces", "trace", "call-id"} {
-		if fl := f.flags.Lookup(name); fl != nil && fl.Changed {
-			warn(ios, "sharedos test ignores --%s: each scenario file names its own root, grants and context", name)
-		}
-	}
-	var re *regexp.Regexp
-	if opts.Run != "" {
-		var err error
-		if re, err = regexp.Compile(opts.Run); err != nil {
-			return usageError("--run takes a Go regular expression matched against file/test", "invalid --run %q: %v", opts.Run, err)
-		}
-	}
-	if opts.Strict {
-		opts.Coverage = true
-	}
+	ios, format, re := opts.IO, opts.Format, opts.RunRE
+
 	paths, err := scenario.Expand(opts.Args)
 	if err != nil {
 		hint := "name scenario files, directories or globs (default: ./sharedos-tests/**/*.yaml)"
 		return usageError(hint, "%v", err)
 	}
-	rep := scenario.RunFiles(ctx, paths, scenario.Options{Run: re, Clock: f.Clock, Explain: opts.Verbose || format == FormatJSON})
+	rep := scenario.RunFiles(ctx, paths, scenario.Options{Run: re, Clock: opts.Clock, Explain: opts.Verbose || format == FormatJSON})
 
 	if opts.Update {
 		changed, err := scenario.Update(rep)
@@ -142,9 +168,9 @@ func runTest(ctx context.Context, opts *TestOptions) error {
 			return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: fmt.Sprintf("--junit %s: %v", opts.JUnit, err), Err: err}
 		}
 	}
-	if f.Env("GITHUB_ACTIONS") == "true" {
+	if opts.Env("GITHUB_ACTIONS") == "true" {
 		rep.WriteGitHubAnnotations(ios.Out)
-		if p := f.Env("GITHUB_STEP_SUMMARY"); p != "" {
+		if p := opts.Env("GITHUB_STEP_SUMMARY"); p != "" {
 			if err := appendFile(p, rep.WriteGitHubSummary); err != nil {
 				warn(ios, "GITHUB_STEP_SUMMARY %s: %v", p, err)
 			}

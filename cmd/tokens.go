@@ -15,19 +15,29 @@ import (
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
-// TokensOptions are the options every `tokens` command shares.
+// TokensOptions are the options every `tokens` command shares. The tokens file is this
+// machine's (it is what `mcp --listen` here reads): the commands use no service.
 type TokensOptions struct {
-	f      *Factory
+	IO       *IOStreams
+	Printer  func() (*printer, error)
+	Settings func() (*Settings, error)
+	Getwd    func() (string, error)
+	Clock    func() time.Time
+
 	Tokens string
+}
+
+func tokensOptions(f *Factory) TokensOptions {
+	return TokensOptions{IO: f.IOStreams, Printer: f.standalonePrinter, Settings: f.Settings, Getwd: f.Getwd, Clock: f.Clock}
 }
 
 // tokensPath resolves the tokens file: --tokens, else SHAREDOS_TOKENS, else the config
 // file's tokens key (spec 50 §3), made absolute.
 func (o *TokensOptions) tokensPath() (string, error) {
 	if o.Tokens != "" {
-		return absPath(o.Tokens, o.f.Getwd)
+		return absPath(o.Tokens, o.Getwd)
 	}
-	s, err := o.f.Settings()
+	s, err := o.Settings()
 	if err != nil {
 		return "", err
 	}
@@ -50,7 +60,7 @@ like grant files. A revocation takes effect on the server's next request.`,
   sharedos tokens list --tokens ~/.config/sharedos/tokens.yaml
   sharedos tokens revoke alice-laptop --tokens ~/.config/sharedos/tokens.yaml`,
 	}
-	c.AddCommand(newTokensCreateCmd(f), newTokensListCmd(f), newTokensRevokeCmd(f))
+	c.AddCommand(newTokensCreateCmd(f, nil), newTokensListCmd(f, nil), newTokensRevokeCmd(f, nil))
 	return c
 }
 
@@ -59,10 +69,17 @@ type TokensCreateOptions struct {
 	TokensOptions
 	ID      string
 	Expires string
+	// Grants are the token's grant files as given (--grants).
+	Grants []string
+
+	// Entry is the token's id and context as RunE checked them (--id, --as, --owner,
+	// --authority, --world, --purpose); its grant files, expiry and hash are the run's.
+	Entry tokens.NewEntry
 }
 
-func newTokensCreateCmd(f *Factory) *cobra.Command {
-	opts := &TokensCreateOptions{TokensOptions: TokensOptions{f: f}}
+// newTokensCreateCmd builds `tokens create`; runF, when set, replaces the run.
+func newTokensCreateCmd(f *Factory, runF func(*TokensCreateOptions) error) *cobra.Command {
+	opts := &TokensCreateOptions{TokensOptions: tokensOptions(f)}
 	c := &cobra.Command{
 		Use:   "create --id ID --as ADDR [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] --tokens FILE",
 		Short: "Mint a token, append its hashed entry to the tokens file, and print the token once",
@@ -79,7 +96,22 @@ duration from now (90m, 12h, 30d).`,
 		Example: `  sharedos tokens create --id alice-laptop --as agent:helper --owner human:alice --grants grants/alice.yaml --expires 30d --tokens tokens.yaml
   sharedos tokens create --id ci --as service:ci --grants ci.yaml --tokens tokens.yaml -o json | jq -r .token`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runTokensCreate(opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			var err error
+			if opts.Entry, err = tokenEntry(opts.ID, &f.Global); err != nil {
+				return err
+			}
+			opts.Grants = f.Global.Grants
+			if opts.Expires != "" {
+				if _, err := parseExpiry(opts.Expires, time.Time{}); err != nil {
+					return expiresError(opts.Expires, err)
+				}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runTokensCreate(opts)
+		},
 	}
 	c.Flags().StringVar(&opts.ID, "id", "", "the token's id (letters, digits, '.', '_', '-'), shown in logs and audit")
 	c.Flags().StringVar(&opts.Expires, "expires", "", "expiry: an RFC 3339 instant or a duration from now (90m, 12h, 30d)")
@@ -90,12 +122,55 @@ duration from now (90m, 12h, 30d).`,
 // now is --now when it is set (and valid), else the clock: the instant a token's expiry is
 // judged at.
 func (o *TokensOptions) now() time.Time {
-	if s, err := o.f.Settings(); err == nil && s.Now != "" {
+	if s, err := o.Settings(); err == nil && s.Now != "" {
 		if ms, err := kernel.ParseTimestamp(s.Now); err == nil {
 			return time.UnixMilli(ms).UTC()
 		}
 	}
-	return o.f.Clock()
+	return o.Clock()
+}
+
+// expiresError is the refusal of an --expires that is neither an instant nor a duration.
+func expiresError(v string, err error) error {
+	return usageError("pass --expires as 2027-01-01T00:00:00Z, or a duration such as 12h or 30d", "invalid --expires %q: %v", v, err)
+}
+
+// tokenEntry checks the id and the context of a new token: --id, and --as (required),
+// --owner, --authority, --world and --purpose of this invocation (a token's context is
+// explicit: never the environment's or the config file's).
+func tokenEntry(id string, g *GlobalOptions) (tokens.NewEntry, error) {
+	if !tokens.ValidID(id) {
+		return tokens.NewEntry{}, usageError("pass --id ID: 1 to 128 letters, digits, '.', '_' and '-', starting with a letter or digit",
+			"invalid or missing --id %q", id)
+	}
+	if g.As == "" {
+		return tokens.NewEntry{}, usageError("pass --as kind:id (e.g. --as agent:helper): the actor the token's client acts as", "tokens create needs --as")
+	}
+	e := tokens.NewEntry{ID: id, Context: tokens.Context{World: g.World, Purpose: g.Purpose}}
+	var err error
+	if e.Context.Actor, err = parseAddressFlag("as", g.As); err != nil {
+		return tokens.NewEntry{}, err
+	}
+	for _, fl := range []struct {
+		name, value string
+		dst         **kernel.Address
+	}{{"owner", g.Owner, &e.Context.Owner}, {"authority", g.Authority, &e.Context.Authority}} {
+		if fl.value == "" {
+			continue
+		}
+		a, err := parseAddressFlag(fl.name, fl.value)
+		if err != nil {
+			return tokens.NewEntry{}, err
+		}
+		*fl.dst = &a
+	}
+	if w := g.World; w != "" && (strings.TrimSpace(w) != w || len(w) > 256) {
+		return tokens.NewEntry{}, usageError("a world is an identifier of 1 to 256 characters", "invalid --world %q", w)
+	}
+	if pu := g.Purpose; pu != "" && strings.TrimSpace(pu) != pu {
+		return tokens.NewEntry{}, usageError("a purpose is 1 to 512 characters without surrounding white space", "invalid --purpose %q", pu)
+	}
+	return e, nil
 }
 
 // parseExpiry reads --expires: an RFC 3339 instant, or a duration (Go's, or Nd) from now.
@@ -118,8 +193,7 @@ func parseExpiry(s string, now time.Time) (time.Time, error) {
 }
 
 func runTokensCreate(opts *TokensCreateOptions) error {
-	f := opts.f
-	p, err := f.standalonePrinter()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
@@ -127,40 +201,10 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 	if err != nil {
 		return err
 	}
-	if !tokens.ValidID(opts.ID) {
-		return usageError("pass --id ID: 1 to 128 letters, digits, '.', '_' and '-', starting with a letter or digit",
-			"invalid or missing --id %q", opts.ID)
-	}
-	g := &f.Global
-	if g.As == "" {
-		return usageError("pass --as kind:id (e.g. --as agent:helper): the actor the token's client acts as", "tokens create needs --as")
-	}
-	e := tokens.NewEntry{ID: opts.ID, Context: tokens.Context{World: g.World, Purpose: g.Purpose}}
-	if e.Context.Actor, err = parseAddressFlag("as", g.As); err != nil {
-		return err
-	}
-	for _, fl := range []struct {
-		name, value string
-		dst         **kernel.Address
-	}{{"owner", g.Owner, &e.Context.Owner}, {"authority", g.Authority, &e.Context.Authority}} {
-		if fl.value == "" {
-			continue
-		}
-		a, err := parseAddressFlag(fl.name, fl.value)
-		if err != nil {
-			return err
-		}
-		*fl.dst = &a
-	}
-	if w := g.World; w != "" && (strings.TrimSpace(w) != w || len(w) > 256) {
-		return usageError("a world is an identifier of 1 to 256 characters", "invalid --world %q", w)
-	}
-	if pu := g.Purpose; pu != "" && strings.TrimSpace(pu) != pu {
-		return usageError("a purpose is 1 to 512 characters without surrounding white space", "invalid --purpose %q", pu)
-	}
+	e := opts.Entry
 	dir := filepath.Dir(path)
-	for _, gf := range g.Grants {
-		abs, err := absPath(gf, f.Getwd)
+	for _, gf := range opts.Grants {
+		abs, err := absPath(gf, opts.Getwd)
 		if err != nil {
 			return usageError("", "--grants %s: %v", gf, err)
 		}
@@ -175,7 +219,7 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 	if opts.Expires != "" {
 		exp, err := parseExpiry(opts.Expires, opts.now())
 		if err != nil {
-			return usageError("pass --expires as 2027-01-01T00:00:00Z, or a duration such as 12h or 30d", "invalid --expires %q: %v", opts.Expires, err)
+			return expiresError(opts.Expires, err)
 		}
 		if !exp.After(opts.now()) {
 			return usageError("pass an instant in the future", "--expires %s is not in the future", exp.Format(time.RFC3339))
@@ -197,8 +241,8 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 		}
 		return p.data(out)
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "token %s added to %s; it is shown once, below — store it now\n", e.ID, path)
-	_, err = fmt.Fprintln(f.IOStreams.Out, tok)
+	fmt.Fprintf(opts.IO.ErrOut, "token %s added to %s; it is shown once, below — store it now\n", e.ID, path)
+	_, err = fmt.Fprintln(opts.IO.Out, tok)
 	return err
 }
 
@@ -224,8 +268,10 @@ func tokensError(err error) error {
 	return usageError("fix the tokens file (see 'sharedos tokens --help' for its format)", "%v", err)
 }
 
-func newTokensListCmd(f *Factory) *cobra.Command {
-	opts := &TokensOptions{f: f}
+// newTokensListCmd builds `tokens list`; runF, when set, replaces the run.
+func newTokensListCmd(f *Factory, runF func(*TokensOptions) error) *cobra.Command {
+	o := tokensOptions(f)
+	opts := &o
 	c := &cobra.Command{
 		Use:   "list --tokens FILE",
 		Short: "List the tokens of a tokens file (never the tokens; hashes shortened)",
@@ -235,7 +281,12 @@ first 12 hex digits, which is enough to tell two entries apart.`,
 		Example: `  sharedos tokens list --tokens tokens.yaml
   sharedos tokens list --tokens tokens.yaml -o json`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runTokensList(opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runTokensList(opts)
+		},
 	}
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
@@ -255,8 +306,7 @@ type tokenRow struct {
 }
 
 func runTokensList(opts *TokensOptions) error {
-	f := opts.f
-	p, err := f.standalonePrinter()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
@@ -318,8 +368,9 @@ type TokensRevokeOptions struct {
 	ID string
 }
 
-func newTokensRevokeCmd(f *Factory) *cobra.Command {
-	opts := &TokensRevokeOptions{TokensOptions: TokensOptions{f: f}}
+// newTokensRevokeCmd builds `tokens revoke`; runF, when set, replaces the run.
+func newTokensRevokeCmd(f *Factory, runF func(*TokensRevokeOptions) error) *cobra.Command {
+	opts := &TokensRevokeOptions{TokensOptions: tokensOptions(f)}
 	c := &cobra.Command{
 		Use:   "revoke ID --tokens FILE",
 		Short: "Remove a token from the tokens file (a running server refuses it on its next request)",
@@ -330,6 +381,9 @@ request: the token's next request is refused 401 and its open sessions are close
 		Args:    exactArgs(1, "one token id (the ID column of 'sharedos tokens list')"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runTokensRevoke(opts)
 		},
 	}
@@ -338,8 +392,7 @@ request: the token's next request is refused 401 and its open sessions are close
 }
 
 func runTokensRevoke(opts *TokensRevokeOptions) error {
-	f := opts.f
-	p, err := f.standalonePrinter()
+	p, err := opts.Printer()
 	if err != nil {
 		return err
 	}
