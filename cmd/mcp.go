@@ -15,25 +15,47 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mcphttp"
 	"github.com/sharedos/sharedos/pkg/mcpserver"
 )
 
-// MCPOptions are the options of `mcp`.
+// MCPOptions are the options of `mcp`. The server is the embedded backend itself (a
+// session of the run's host, or with --listen a principal cache of hosts): it builds them
+// through the host package, not through an api.Service.
 type MCPOptions struct {
-	f         *Factory
+	IO       *IOStreams
+	Settings func() (*Settings, error)
+	// Host opens the run's host for the stdio server (a long-lived surface).
+	Host func(ctx context.Context) (*Host, error)
+	// Prepare checks the run's inputs (the ephemeral token's context of --listen).
+	Prepare func() error
+	Getwd   func() (string, error)
+	Clock   func() time.Time
+
 	LogFormat string
 	HTTP      MCPHTTPOptions
 }
 
-func newMCPCmd(f *Factory) *cobra.Command {
-	opts := &MCPOptions{f: f}
+// mcpServeNeeds are the host needs of the stdio server.
+var mcpServeNeeds = host.Needs{Planes: true, Actor: true, HoldConnections: true, Workload: host.WorkloadServer}
+
+// newMCPCmd builds `mcp`; runF, when set, replaces the run.
+func newMCPCmd(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
+	opts := &MCPOptions{IO: f.IOStreams, Settings: f.Settings, Getwd: f.Getwd, Clock: f.Clock,
+		Host: func(ctx context.Context) (*Host, error) { return f.Host(ctx, mcpServeNeeds) },
+		Prepare: func() error {
+			_, err := f.prepared(host.Needs{Planes: true, Actor: true})
+			return err
+		}}
 	c := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the context's tools to an agent over MCP (stdio, or streamable HTTP with --listen)",
@@ -62,7 +84,15 @@ up to 4 MiB; SIGTERM or SIGINT lets in-flight calls finish (up to 10 s) and stop
   sharedos --root ~/project mcp --listen 127.0.0.1:8765 --tokens ~/.config/sharedos/tokens.yaml
   sharedos --root ~/project --grants ~/grants/helper.yaml mcp --listen 127.0.0.1:8765`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runMCP(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := opts.check(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runMCP(c.Context(), opts)
+		},
 	}
 	c.GroupID = "kernel"
 	c.Flags().StringVar(&opts.LogFormat, "log-format", "text", "log format on stderr: text or json")
@@ -73,27 +103,18 @@ up to 4 MiB; SIGTERM or SIGINT lets in-flight calls finish (up to 10 s) and stop
 	c.Flags().StringVar(&opts.HTTP.TLSKey, "tls-key", "", "PEM private key of --listen (with --tls-cert)")
 	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
 	c.Flags().IntVar(&opts.HTTP.MaxSessions, "max-sessions", 0, "open sessions per token of --listen (default: config mcp.maxSessions, else 64)")
-	c.AddCommand(newMCPConfigCmd(f))
+	c.AddCommand(newMCPConfigCmd(f, nil))
 	return c
 }
 
-func runMCP(ctx context.Context, opts *MCPOptions) error {
-	f := opts.f
-	var handler slog.Handler
-	switch opts.LogFormat {
-	case "text":
-		handler = slog.NewTextHandler(f.IOStreams.ErrOut, nil)
-	case "json":
-		handler = slog.NewJSONHandler(f.IOStreams.ErrOut, nil)
-	default:
+// check validates the flags of `mcp`: the log format, and the flags of --listen (which
+// apply only with it).
+func (opts *MCPOptions) check() error {
+	if opts.LogFormat != "text" && opts.LogFormat != "json" {
 		return usageError("pass --log-format text or --log-format json", "invalid --log-format %q", opts.LogFormat)
 	}
-	log := slog.New(handler)
-	if s, err := f.Settings(); err == nil {
-		s.GatewayLogger = log // the MCP servers' connection events
-	}
 	if opts.HTTP.Listen != "" {
-		return runMCPHTTP(ctx, opts, log)
+		return opts.HTTP.check()
 	}
 	for _, fl := range []struct {
 		name string
@@ -104,11 +125,26 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 			return usageError("pass --listen HOST:PORT to serve over HTTP", "--%s applies only with --listen", fl.name)
 		}
 	}
-	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true, HoldConnections: true, Workload: host.WorkloadServer})
+	return nil
+}
+
+func runMCP(ctx context.Context, opts *MCPOptions) error {
+	var handler slog.Handler = slog.NewTextHandler(opts.IO.ErrOut, nil)
+	if opts.LogFormat == "json" {
+		handler = slog.NewJSONHandler(opts.IO.ErrOut, nil)
+	}
+	log := slog.New(handler)
+	if s, err := opts.Settings(); err == nil {
+		s.GatewayLogger = log // the MCP servers' connection events
+	}
+	if opts.HTTP.Listen != "" {
+		return runMCPHTTP(ctx, opts, log)
+	}
+	h, err := opts.Host(ctx)
 	if err != nil {
 		return err
 	}
-	sess, err := h.NewSession(f.Clock)
+	sess, err := h.NewSession(opts.Clock)
 	if err != nil {
 		return hostError(err)
 	}
@@ -127,7 +163,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	defer stop()
 	log.Info("serving MCP on stdio", "actor", h.Ctx.Actor.String(), "world", h.Ctx.World,
 		"namespaces", strings.Join(h.Ctx.EnabledToolNamespaces, ","))
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{f.IOStreams.In}, Writer: nopWriteCloser{f.IOStreams.Out}})
+	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{opts.IO.In}, Writer: nopWriteCloser{opts.IO.Out}})
 	if err != nil && ctx.Err() == nil {
 		log.Error("session ended", "err", err)
 		return internalError(err)
@@ -160,12 +196,21 @@ func (nopWriteCloser) Close() error { return nil }
 
 // MCPConfigOptions are the options of `mcp config`.
 type MCPConfigOptions struct {
-	f         *Factory
+	IO       *IOStreams
+	Env      func(string) string
+	Settings func() (*Settings, error)
+	Service  func() (api.Service, error)
+	// Flags are the global flags as given (which a launch carries as flags).
+	Flags func() *pflag.FlagSet
+
 	Client    string
 	Name      string
 	HTTP      string
 	TokenEnv  string
 	ShowToken bool
+
+	// Where is the file the client reads its configuration from (RunE's, by Client).
+	Where string
 }
 
 // mcpClients are the clients `mcp config` knows, and the file each reads.
@@ -177,8 +222,11 @@ var mcpClients = map[string]string{
 	"generic":     "the client's MCP server configuration (the common mcpServers form)",
 }
 
-func newMCPConfigCmd(f *Factory) *cobra.Command {
-	opts := &MCPConfigOptions{f: f}
+// newMCPConfigCmd builds `mcp config`; runF, when set, replaces the run.
+func newMCPConfigCmd(f *Factory, runF func(*MCPConfigOptions) error) *cobra.Command {
+	opts := &MCPConfigOptions{IO: f.IOStreams, Env: f.Env, Settings: f.Settings,
+		Service: func() (api.Service, error) { return f.service(callNeeds) },
+		Flags:   func() *pflag.FlagSet { return f.flags }}
 	c := &cobra.Command{
 		Use:   "config --client claude-code|codex|cursor|vscode|generic",
 		Short: "Print the snippet an MCP client reads to start 'sharedos mcp' with this invocation's flags",
@@ -219,7 +267,18 @@ only with --show-token (it is then read from that variable now).`,
   sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
   sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runMCPConfig(c.Context(), opts) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := opts.check(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			if opts.HTTP != "" {
+				return runMCPConfigHTTP(opts)
+			}
+			return runMCPConfig(c.Context(), opts)
+		},
 	}
 	c.Flags().StringVar(&opts.Client, "client", "", "client: claude-code, codex, cursor, vscode or generic")
 	c.Flags().StringVar(&opts.Name, "name", "sharedos", "server name in the client's configuration")
@@ -237,39 +296,54 @@ type mcpLaunch struct {
 	Env     map[string]string
 }
 
-func runMCPConfig(ctx context.Context, opts *MCPConfigOptions) error {
-	f := opts.f
+// check validates the flags of `mcp config`: the client, the name, and the flags of
+// --http (which apply only with it).
+func (opts *MCPConfigOptions) check() error {
 	where, ok := mcpClients[opts.Client]
 	if !ok {
 		return usageError("pass --client claude-code, codex, cursor, vscode or generic", "unknown or missing --client %q", opts.Client)
 	}
+	opts.Where = where
 	if strings.TrimSpace(opts.Name) == "" {
 		return usageError("pass --name NAME", "empty --name")
 	}
 	if opts.HTTP != "" {
-		return runMCPConfigHTTP(opts, where)
+		u, err := url.Parse(opts.HTTP)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return usageError("pass --http as http://HOST:PORT/mcp (or https://…)", "invalid --http %q", opts.HTTP)
+		}
+		if !envNameRE().MatchString(opts.TokenEnv) {
+			return usageError("pass --token-env NAME with a variable name (letters, digits, _)", "invalid --token-env %q", opts.TokenEnv)
+		}
+		return nil
 	}
 	if opts.ShowToken || opts.TokenEnv != "SHAREDOS_TOKEN" {
 		return usageError("pass --http URL to print an HTTP snippet", "--token-env and --show-token apply only with --http")
 	}
-	s, err := f.Settings()
+	return nil
+}
+
+func runMCPConfig(ctx context.Context, opts *MCPConfigOptions) error {
+	where := opts.Where
+	s, err := opts.Settings()
 	if err != nil {
 		return err
 	}
-	l, err := launchOf(f, s)
+	l, err := launchOf(opts.Env, opts.Flags(), s)
 	if err != nil {
 		return err
 	}
 	// The host the server would prepare (the same checks, refusing as it would), and the
 	// tools its agent would be listed now.
-	h, err := f.Host(ctx, host.Needs{Planes: true, Actor: true})
+	svc, err := opts.Service()
 	if err != nil {
 		return err
 	}
-	defs, err := h.Turn.ListTools(ctx)
+	list, err := svc.ListTools(ctx)
 	if err != nil {
-		return kernelError(err, h)
+		return serviceError(err)
 	}
+	defs, actx := list.Tools, list.Context
 	var out []byte
 	if opts.Client == "codex" {
 		out = codexSnippet(opts.Name, l)
@@ -279,19 +353,19 @@ func runMCPConfig(ctx context.Context, opts *MCPConfigOptions) error {
 			return internalError(err)
 		}
 	}
-	ios := f.IOStreams
+	ios := opts.IO
 	fmt.Fprintf(ios.ErrOut, "# %s reads this from %s\n", opts.Client, where)
 	if !s.NamespacesSet {
-		now := orNone(h.Ctx.EnabledToolNamespaces)
-		if h.SelectionSource == "default" {
+		now := orNone(actx.EnabledToolNamespaces)
+		if list.SelectionSource == "default" {
 			now += ", the default: nothing stored yet"
 		}
 		fmt.Fprintf(ios.ErrOut, "# namespaces: not pinned; the agent follows the stored selection of world %s, owner %s in %s at each call (now: %s); pass --namespaces to pin one\n",
-			h.Ctx.World, h.Ctx.Owner, s.State, now)
+			actx.World, actx.Owner, s.State, now)
 	}
 	if len(defs) == 0 {
 		warn(ios, "the agent this snippet starts would see no tools now: %s has no usable tool (enabled namespaces: %s); 'sharedos tools list --all' with the same flags says why",
-			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces))
+			actx.Actor, orNone(actx.EnabledToolNamespaces))
 	}
 	_, err = ios.Out.Write(out)
 	return err
@@ -308,18 +382,18 @@ var launchFlags = []string{"as", "owner", "authority", "world", "purpose", "name
 // they were found (flag, SHAREDOS_*, the XDG or working-directory default) as absolute
 // flags — except those the configuration file itself names (it is read at each start);
 // the other flags as flags, their SHAREDOS_* variables in the env.
-func launchOf(f *Factory, s *Settings) (mcpLaunch, error) {
+func launchOf(env func(string) string, flags *pflag.FlagSet, s *Settings) (mcpLaunch, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return mcpLaunch{}, internalError(fmt.Errorf("locate the sharedos binary: %w", err))
 	}
 	l := mcpLaunch{Command: exe, Args: []string{"mcp"}, Env: map[string]string{}}
 	fromEnv := func(name string) string {
-		return f.Env(envName(name))
+		return env(envName(name))
 	}
 	// fromConfig: the value came from the configuration file (no flag, no variable).
 	fromConfig := func(name string) bool {
-		return !f.flags.Changed(name) && fromEnv(name) == "" && s.ConfigKeys[name]
+		return !flags.Changed(name) && fromEnv(name) == "" && s.ConfigKeys[name]
 	}
 	if s.ConfigFile != "" {
 		l.Args = append(l.Args, "--config", s.ConfigFile)
@@ -336,7 +410,7 @@ func launchOf(f *Factory, s *Settings) (mcpLaunch, error) {
 		}
 	}
 	for _, name := range launchFlags {
-		if fl := f.flags.Lookup(name); fl != nil && fl.Changed {
+		if fl := flags.Lookup(name); fl != nil && fl.Changed {
 			l.Args = append(l.Args, "--"+name, fl.Value.String())
 		} else if v := fromEnv(name); v != "" {
 			l.Env[envName(name)] = v
@@ -418,18 +492,12 @@ func tomlKey(k string) string {
 var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) }) // compiled on first use, not at every start
 
 // runMCPConfigHTTP prints the snippet that connects a client to `mcp --listen` at a URL.
-func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
-	f := opts.f
-	u, err := url.Parse(opts.HTTP)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return usageError("pass --http as http://HOST:PORT/mcp (or https://…)", "invalid --http %q", opts.HTTP)
-	}
-	if !envNameRE().MatchString(opts.TokenEnv) {
-		return usageError("pass --token-env NAME with a variable name (letters, digits, _)", "invalid --token-env %q", opts.TokenEnv)
-	}
+func runMCPConfigHTTP(opts *MCPConfigOptions) error {
+	where := opts.Where
+	var err error
 	token := ""
 	if opts.ShowToken {
-		if token = f.Env(opts.TokenEnv); token == "" {
+		if token = opts.Env(opts.TokenEnv); token == "" {
 			return usageError("export the token in "+opts.TokenEnv+" (e.g. the output of 'sharedos tokens create')",
 				"--show-token: %s is not set", opts.TokenEnv)
 		}
@@ -440,11 +508,11 @@ func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
 	} else if out, err = httpJSONSnippet(opts.Client, opts.Name, opts.HTTP, opts.TokenEnv, token); err != nil {
 		return internalError(err)
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "# %s reads this from %s\n", opts.Client, where)
+	fmt.Fprintf(opts.IO.ErrOut, "# %s reads this from %s\n", opts.Client, where)
 	if token == "" {
-		fmt.Fprintf(f.IOStreams.ErrOut, "# the client reads the token from $%s: export it where the client starts\n", opts.TokenEnv)
+		fmt.Fprintf(opts.IO.ErrOut, "# the client reads the token from $%s: export it where the client starts\n", opts.TokenEnv)
 	}
-	_, err = f.IOStreams.Out.Write(out)
+	_, err = opts.IO.Out.Write(out)
 	return err
 }
 

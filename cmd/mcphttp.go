@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/mcphttp"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
@@ -28,6 +27,31 @@ type MCPHTTPOptions struct {
 	TLSKey         string
 	InsecureListen bool
 	MaxSessions    int
+
+	// HostPart is Listen's host and Insecure the listen policy's verdict (serving plain
+	// HTTP off loopback, to be warned about), as check found them.
+	HostPart string
+	Insecure bool
+}
+
+// check validates the flags of --listen: the address, the TLS pair, the listen policy
+// and --max-sessions (nothing is read or opened).
+func (o *MCPHTTPOptions) check() error {
+	hostPart, port, err := net.SplitHostPort(o.Listen)
+	if err != nil || port == "" {
+		return usageError("pass --listen HOST:PORT, e.g. --listen 127.0.0.1:8765", "invalid --listen %q", o.Listen)
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return usageError("pass both --tls-cert FILE and --tls-key FILE", "--tls-cert and --tls-key go together")
+	}
+	if o.Insecure, err = listenPolicy(o.Listen, hostPart, o.TLSCert != "", o.InsecureListen); err != nil {
+		return err
+	}
+	if o.MaxSessions < 0 {
+		return usageError("pass --max-sessions N with N ≥ 1", "invalid --max-sessions %d", o.MaxSessions)
+	}
+	o.HostPart = hostPart
+	return nil
 }
 
 // shutdownGrace bounds a graceful shutdown: in-flight calls get this long to finish.
@@ -59,42 +83,28 @@ func listenPolicy(listen, hostPart string, useTLS, insecureListen bool) (insecur
 
 // runMCPHTTP serves MCP over streamable HTTP until SIGTERM or SIGINT, then drains.
 func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
-	f := opts.f
 	o := &opts.HTTP
-	hostPart, port, err := net.SplitHostPort(o.Listen)
-	if err != nil || port == "" {
-		return usageError("pass --listen HOST:PORT, e.g. --listen 127.0.0.1:8765", "invalid --listen %q", o.Listen)
-	}
-	if (o.TLSCert == "") != (o.TLSKey == "") {
-		return usageError("pass both --tls-cert FILE and --tls-key FILE", "--tls-cert and --tls-key go together")
-	}
-	useTLS := o.TLSCert != ""
-	insecure, err := listenPolicy(o.Listen, hostPart, useTLS, o.InsecureListen)
-	if err != nil {
-		return err
-	}
-	if o.MaxSessions < 0 {
-		return usageError("pass --max-sessions N with N ≥ 1", "invalid --max-sessions %d", o.MaxSessions)
-	}
+	hostPart, useTLS, insecure := o.HostPart, o.TLSCert != "", o.Insecure
+	var err error
 	var cert tls.Certificate
 	if useTLS {
 		if cert, err = tls.LoadX509KeyPair(o.TLSCert, o.TLSKey); err != nil {
 			return usageError("pass a PEM certificate and its private key", "--tls-cert/--tls-key: %v", err)
 		}
 	}
-	s, err := f.Settings()
+	s, err := opts.Settings()
 	if err != nil {
 		return err
 	}
 	tokensPath := s.Tokens
 	if o.Tokens != "" {
-		if tokensPath, err = absPath(o.Tokens, f.Getwd); err != nil {
+		if tokensPath, err = absPath(o.Tokens, opts.Getwd); err != nil {
 			return usageError("", "--tokens %s: %v", o.Tokens, err)
 		}
 	}
 	base := s.Settings
 	base.Tokens = tokensPath
-	cfg := mcphttp.Config{Base: base, Tokens: tokensPath, Clock: f.Clock, Logger: log, Version: buildVersion().Version,
+	cfg := mcphttp.Config{Base: base, Tokens: tokensPath, Clock: opts.Clock, Logger: log, Version: buildVersion().Version,
 		OperatorHint: mcpHint, MaxSessions: o.MaxSessions}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = s.MCPMaxSessions
@@ -102,7 +112,7 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	if tokensPath == "" {
 		// One ephemeral token bound to the CLI's context: its inputs are checked (and its
 		// warnings printed) as for stdio.
-		if _, err := f.prepared(host.Needs{Planes: true, Actor: true}); err != nil {
+		if err := opts.Prepare(); err != nil {
 			return err
 		}
 		if cfg.EphemeralToken, err = tokens.New(); err != nil {
@@ -131,7 +141,7 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	url := scheme + "://" + urlHost(ln.Addr().String(), hostPart) + "/mcp"
 	log.Info("serving MCP over streamable HTTP", "url", url, "tokens", tokensPath)
 	if cfg.EphemeralToken != "" {
-		printEphemeral(f, url, cfg.EphemeralToken)
+		printEphemeral(opts.IO, url, cfg.EphemeralToken)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -171,9 +181,9 @@ func urlHost(addr, named string) string {
 }
 
 // printEphemeral prints the ephemeral token and a ready client configuration on stderr.
-func printEphemeral(f *Factory, url, token string) {
+func printEphemeral(ios *IOStreams, url, token string) {
 	snippet, _ := httpJSONSnippet("claude-code", "sharedos", url, "", token)
-	fmt.Fprintf(f.IOStreams.ErrOut, `sharedos: no tokens file: one ephemeral token, valid until this server stops, runs under this invocation's context
+	fmt.Fprintf(ios.ErrOut, `sharedos: no tokens file: one ephemeral token, valid until this server stops, runs under this invocation's context
 token: %s
 url:   %s
 Claude Code (.mcp.json), or any client that takes a URL and an Authorization header:

@@ -416,3 +416,66 @@ func TestNewCmdTokensListRevoke(t *testing.T) {
 	checkParse(t, newTokensRevokeCmd, []string{"ci", "--tokens", "t.yaml"}, project, [2]string{"ci", "t.yaml"}, "")
 	checkParse(t, newTokensRevokeCmd, nil, project, [2]string{}, "one token id")
 }
+
+func TestNewCmdMCP(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		LogFormat string
+		HTTP      MCPHTTPOptions
+	}
+	project := func(o *MCPOptions) proj { return proj{o.LogFormat, o.HTTP} }
+	for _, tc := range []struct {
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{argv: nil, want: proj{LogFormat: "text"}},
+		{argv: []string{"--log-format", "json"}, want: proj{LogFormat: "json"}},
+		{argv: []string{"--listen", "127.0.0.1:8765", "--tokens", "t.yaml", "--max-sessions", "3"},
+			want: proj{LogFormat: "text", HTTP: MCPHTTPOptions{Listen: "127.0.0.1:8765", Tokens: "t.yaml", MaxSessions: 3, HostPart: "127.0.0.1"}}},
+		{argv: []string{"--listen", "0.0.0.0:80", "--insecure-listen"},
+			want: proj{LogFormat: "text", HTTP: MCPHTTPOptions{Listen: "0.0.0.0:80", InsecureListen: true, HostPart: "0.0.0.0", Insecure: true}}},
+		{argv: []string{"--listen", "0.0.0.0:443", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+			want: proj{LogFormat: "text", HTTP: MCPHTTPOptions{Listen: "0.0.0.0:443", TLSCert: "c.pem", TLSKey: "k.pem", HostPart: "0.0.0.0"}}},
+		{argv: []string{"--log-format", "xml"}, wantErr: `invalid --log-format "xml"`},
+		{argv: []string{"--tokens", "t.yaml"}, wantErr: "--tokens applies only with --listen"},
+		{argv: []string{"--max-sessions", "2"}, wantErr: "--max-sessions applies only with --listen"},
+		{argv: []string{"--listen", "8765"}, wantErr: `invalid --listen "8765"`},
+		{argv: []string{"--listen", "127.0.0.1:1", "--tls-cert", "c.pem"}, wantErr: "--tls-cert and --tls-key go together"},
+		{argv: []string{"--listen", "0.0.0.0:80"}, wantErr: "refusing to listen on 0.0.0.0:80 without TLS"},
+		{argv: []string{"--listen", "127.0.0.1:1", "--max-sessions", "-1"}, wantErr: "invalid --max-sessions -1"},
+		{argv: []string{"x"}, wantErr: "takes no arguments"},
+	} {
+		checkParse(t, newMCPCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+}
+
+func TestNewCmdMCPConfig(t *testing.T) {
+	t.Parallel()
+	type proj struct {
+		Client, Name, HTTP, TokenEnv string
+		ShowToken                    bool
+		Where                        string
+	}
+	project := func(o *MCPConfigOptions) proj {
+		return proj{o.Client, o.Name, o.HTTP, o.TokenEnv, o.ShowToken, o.Where}
+	}
+	for _, tc := range []struct {
+		argv    []string
+		want    proj
+		wantErr string
+	}{
+		{argv: []string{"--client", "codex"}, want: proj{Client: "codex", Name: "sharedos", TokenEnv: "SHAREDOS_TOKEN", Where: mcpClients["codex"]}},
+		{argv: []string{"--client", "vscode", "--name", "s", "--http", "https://h:1/mcp", "--token-env", "T", "--show-token"},
+			want: proj{Client: "vscode", Name: "s", HTTP: "https://h:1/mcp", TokenEnv: "T", ShowToken: true, Where: mcpClients["vscode"]}},
+		{argv: nil, wantErr: `unknown or missing --client ""`},
+		{argv: []string{"--client", "emacs"}, wantErr: `unknown or missing --client "emacs"`},
+		{argv: []string{"--client", "codex", "--name", " "}, wantErr: "empty --name"},
+		{argv: []string{"--client", "codex", "--show-token"}, wantErr: "apply only with --http"},
+		{argv: []string{"--client", "codex", "--http", "ftp://h/mcp"}, wantErr: `invalid --http "ftp://h/mcp"`},
+		{argv: []string{"--client", "codex", "--http", "http://u:p@h/mcp"}, wantErr: "invalid --http"},
+		{argv: []string{"--client", "codex", "--http", "http://h/mcp", "--token-env", "1X"}, wantErr: `invalid --token-env "1X"`},
+	} {
+		checkParse(t, newMCPConfigCmd, tc.argv, project, tc.want, tc.wantErr)
+	}
+}

@@ -92,6 +92,9 @@ type ToolList struct {
 	Tools []kernel.ToolDefinition `json:"tools"`
 	// Context is the access context the catalogue was listed for.
 	Context kernel.AccessContext `json:"context"`
+	// SelectionSource says where the context's enabled namespaces came from, as in
+	// Namespaces.
+	SelectionSource string `json:"selectionSource,omitempty"`
 }
 
 // ToolStatus is one registered tool and the first gate that hides it (gate and cause

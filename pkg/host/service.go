@@ -154,7 +154,7 @@ func (s *Service) ListTools(ctx context.Context) (api.ToolList, error) {
 	if err != nil {
 		return api.ToolList{}, s.kernelErr(err)
 	}
-	return api.ToolList{Tools: defs, Context: h.Prepared.Context}, nil
+	return api.ToolList{Tools: defs, Context: h.Prepared.Context, SelectionSource: h.SelectionSource}, nil
 }
 
 // ListAllTools returns every registered tool with its gate (kernel.Turn.AllTools).
