@@ -169,30 +169,19 @@ type EscalationQuery struct {
 }
 
 // EscalationRecord is one recorded escalation with where it was asked and its
-// resolution: the JSON of `escalations list`.
-type EscalationRecord struct {
-	ID int64 `json:"id"`
-	kernel.Escalation
-	World      string                `json:"world"`
-	Owner      kernel.Address        `json:"owner"`
-	TraceID    string                `json:"traceId"`
-	CallID     string                `json:"callId"`
-	Resolution *EscalationResolution `json:"resolution,omitempty"`
-}
+// resolution: the JSON of `escalations list`. It is the kernel's contract type, the one
+// the store keeps (one definition).
+type EscalationRecord = kernel.EscalationRecord
 
-// EscalationResolution is a reviewer's decision on an escalation. It grants nothing.
-type EscalationResolution struct {
-	Status     string         `json:"status"`
-	ResolvedBy kernel.Address `json:"resolvedBy"`
-	ResolvedAt string         `json:"resolvedAt"`
-	Note       string         `json:"note,omitempty"`
-}
+// EscalationResolution is a reviewer's decision on an escalation (the kernel's type). It
+// grants nothing.
+type EscalationResolution = kernel.EscalationResolution
 
-// Escalation statuses.
+// Escalation statuses (the kernel's).
 const (
-	EscalationPending  = "pending"
-	EscalationApproved = "approved"
-	EscalationDenied   = "denied"
+	EscalationPending  = kernel.EscalationPending
+	EscalationApproved = kernel.EscalationApproved
+	EscalationDenied   = kernel.EscalationDenied
 )
 
 // ResolveRequest decides escalation ID: Status is EscalationApproved or

@@ -276,20 +276,10 @@ func (s *Service) ListEscalations(ctx context.Context, q api.EscalationQuery) ([
 	if err != nil {
 		return nil, s.stateErr(err)
 	}
-	out := make([]api.EscalationRecord, len(recs))
-	for i, r := range recs {
-		out[i] = escalationRecord(r)
+	if recs == nil {
+		recs = []api.EscalationRecord{}
 	}
-	return out, nil
-}
-
-func escalationRecord(r store.EscalationRecord) api.EscalationRecord {
-	out := api.EscalationRecord{ID: r.ID, Escalation: r.Escalation, World: r.World, Owner: r.Owner, TraceID: r.TraceID, CallID: r.CallID}
-	if r.Resolution != nil {
-		res := api.EscalationResolution(*r.Resolution)
-		out.Resolution = &res
-	}
-	return out
+	return recs, nil
 }
 
 // ResolveEscalation records the context's owner's decision on escalation req.ID, which
@@ -314,7 +304,7 @@ func (s *Service) ResolveEscalation(ctx context.Context, req api.ResolveRequest)
 	var notReviewer *NotReviewerError
 	switch {
 	case err == nil:
-		return api.Resolved{Record: escalationRecord(rec)}, nil
+		return api.Resolved{Record: rec}, nil
 	case errors.Is(err, store.ErrNotFound):
 		return api.Resolved{}, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no escalation %d is recorded", req.ID), Err: err,
 			Hint: "'sharedos escalations list --all' lists every escalation with its ID"}
@@ -322,7 +312,7 @@ func (s *Service) ResolveEscalation(ctx context.Context, req api.ResolveRequest)
 		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err,
 			Hint: "pass --owner " + rec.Owner.String() + " --world " + rec.World + " (or the grant file of that context)"}
 	case errors.Is(err, store.ErrAlreadyResolved) && rec.Resolution != nil && rec.Resolution.Status == req.Status:
-		return api.Resolved{Record: escalationRecord(rec), Unchanged: true}, nil
+		return api.Resolved{Record: rec, Unchanged: true}, nil
 	case errors.Is(err, store.ErrAlreadyResolved) && rec.Resolution != nil:
 		return api.Resolved{}, &api.Error{Code: api.CodeInvalidRequest, Err: err,
 			Message: fmt.Sprintf("escalation %d was already %s by %s at %s", req.ID, rec.Resolution.Status, rec.Resolution.ResolvedBy, rec.Resolution.ResolvedAt),

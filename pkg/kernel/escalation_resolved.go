@@ -74,3 +74,37 @@ func (t *Turn) RecordEscalationResolution(ctx context.Context, d EscalationDecis
 	}
 	return ev, nil
 }
+
+// Escalation statuses: a recorded escalation's (Escalation.Status) and a resolution's.
+const (
+	EscalationPending  = "pending"
+	EscalationApproved = EscalationDecisionApproved
+	EscalationDenied   = EscalationDecisionDenied
+)
+
+// EscalationRecord is one recorded escalation, the context it was asked in and its
+// resolution: the one definition that the store keeps (store.EscalationRecord) and a
+// surface shows (api.EscalationRecord, the JSON of `escalations list`) — both are this
+// type.
+type EscalationRecord struct {
+	// ID numbers the escalations of a store (1, 2, …, in recording order); set by the
+	// store's reads and resolution, ignored when it is recorded.
+	ID int64 `json:"id"`
+	Escalation
+	World   string  `json:"world"`
+	Owner   Address `json:"owner"`
+	TraceID string  `json:"traceId"`
+	CallID  string  `json:"callId"`
+	// Resolution is the reviewer's decision, nil while the escalation is pending. When
+	// set, Escalation.Status is its status.
+	Resolution *EscalationResolution `json:"resolution,omitempty"`
+}
+
+// EscalationResolution is a reviewer's decision on a recorded escalation. It grants
+// nothing: authority still comes only from grant sources.
+type EscalationResolution struct {
+	Status     string  `json:"status"` // EscalationApproved or EscalationDenied
+	ResolvedBy Address `json:"resolvedBy"`
+	ResolvedAt string  `json:"resolvedAt"`
+	Note       string  `json:"note,omitempty"`
+}

@@ -198,35 +198,20 @@ type Escalations interface {
 	ResolveEscalation(ctx context.Context, id int64, res EscalationResolution, ev kernel.AuditEvent) (EscalationRecord, error)
 }
 
-// EscalationRecord is one recorded escalation and the context it was asked in.
-type EscalationRecord struct {
-	// ID numbers the escalations of the store (1, 2, …, in recording order); set by the
-	// store's reads and ResolveEscalation, ignored by RecordEscalation.
-	ID         int64             `json:"id"`
-	World      string            `json:"world"`
-	Owner      kernel.Address    `json:"owner"`
-	TraceID    string            `json:"traceId"`
-	CallID     string            `json:"callId"`
-	Escalation kernel.Escalation `json:"escalation"`
-	// Resolution is the reviewer's decision, nil while the escalation is pending. When
-	// set, Escalation.Status is its status.
-	Resolution *EscalationResolution `json:"resolution,omitempty"`
-}
+// EscalationRecord is one recorded escalation and the context it was asked in: the
+// kernel's contract type (one definition, which pkg/api shows as it is). Its ID is set by
+// the store's reads and ResolveEscalation, ignored by RecordEscalation.
+type EscalationRecord = kernel.EscalationRecord
 
-// EscalationResolution is a reviewer's decision on an escalation. It grants nothing:
-// authority still comes only from grant files.
-type EscalationResolution struct {
-	Status     string         `json:"status"` // EscalationApproved or EscalationDenied
-	ResolvedBy kernel.Address `json:"resolvedBy"`
-	ResolvedAt string         `json:"resolvedAt"`
-	Note       string         `json:"note,omitempty"`
-}
+// EscalationResolution is a reviewer's decision on an escalation (the kernel's type). It
+// grants nothing: authority still comes only from grant files.
+type EscalationResolution = kernel.EscalationResolution
 
-// Escalation statuses.
+// Escalation statuses (the kernel's).
 const (
-	EscalationPending  = "pending"
-	EscalationApproved = "approved"
-	EscalationDenied   = "denied"
+	EscalationPending  = kernel.EscalationPending
+	EscalationApproved = kernel.EscalationApproved
+	EscalationDenied   = kernel.EscalationDenied
 )
 
 // EscalationFilter selects escalations for ListEscalations. Zero fields select everything.
