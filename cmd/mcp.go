@@ -84,15 +84,7 @@ up to 4 MiB; SIGTERM or SIGINT lets in-flight calls finish (up to 10 s) and stop
   sharedos --root ~/project mcp --listen 127.0.0.1:8765 --tokens ~/.config/sharedos/tokens.yaml
   sharedos --root ~/project --grants ~/grants/helper.yaml mcp --listen 127.0.0.1:8765`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := opts.check(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runMCP(c.Context(), opts)
-		},
+		RunE: runE(opts, opts.check, runF, runMCP),
 	}
 	c.GroupID = "kernel"
 	c.Flags().StringVar(&opts.LogFormat, "log-format", "text", "log format on stderr: text or json")
@@ -105,6 +97,21 @@ up to 4 MiB; SIGTERM or SIGINT lets in-flight calls finish (up to 10 s) and stop
 	c.Flags().IntVar(&opts.HTTP.MaxSessions, "max-sessions", 0, "open sessions per token of --listen (default: config mcp.maxSessions, else 64)")
 	c.AddCommand(newMCPConfigCmd(f, nil))
 	return c
+}
+
+// runE is the RunE of a command in the options pattern whose arguments are bound by its
+// flags: check validates them (before anything is opened), then runF (a test's) or run
+// gets the options.
+func runE[O any](opts *O, check func() error, runF func(*O) error, run func(context.Context, *O) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, _ []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		return run(c.Context(), opts)
+	}
 }
 
 // check validates the flags of `mcp`: the log format, and the flags of --listen (which
@@ -267,18 +274,12 @@ only with --show-token (it is then read from that variable now).`,
   sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
   sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := opts.check(); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
+		RunE: runE(opts, opts.check, runF, func(ctx context.Context, opts *MCPConfigOptions) error {
 			if opts.HTTP != "" {
 				return runMCPConfigHTTP(opts)
 			}
-			return runMCPConfig(c.Context(), opts)
-		},
+			return runMCPConfig(ctx, opts)
+		}),
 	}
 	c.Flags().StringVar(&opts.Client, "client", "", "client: claude-code, codex, cursor, vscode or generic")
 	c.Flags().StringVar(&opts.Name, "name", "sharedos", "server name in the client's configuration")
