@@ -47,6 +47,11 @@ type ServiceState interface {
 type Service struct {
 	b Backend
 	h *Host // the opened host, once an operation opened it
+
+	// t and callID are the turn and call id of a service over one turn a driver began
+	// (TurnService); nil and "": the host's own turn and the run's call id.
+	t      *kernel.Turn
+	callID string
 }
 
 var _ api.Service = (*Service)(nil)
@@ -59,6 +64,33 @@ func NewService(b Backend) *Service { return &Service{b: b} }
 func (h *Host) Service() *Service {
 	return &Service{b: Backend{Prepare: func() (*Prepared, error) { return h.Prepared, nil },
 		Open: func(context.Context) (*Host, error) { return h, nil }, StatePath: h.Settings.State}, h: h}
+}
+
+// TurnService returns the embedded backend of turn t, which the driver of h began itself
+// (a scenario step's turn, with its own context and instant): every operation runs in t,
+// under t's context, and a call gets the id callID; the audit and escalation operations
+// use h's store. The host's own turn (h.Turn) is not used.
+func (h *Host) TurnService(t *kernel.Turn, callID string) *Service {
+	svc := h.Service()
+	svc.t, svc.callID = t, callID
+	return svc
+}
+
+// turn is the turn of the service's operations: its own (TurnService), else the host's.
+func (s *Service) turn(h *Host) *kernel.Turn {
+	if s.t != nil {
+		return s.t
+	}
+	return h.Turn
+}
+
+// context is the access context of the service's operations: its turn's (TurnService),
+// else the host's prepared context (the host's turn's, with the selection it opened with).
+func (s *Service) context(h *Host) kernel.AccessContext {
+	if s.t != nil {
+		return s.t.Context()
+	}
+	return h.Prepared.Context
 }
 
 func (s *Service) open(ctx context.Context) (*Host, error) {
@@ -115,7 +147,11 @@ func (s *Service) Registry(context.Context) (api.Registry, error) {
 	if err != nil {
 		return api.Registry{}, err
 	}
-	return api.Registry{Tools: p.Definitions(), ProvidedNamespaces: p.GatewayNamespaces(), Context: p.Context}, nil
+	actx := p.Context
+	if s.t != nil {
+		actx = s.t.Context()
+	}
+	return api.Registry{Tools: p.Definitions(), ProvidedNamespaces: p.GatewayNamespaces(), Context: actx}, nil
 }
 
 // Definition returns a registered tool's definition, or one an MCP server's list read
@@ -141,7 +177,7 @@ func (s *Service) Definition(ctx context.Context, name string, list bool) (*kern
 	if err != nil {
 		return nil, err
 	}
-	return h.Gateway().Lookup(ctx, h.Prepared.Context.Owner, name), nil
+	return h.Gateway().Lookup(ctx, s.context(h).Owner, name), nil
 }
 
 // ListTools returns the turn's usable catalogue (kernel.Turn.ListTools).
@@ -150,11 +186,11 @@ func (s *Service) ListTools(ctx context.Context) (api.ToolList, error) {
 	if err != nil {
 		return api.ToolList{}, err
 	}
-	defs, err := h.Turn.ListTools(ctx)
+	defs, err := s.turn(h).ListTools(ctx)
 	if err != nil {
 		return api.ToolList{}, s.kernelErr(err)
 	}
-	return api.ToolList{Tools: defs, Context: h.Prepared.Context, SelectionSource: h.SelectionSource}, nil
+	return api.ToolList{Tools: defs, Context: s.context(h), SelectionSource: h.SelectionSource}, nil
 }
 
 // ListAllTools returns every registered tool with its gate (kernel.Turn.AllTools).
@@ -163,7 +199,7 @@ func (s *Service) ListAllTools(ctx context.Context) ([]api.ToolStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs, err := h.Turn.AllTools(ctx)
+	gs, err := s.turn(h).AllTools(ctx)
 	if err != nil {
 		return nil, s.kernelErr(err)
 	}
@@ -176,10 +212,15 @@ func (s *Service) ListAllTools(ctx context.Context) ([]api.ToolStatus, error) {
 	return out, nil
 }
 
-// call is req as the turn's call: the run's call id, the turn's trace and instant.
-func call(h *Host, req api.InvokeRequest) kernel.ToolCall {
-	actx := h.Prepared.Context
-	return kernel.ToolCall{ID: h.CallID, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
+// call is req as the turn's call: the run's call id (TurnService: its own), the turn's
+// trace and instant.
+func (s *Service) call(h *Host, req api.InvokeRequest) kernel.ToolCall {
+	actx := s.context(h)
+	id := h.CallID
+	if s.t != nil {
+		id = s.callID
+	}
+	return kernel.ToolCall{ID: id, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
 }
 
 // Invoke calls the tool once in the turn (kernel.Turn.InvokeTool).
@@ -188,7 +229,7 @@ func (s *Service) Invoke(ctx context.Context, req api.InvokeRequest) (api.Invoke
 	if err != nil {
 		return api.InvokeResult{}, err
 	}
-	res := h.Turn.InvokeTool(ctx, call(h, req))
+	res := s.turn(h).InvokeTool(ctx, s.call(h, req))
 	return api.InvokeResult{Result: res, Definition: h.Definition(req.Tool)}, nil
 }
 
@@ -199,7 +240,8 @@ func (s *Service) Explain(ctx context.Context, req api.InvokeRequest) (api.Expla
 	if err != nil {
 		return api.Explanation{}, err
 	}
-	return Explain(ctx, h.Turn, h.Turn.ExplainCall(ctx, call(h, req))), nil
+	t := s.turn(h)
+	return Explain(ctx, t, t.ExplainCall(ctx, s.call(h, req))), nil
 }
 
 // Namespaces returns the turn's namespace catalogue (kernel.Turn.ListToolNamespaces).
@@ -208,11 +250,11 @@ func (s *Service) Namespaces(ctx context.Context) (api.Namespaces, error) {
 	if err != nil {
 		return api.Namespaces{}, err
 	}
-	cat, err := h.Turn.ListToolNamespaces(ctx)
+	cat, err := s.turn(h).ListToolNamespaces(ctx)
 	if err != nil {
 		return api.Namespaces{}, s.kernelErr(err)
 	}
-	actx := h.Prepared.Context
+	actx := s.context(h)
 	return api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary, EffectiveSelection: actx.EnabledToolNamespaces,
 		World: actx.World, Owner: actx.Owner, SelectionSource: h.SelectionSource}, nil
 }
@@ -223,14 +265,14 @@ func (s *Service) UpdateNamespaces(ctx context.Context, u kernel.ToolNamespaceUp
 	if err != nil {
 		return api.NamespacesUpdated{}, err
 	}
-	cat, sel, err := h.Turn.UpdateToolNamespaces(ctx, u)
+	cat, sel, err := s.turn(h).UpdateToolNamespaces(ctx, u)
 	if err != nil {
 		if errors.Is(err, kernel.ErrInvalidUpdate) {
 			return api.NamespacesUpdated{}, &api.Error{Code: api.CodeInvalidRequest, Message: "invalid namespace patch: " + err.Error(), Err: err}
 		}
 		return api.NamespacesUpdated{}, s.kernelErr(err)
 	}
-	actx := h.Prepared.Context
+	actx := s.context(h)
 	return api.NamespacesUpdated{Namespaces: api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary,
 		EffectiveSelection: sel, World: actx.World, Owner: actx.Owner, SelectionSource: "stored"},
 		RunSelectionKept: h.SelectionSource == "flag"}, nil
@@ -243,8 +285,8 @@ func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.Es
 	if err != nil {
 		return api.EscalateResult{}, err
 	}
-	actx := h.Prepared.Context
-	esc, err := h.Escalations().Escalate(ctx, h.Turn, req.Call)
+	actx := s.context(h)
+	esc, err := h.Escalations().Escalate(ctx, s.turn(h), req.Call)
 	var refused *kernel.EscalationRefusedError
 	if errors.As(err, &refused) {
 		// the escalation's own authorization refused it: its grant's uses are spent
@@ -261,7 +303,12 @@ func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.Es
 // ListEscalations lists the store's escalations: the context's (world, owner), or all.
 func (s *Service) ListEscalations(ctx context.Context, q api.EscalationQuery) ([]api.EscalationRecord, error) {
 	f := store.EscalationFilter{Status: q.Status, Limit: q.Limit}
-	if !q.All {
+	switch {
+	case q.All:
+	case s.t != nil:
+		actx := s.t.Context()
+		f.World, f.Owner = actx.World, actx.Owner
+	default:
 		p, err := s.b.Prepare()
 		if err != nil {
 			return nil, err
@@ -300,7 +347,7 @@ func (s *Service) ResolveEscalation(ctx context.Context, req api.ResolveRequest)
 	}
 	// the host's escalation service: the kernel's escalation.resolved event and the
 	// store's resolution, in one transaction
-	rec, err := h.Escalations().Resolve(ctx, h.Turn, Resolution{ID: req.ID, Decision: req.Status, Note: req.Note, Source: source})
+	rec, err := h.Escalations().Resolve(ctx, s.turn(h), Resolution{ID: req.ID, Decision: req.Status, Note: req.Note, Source: source})
 	var notReviewer *NotReviewerError
 	switch {
 	case err == nil:

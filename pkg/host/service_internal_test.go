@@ -171,3 +171,42 @@ func TestUnauditedHostRecordsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnService: a service over a turn its driver began runs every operation in that
+// turn — its context, its trace — and gives a call the id it was made with; the host's
+// own turn records nothing.
+func TestTurnService(t *testing.T) {
+	t.Parallel()
+	fx := newServiceFixture(t, sessionGrants)
+	ctx := context.Background()
+	h, err := fx.p.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx := h.Prepared.Context
+	actx.TraceID = "trace-step-2"
+	turn, err := h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := h.TurnService(turn, "call-step-2")
+	list, err := svc.ListTools(ctx)
+	if err != nil || list.Context.TraceID != "trace-step-2" {
+		t.Fatalf("list: %v %+v", err, list.Context)
+	}
+	out, err := svc.Invoke(ctx, api.InvokeRequest{Tool: "files.read", Arguments: args(t, map[string]any{"path": []string{"docs", "a.md"}})})
+	if err != nil || out.Result.Status != kernel.StatusSucceeded || out.Result.CallID != "call-step-2" {
+		t.Fatalf("invoke: %v %+v", err, out.Result)
+	}
+	ex, err := svc.Explain(ctx, api.InvokeRequest{Tool: "files.list", Arguments: args(t, map[string]any{"path": []string{"docs"}})})
+	if err != nil || ex.Allowed || ex.Context.TraceID != "trace-step-2" || len(ex.Findings) == 0 {
+		t.Fatalf("explain: %v %+v", err, ex)
+	}
+	evs, err := svc.QueryAudit(ctx, api.AuditQuery{Types: []string{string(kernel.EventToolInvoked)}})
+	if err != nil || len(evs) != 1 || evs[0].TraceID != "trace-step-2" || evs[0].OperationID != "call-step-2" {
+		t.Fatalf("the call's record: %v %+v", err, evs)
+	}
+	if evs, _ := svc.QueryAudit(ctx, api.AuditQuery{TraceID: h.Prepared.Context.TraceID}); len(evs) != 0 {
+		t.Fatalf("the host's own turn recorded %d events", len(evs))
+	}
+}

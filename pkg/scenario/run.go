@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -519,7 +520,9 @@ func (r *runner) turn(ctx context.Context, s *Step) (*kernel.Turn, error) {
 	return r.h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: map[string]any{"surface": "test"}})
 }
 
-// newRecords returns the audit records written since the previous step.
+// newRecords returns the audit records written since the previous step. It reads the
+// host's store by sequence number (store.AuditFilter.AfterSeq), a cursor the service's
+// audit query does not offer; the other reads go through the service.
 // A step that asserts neither its records nor its grant (and whose observations are not
 // printed) skips reading them; the test's matched grants are read once at its end.
 func (r *runner) newRecords(ctx context.Context) ([]AuditRecord, error) {
@@ -548,7 +551,7 @@ func (r *runner) newRecords(ctx context.Context) ([]AuditRecord, error) {
 }
 
 func (r *runner) allRecords(ctx context.Context) ([]AuditRecord, error) {
-	evs, err := r.h.Store.ListAudit(ctx, store.AuditFilter{Oldest: true})
+	evs, err := r.h.Service().QueryAudit(ctx, api.AuditQuery{Oldest: true})
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +564,7 @@ func (r *runner) allRecords(ctx context.Context) ([]AuditRecord, error) {
 
 // matchedGrants marks the grants some allowed decision of the test used (coverage).
 func (r *runner) matchedGrants(ctx context.Context) error {
-	evs, err := r.h.Store.ListAudit(ctx, store.AuditFilter{Types: []string{string(kernel.EventAuthorizationChecked)},
+	evs, err := r.h.Service().QueryAudit(ctx, api.AuditQuery{Types: []string{string(kernel.EventAuthorizationChecked)},
 		Outcomes: []string{string(kernel.OutcomeAllowed)}})
 	for _, ev := range evs {
 		if ev.GrantID != "" {
@@ -607,8 +610,14 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		sr.CallID = DerivedID("call", r.f.Path, r.t.Name, strconv.Itoa(i))
 		call := kernel.ToolCall{ID: sr.CallID, Tool: sr.Tool, Arguments: args, TraceID: t.Context().TraceID, RequestedAt: t.Context().Now}
 		r.res.used[call.Tool] = true
-		ex := t.ExplainCall(ctx, call)
-		expl := host.Explain(ctx, t, ex)
+		// the step's operations go through the service of its turn (the one every
+		// surface consumes); the escalation branch and the audit reads are the host's
+		svc := r.h.TurnService(t, sr.CallID)
+		req := api.InvokeRequest{Tool: call.Tool, Arguments: call.Arguments}
+		expl, err := svc.Explain(ctx, req)
+		if err != nil {
+			return err
+		}
 		sr.Explain = &expl
 		o.Rejected = map[string]string{}
 		for _, c := range expl.Candidates {
@@ -617,7 +626,11 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		if s.Kind == KindExplain {
 			allowed := expl.Allowed
 			o.Allowed = &allowed
-			o.Status, o.Code, o.Gate, o.Cause = string(ex.Status), string(ex.Code), string(ex.Gate), string(ex.Cause)
+			o.Status = string(kernel.StatusSucceeded)
+			if len(expl.Findings) > 0 {
+				fd := expl.Findings[0]
+				o.Status, o.Code, o.Gate, o.Cause = string(fd.Status), string(fd.Code), string(fd.Gate), string(fd.Cause)
+			}
 			if expl.MatchedGrant != nil {
 				o.Grant = expl.MatchedGrant.ID
 				r.res.matched[o.Grant] = true
@@ -636,7 +649,11 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		if _, escalated, err := r.h.Escalations().EscalateIfOffered(ctx, t, call); escalated {
 			return r.escalated(ctx, err, o)
 		}
-		res := t.InvokeTool(ctx, call)
+		out, err := svc.Invoke(ctx, req)
+		if err != nil {
+			return err
+		}
+		res := out.Result
 		o.Status, o.Gate, o.Cause = string(res.Status), string(res.Gate), string(res.Cause)
 		if res.Error != nil {
 			o.Code, o.Message = string(res.Error.Code), res.Error.Message
@@ -664,12 +681,12 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 			}
 		}
 	case KindList:
-		defs, err := t.ListTools(ctx)
+		list, err := r.h.TurnService(t, "").ListTools(ctx)
 		if err != nil {
-			return err
+			return serviceCause(err)
 		}
 		o.Tools = []string{}
-		for _, d := range defs {
+		for _, d := range list.Tools {
 			o.Tools = append(o.Tools, d.Name)
 			r.res.used[d.Name] = true
 		}
@@ -677,11 +694,11 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		o.Audit = recs
 		return err
 	case KindNamespaces:
-		_, sel, err := t.UpdateToolNamespaces(ctx, s.Patch)
+		up, err := r.h.TurnService(t, "").UpdateNamespaces(ctx, s.Patch)
 		if err != nil {
-			return err
+			return serviceCause(err)
 		}
-		o.Enabled = sel
+		o.Enabled = up.EffectiveSelection
 		recs, err := r.newRecords(ctx)
 		o.Audit = recs
 		return err
@@ -693,6 +710,16 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		o.Audit = recs
 	}
 	return nil
+}
+
+// serviceCause is the cause of a service's error (the kernel's, in the words a scenario
+// reports), or the error itself.
+func serviceCause(err error) error {
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Err != nil {
+		return ae.Err
+	}
+	return err
 }
 
 // escalated observes an offered escalation (host.Escalations.EscalateIfOffered, as
