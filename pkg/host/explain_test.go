@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/api"
@@ -10,49 +11,25 @@ import (
 
 // rejectGrants are grants for reading docs that each fail the call on docs/a.md at
 // 2026-08-03T09:00:00Z for another reason, and one for another path.
-const rejectGrants = `version: 1
-context: {actor: agent:helper, owner: human:alice, purpose: triage}
-grants:
-  - id: g-expired
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - {resource: {namespace: files, path: [docs]}, actions: [read], scope: descendants}
-    constraints: {expiresAt: "2026-08-01T00:00:00Z"}
-  - id: g-later
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - {resource: {namespace: files, path: [docs]}, actions: [read], scope: descendants}
-    constraints: {notBefore: "2026-09-01T00:00:00Z"}
-  - id: g-revoked
-    subject: agent:helper
-    issuer: human:alice
-    revokedAt: "2026-08-02T00:00:00Z"
-    capabilities:
-      - {resource: {namespace: files, path: [docs]}, actions: [read], scope: descendants}
-  - id: g-purpose
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - {resource: {namespace: files, path: [docs]}, actions: [read], scope: descendants}
-    constraints: {purposes: [billing]}
-  - id: g-other
-    subject: agent:other
-    issuer: human:alice
-    capabilities:
-      - {resource: {namespace: files, path: [docs]}, actions: [read], scope: descendants}
-  - id: g-write
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - {resource: {namespace: files, path: [docs]}, actions: [write], scope: descendants}
-  - id: g-src
-    subject: agent:helper
-    issuer: human:alice
-    capabilities:
-      - {resource: {namespace: files, path: [src]}, actions: [read], scope: descendants}
-`
+var rejectGrants = "version: 1\ncontext: {actor: agent:helper, owner: human:alice, purpose: triage}\ngrants:\n" +
+	readGrant("g-expired", "agent:helper", "read", "docs", `constraints: {expiresAt: "2026-08-01T00:00:00Z"}`) +
+	readGrant("g-later", "agent:helper", "read", "docs", `constraints: {notBefore: "2026-09-01T00:00:00Z"}`) +
+	readGrant("g-revoked", "agent:helper", "read", "docs", `revokedAt: "2026-08-02T00:00:00Z"`) +
+	readGrant("g-purpose", "agent:helper", "read", "docs", `constraints: {purposes: [billing]}`) +
+	readGrant("g-other", "agent:other", "read", "docs", "") +
+	readGrant("g-write", "agent:helper", "write", "docs", "") +
+	readGrant("g-src", "agent:helper", "read", "src", "")
+
+// readGrant is one grant of alice's on files:path (descendants) for action, with an
+// extra line (a constraint, a revocation) when it is not "".
+func readGrant(id, subject, action, path, extra string) string {
+	g := fmt.Sprintf("  - id: %s\n    subject: %s\n    issuer: human:alice\n    capabilities:\n"+
+		"      - {resource: {namespace: files, path: [%s]}, actions: [%s], scope: descendants}\n", id, subject, path, action)
+	if extra != "" {
+		g += "    " + extra + "\n"
+	}
+	return g
+}
 
 // TestExplainSaysWhyEachCandidateFailed: each rejected grant's reason is said in words
 // (the texts `explain` prints and scenario files assert), and the refusal is the grant

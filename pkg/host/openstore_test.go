@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -63,7 +62,7 @@ func TestOpenStateErrors(t *testing.T) {
 	dir := t.TempDir()
 	_, err := OpenState(context.Background(), &Settings{State: filepath.Join(dir, "a.db"), DefaultNamespaces: []string{"files", "files"}}, WorkloadEach)
 	var he *Error
-	if !errors.As(err, &he) || he.Kind != KindConfig || !strings.Contains(he.Hint, "defaultNamespaces") {
+	if !errors.As(err, &he) || he.Kind != KindConfig || he.Hint != "defaultNamespaces must list namespace identifiers" {
 		t.Fatalf("invalid default namespaces: %#v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a.db")); !errors.Is(err, os.ErrNotExist) {
@@ -74,8 +73,9 @@ func TestOpenStateErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = OpenState(context.Background(), &Settings{State: notDB}, WorkloadCommand)
+	prefix := "open state database " + notDB + ": "
 	if !errors.As(err, &he) || he.Kind != KindState || !errors.Is(err, store.ErrUnavailable) || he.Hint != StateHint(notDB) ||
-		!strings.Contains(he.Message, notDB) {
+		len(he.Message) < len(prefix) || he.Message[:len(prefix)] != prefix {
 		t.Fatalf("not a database: %#v", err)
 	}
 	if b, _ := os.ReadFile(notDB); string(b) != "not a database, not at all, no" {
@@ -88,9 +88,11 @@ func TestOpenStateErrors(t *testing.T) {
 func TestCheckTrustBoundary(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
+	root, cache := filepath.Join(dir, "root"), filepath.Join(dir, "cache")
+	for _, d := range []string{root, cache} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := CheckTrustBoundary(&Settings{Root: root, State: filepath.Join(dir, "state.db")}); err != nil {
 		t.Fatalf("state outside the root: %v", err)
@@ -98,13 +100,8 @@ func TestCheckTrustBoundary(t *testing.T) {
 	for name, s := range map[string]*Settings{
 		"state inside":  {Root: root, State: filepath.Join(root, "state.db")},
 		"missing root":  {Root: filepath.Join(dir, "nope"), State: filepath.Join(dir, "state.db")},
-		"root in cache": {Root: filepath.Join(dir, "cache"), State: filepath.Join(dir, "state.db")},
+		"root in cache": {Root: cache, State: filepath.Join(dir, "state.db")},
 	} {
-		if name == "root in cache" {
-			if err := os.MkdirAll(s.Root, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
 		var he *Error
 		if err := CheckTrustBoundary(s); !errors.As(err, &he) || he.Kind != KindUsage {
 			t.Errorf("%s: %v, want a usage error", name, err)

@@ -42,12 +42,8 @@ func TestServiceKernelErrors(t *testing.T) {
 // is what QueryAudit reads).
 func TestHostService(t *testing.T) {
 	t.Parallel()
-	fx := newServiceFixture(t, sessionGrants)
 	ctx := context.Background()
-	h, err := fx.p.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := openedFixture(t)
 	svc := h.Service()
 	reg, err := svc.Registry(ctx)
 	if err != nil || !registryHas(reg, "files.read") || reg.Context.Actor.String() != "agent:helper" {
@@ -72,6 +68,16 @@ func TestHostService(t *testing.T) {
 	if _, err := svc.ResolveEscalation(ctx, api.ResolveRequest{ID: 7, Status: api.EscalationDenied}); apiCode(err) != api.CodeNotFound {
 		t.Fatalf("an unknown escalation: %v", err)
 	}
+}
+
+// openedFixture is the opened host of a service fixture over the session grants.
+func openedFixture(t *testing.T) *Host {
+	t.Helper()
+	h, err := newServiceFixture(t, sessionGrants).p.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // TestCatalogueError: EscalateIfOffered's catalogue failure is matched as the kernel's
@@ -177,12 +183,8 @@ func TestUnauditedHostRecordsNothing(t *testing.T) {
 // own turn records nothing.
 func TestTurnService(t *testing.T) {
 	t.Parallel()
-	fx := newServiceFixture(t, sessionGrants)
 	ctx := context.Background()
-	h, err := fx.p.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := openedFixture(t)
 	actx := h.Prepared.Context
 	actx.TraceID = "trace-step-2"
 	turn, err := h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{})
