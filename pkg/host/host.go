@@ -131,6 +131,9 @@ func usageError(hint, format string, args ...any) *Error {
 
 // StateHint is the hint of a state database failure.
 func StateHint(path string) string {
+	if IsPostgresState(path) { // a DSN may hold a password: never echoed
+		return postgresStateHint
+	}
 	return fmt.Sprintf("the state database %s is unreadable or not a sharedos database; move it aside (a new one is created) or pass --state FILE", path)
 }
 
