@@ -154,6 +154,9 @@ func (f *Factory) Store(ctx context.Context) (*sqlitestore.Store, error) {
 	if err := host.CheckStateBoundary(&s.Settings); err != nil {
 		return nil, hostError(err)
 	}
+	if err := host.RefuseUnopenedPostgres(s.State); err != nil {
+		return nil, hostError(err)
+	}
 	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {
 		if !errors.Is(err, sqlitestore.ErrUnavailable) {

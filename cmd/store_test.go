@@ -161,3 +161,28 @@ func TestStatePostgresSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestStatePostgresNotTakenForAFile: a command that cannot open a PostgreSQL store yet
+// (through a host, or the state database alone) refuses --state postgres://… in one
+// line, exit 1 state_unavailable, without echoing the DSN's password and without
+// creating anything (never a SQLite file at a path spelled like the DSN).
+func TestStatePostgresNotTakenForAFile(t *testing.T) {
+	home, wd := t.TempDir(), t.TempDir()
+	t.Chdir(wd)
+	for _, argv := range [][]string{
+		{"namespaces", "list"},
+		{"audit", "list"},
+		{"tools", "list"},
+	} {
+		args := append([]string{"--state", "postgres://u:s3cret-pw@127.0.0.1:1/x", "--as", "agent:helper", "-o", "json"}, argv...)
+		code, out, errOut := runCLI(t, map[string]string{"HOME": home}, args...)
+		if code != ExitCommandFailed || !strings.Contains(errOut, "state_unavailable") || strings.Contains(out+errOut, "s3cret-pw") {
+			t.Errorf("%q = exit %d, %q %q; want exit 1, state_unavailable, no password", argv, code, out, errOut)
+		}
+	}
+	for _, dir := range []string{wd, home} {
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("a refused command created %v in %s", entries, dir)
+		}
+	}
+}

@@ -535,6 +535,9 @@ func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, 
 
 // openStore opens the state database of s.
 func openStore(ctx context.Context, s *Settings) (*sqlitestore.Store, error) {
+	if err := RefuseUnopenedPostgres(s.State); err != nil {
+		return nil, err
+	}
 	st, err := sqlitestore.Open(ctx, s.State, sqlitestore.Options{DefaultNamespaces: s.DefaultNamespaces})
 	if err != nil {
 		if !errors.Is(err, sqlitestore.ErrUnavailable) {

@@ -70,3 +70,20 @@ func MigrateState(ctx context.Context, state string) (MigrateResult, error) {
 	}
 	return out, nil
 }
+
+// RefuseUnopenedPostgres refuses state when it names a PostgreSQL database and the
+// caller can open only a SQLite file: a DSN is never taken for a path (which would
+// create a SQLite database in a folder named "postgres:" under the working directory).
+// It returns nil for any other state. It is a KindState *Error that does not echo the
+// DSN (it may hold a password).
+//
+// Until the host opens every store through one function that picks the backend, the
+// commands that open a host or the state database refuse a PostgreSQL store here, and
+// only `sharedos store migrate` uses one.
+func RefuseUnopenedPostgres(state string) error {
+	if !IsPostgresState(state) {
+		return nil
+	}
+	return &Error{Kind: KindState, Message: "--state names a PostgreSQL database, which this command cannot open in this build",
+		Hint: "only 'sharedos store migrate' uses a PostgreSQL store yet; pass --state FILE for a SQLite state database"}
+}
