@@ -1,9 +1,10 @@
 // Package pgtest gives tests a real PostgreSQL server: the one SHAREDOS_TEST_POSTGRES
 // names (a DSN), or else a throwaway cluster it starts itself from the Debian PostgreSQL
-// binaries (initdb and pg_ctl under /usr/lib/postgresql/*/bin), in a temporary
+// binaries (initdb and postgres under /usr/lib/postgresql/*/bin), in a temporary
 // directory, listening on a free loopback port with its unix socket in that directory.
 // Nothing is downloaded and no container runs. When neither is there, a test that asks
-// for a server is skipped with one line saying how to enable it.
+// for a server is skipped with one line saying how to enable it (it fails instead when
+// SHAREDOS_TEST_POSTGRES_REQUIRED is set, as CI sets it).
 //
 // One cluster serves a whole test binary; each test gets a database of its own
 // (CREATE DATABASE), dropped when it ends, so tests are independent. A test binary that
@@ -13,7 +14,9 @@
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 //
 // PostgreSQL refuses to run as root: when the test runs as root (CI does), initdb and
-// pg_ctl run as the postgres system user, which owns the temporary directory.
+// postgres run as the postgres system user, which owns the temporary directory. The server
+// is a child of the test binary that dies with it (pg_ctl would detach it: a test binary
+// killed by a timeout would leave it running).
 //
 // The throwaway cluster runs with fsync=off: it is thrown away with the test binary, and
 // no test here can observe a power failure.
@@ -29,6 +32,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,12 +45,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// EnvRequired names the environment variable that makes a missing server a failure
+// instead of a skip (CI sets it, having installed the binaries).
+const EnvRequired = "SHAREDOS_TEST_POSTGRES_REQUIRED"
+
 // EnvDSN names the environment variable of an existing server to test against: a DSN
 // (postgres://user:password@host:port/dbname) of a role that may create databases.
 const EnvDSN = "SHAREDOS_TEST_POSTGRES"
 
 // skipHint is the one line a test skipped for want of a server says.
-const skipHint = "no PostgreSQL for this test: install the postgresql package (initdb and pg_ctl under /usr/lib/postgresql/*/bin) or set " + EnvDSN + " to a DSN"
+const skipHint = "no PostgreSQL for this test: install the postgresql package (initdb and postgres under /usr/lib/postgresql/*/bin) or set " + EnvDSN + " to a DSN"
 
 var (
 	mainRunning atomic.Bool
@@ -94,6 +102,8 @@ func Start(t testing.TB) *Cluster {
 	switch {
 	case failErr != nil:
 		t.Fatalf("pgtest: %v", failErr)
+	case cluster == nil && os.Getenv(EnvRequired) != "":
+		t.Fatalf("pgtest: %s is set: %s", EnvRequired, skipMsg)
 	case cluster == nil:
 		t.Skip(skipMsg)
 	}
@@ -174,22 +184,25 @@ func start() (*Cluster, string, error) {
 	return c, "", nil
 }
 
-// findBin returns the directory of initdb and pg_ctl: the newest
+// findBin returns the directory of initdb and postgres: the newest
 // /usr/lib/postgresql/N/bin that has both, else the directory of initdb on PATH when
-// pg_ctl is beside it, else "".
+// postgres is beside it, else "".
 func findBin() string {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(binGlob)
 	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	if p, err := exec.LookPath("initdb"); err == nil {
 		dirs = append(dirs, filepath.Dir(p))
 	}
 	for _, d := range dirs {
-		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "pg_ctl")) {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) {
 			return d
 		}
 	}
 	return ""
 }
+
+// binGlob is where the Debian packages put each major version's binaries.
+var binGlob = "/usr/lib/postgresql/*/bin"
 
 // version is the major version N of /usr/lib/postgresql/N/bin (0 when not a number).
 func version(binDir string) int {
@@ -202,8 +215,11 @@ func isExec(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// startCluster runs initdb and pg_ctl start from bin in a new temporary directory,
-// as the postgres system user when this process is root.
+// startCluster runs initdb from bin in a new temporary directory and starts the server
+// (bin/postgres) as a child of this process, as the postgres system user when this
+// process is root. The server gets SIGQUIT (immediate shutdown) when this process dies
+// (Pdeathsig), so a test binary killed by a timeout or a crash leaves no server behind
+// (only its temporary directory).
 func startCluster(bin string) (*Cluster, error) {
 	var cred *syscall.Credential
 	var uid, gid = -1, -1
@@ -232,47 +248,99 @@ func startCluster(bin string) (*Cluster, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	logFile := filepath.Join(dir, "server.log")
-	run := func(name string, args ...string) error {
+	command := func(name string, args ...string) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(bin, name), args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
-		if cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			msg := strings.TrimSpace(string(out))
-			if b, rerr := os.ReadFile(logFile); rerr == nil {
-				msg += "\n" + strings.TrimSpace(string(b))
-			}
-			return fmt.Errorf("%s: %w: %s", name, err, msg)
-		}
-		return nil
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+		return cmd
 	}
-	if err := run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
-		return nil, err
+	if out, err := command("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	var port int
-	var startErr error
+	var lastErr error
 	for range 3 { // a free port can be taken between finding it and binding it
-		if port, err = freePort(); err != nil {
+		port, err := freePort()
+		if err != nil {
 			return nil, err
 		}
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200", port, dir)
-		if startErr = run("pg_ctl", "-D", data, "-l", logFile, "-o", opts, "-w", "-t", "120", "start"); startErr == nil {
+		c, err := serve(command, data, dir, port)
+		if err == nil {
+			ok = true
+			stop := c.stop
+			c.stop = func() error { return errors.Join(stop(), os.RemoveAll(dir)) }
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// serve starts the server of data on port and waits until it accepts connections (at
+// most two minutes: a loaded machine is slow, a server that cannot start exits).
+func serve(command func(string, ...string) *exec.Cmd, data, sockDir string, port int) (*Cluster, error) {
+	var log strings.Builder
+	cmd := command("postgres", "-D", data, "-p", strconv.Itoa(port), "-k", sockDir, "-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+	// Pdeathsig follows the thread that started the child: start it on a thread that
+	// stays locked (and alive) while the server runs.
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	admin := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			return nil, fmt.Errorf("postgres exited (%v): %s", err, strings.TrimSpace(log.String()))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn, err := pgx.Connect(ctx, admin)
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
 			break
 		}
-	}
-	if startErr != nil {
-		return nil, startErr
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			<-exited
+			return nil, fmt.Errorf("postgres did not accept connections: %v: %s", err, strings.TrimSpace(log.String()))
+		}
+		time.Sleep(50 * time.Millisecond) // polling for readiness, not waiting for time to pass
 	}
 	stop := func() error {
-		err := run("pg_ctl", "-D", data, "-m", "immediate", "-w", "-t", "60", "stop")
-		return errors.Join(err, os.RemoveAll(dir))
+		if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+			return err
+		}
+		<-exited // an immediate shutdown exits non-zero by design
+		return nil
 	}
-	ok = true
-	return &Cluster{admin: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), stop: stop}, nil
+	return &Cluster{admin: admin, stop: stop}, nil
+}
+
+// syncWriter serializes the server's two output streams into one log.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // freePort returns a loopback TCP port nothing listens on now.
