@@ -33,9 +33,10 @@ var stateCommands = map[string][]string{
 
 // statelessCommands are the runnable commands that never open the state database.
 // (completion: the shell's TAB completion opens it quietly and completes nothing when it
-// is refused; test: each scenario file gets a state database of its own.)
+// is refused; test: each scenario file gets a state database of its own; store migrate:
+// only a PostgreSQL database, which no --root holds, and refuses a file.)
 var statelessCommands = []string{"sharedos completion", "sharedos grants lint", "sharedos test",
-	"sharedos tokens create", "sharedos tokens list", "sharedos tokens revoke", "sharedos version"}
+	"sharedos tokens create", "sharedos tokens list", "sharedos tokens revoke", "sharedos version", "sharedos store migrate"}
 
 // TestStateBoundaryEveryCommand: every command that opens the state database runs the
 // one trust-boundary check — with the state database inside --root (directly, or through

@@ -199,7 +199,7 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 				return nil, bad("a string")
 			}
 			s := v.Value
-			if spec.path && s != "" && !filepath.IsAbs(s) {
+			if spec.path && s != "" && !filepath.IsAbs(s) && !(k.Value == "state" && host.IsPostgresState(s)) {
 				s = filepath.Join(dir, s)
 			}
 			out[k.Value] = s
@@ -399,7 +399,15 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 			return nil, err
 		}
 	}
-	if s.State, err = absPath(s.State, getwd); err != nil {
+	if host.IsPostgresState(s.State) {
+		// A PostgreSQL store (a DSN, kept as given): the host's local files (grant cache,
+		// snapshot blobs) go where the default database's folder is.
+		def, err := defaultStatePath(env)
+		if err != nil {
+			return nil, err
+		}
+		s.StateDir = filepath.Dir(def)
+	} else if s.State, err = absPath(s.State, getwd); err != nil {
 		return nil, usageError("", "--state %s: %v", s.State, err)
 	}
 	if s.Output != "" {

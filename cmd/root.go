@@ -141,7 +141,7 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 	tokensCmd := newTokensCmd(f)       // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
 	tokensCmd.GroupID = "kernel"
 	root.AddCommand(tokensCmd)
-	for _, c := range []*cobra.Command{newCompletionCmd(f), newVersionCmd(f)} {
+	for _, c := range []*cobra.Command{newStoreCmd(f), newCompletionCmd(f), newVersionCmd(f)} {
 		c.GroupID = "other"
 		root.AddCommand(c)
 	}

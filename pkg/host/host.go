@@ -131,6 +131,9 @@ func usageError(hint, format string, args ...any) *Error {
 
 // StateHint is the hint of a state database failure.
 func StateHint(path string) string {
+	if IsPostgresState(path) { // a DSN may hold a password: never echoed
+		return postgresStateHint
+	}
 	return fmt.Sprintf("the state database %s is unreadable or not a sharedos database; move it aside (a new one is created) or pass --state FILE", path)
 }
 
@@ -836,8 +839,7 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := s.LocalDir()
-	items = append(items, item{"state database", s.State, false},
-		item{"grant cache", filepath.Join(stateDir, "cache"), true},
+	items = append(items, item{"grant cache", filepath.Join(stateDir, "cache"), true},
 		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true})
 	items = append(items, stateFiles(s)...)
 	for _, it := range items {

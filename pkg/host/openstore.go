@@ -38,6 +38,9 @@ const (
 // does not check the trust boundary (CheckStateBoundary does). A store that could not be
 // opened is an *Error of KindState; an invalid defaultNamespaces one of KindConfig.
 func OpenState(ctx context.Context, s *Settings, w Workload) (store.State, error) {
+	if IsPostgresState(s.State) {
+		return openPostgresState(ctx, s)
+	}
 	spool := sqlitestore.SpoolNone
 	switch w {
 	case WorkloadCommand:
@@ -57,7 +60,11 @@ func OpenState(ctx context.Context, s *Settings, w Workload) (store.State, error
 
 // warmState starts the store's warm-up (SQLite: the library initialised in memory on
 // another goroutine), as soon as the host knows it will open s's store.
-func warmState(*Settings) { sqlitestore.WarmUp() }
+func warmState(s *Settings) {
+	if !IsPostgresState(s.State) {
+		sqlitestore.WarmUp()
+	}
+}
 
 // boundaryItem is a path the trust boundary keeps out of the root; with dir, the root
 // must not lie inside it either.
@@ -66,11 +73,14 @@ type boundaryItem struct {
 	dir        bool
 }
 
-// stateFiles are the files of s's store besides the database that the trust boundary
-// keeps out of the root: an agent that could write there could forge the audit records
-// of an MCP server (SQLite's spool) or hide a namespace change from its next call (its
-// selection stamp).
+// stateFiles are the files of s's store that the trust boundary keeps out of the root:
+// SQLite's database, its spool and its selection stamp — an agent that could write there
+// could forge the audit records of an MCP server (the spool) or hide a namespace change
+// from its next call (the stamp). A PostgreSQL store has no local file.
 func stateFiles(s *Settings) []boundaryItem {
-	return []boundaryItem{{"audit spool", sqlitestore.SpoolDir(s.State), true},
+	if IsPostgresState(s.State) {
+		return nil // a database on a server: no local file of it for an agent to reach
+	}
+	return []boundaryItem{{"state database", s.State, false}, {"audit spool", sqlitestore.SpoolDir(s.State), true},
 		{"namespace selection stamp", sqlitestore.SelectionStampPath(s.State), false}}
 }

@@ -1,0 +1,154 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// spendSQL spends one use of a grant when fewer than $5 were spent and returns the new
+// count (no row when every use is spent). ON CONFLICT DO UPDATE locks the counter's row
+// and evaluates its WHERE on the latest committed version, so concurrent spenders in any
+// number of processes never spend more than the max.
+const spendSQL = `INSERT INTO grant_usage AS g (world, issuer, subject, grant_id, uses) VALUES ($1, $2, $3, $4, 1)
+	ON CONFLICT (world, issuer, subject, grant_id) DO UPDATE SET uses = g.uses + 1 WHERE g.uses < $5
+	RETURNING uses`
+
+// TryConsume spends one use of the grant key names when fewer than max were spent, and
+// reports whether it did: one conditional statement, exact across processes. A max below
+// 1 spends nothing.
+func (s *Store) TryConsume(ctx context.Context, key kernel.UsageKey, max int64) (bool, error) {
+	if err := checkUsageKey(key); err != nil {
+		return false, fmt.Errorf("consume grant use: %w", err)
+	}
+	if max < 1 {
+		return false, nil
+	}
+	var uses int64
+	err := s.pool.QueryRow(ctx, spendSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max).Scan(&uses)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fail("consume use of grant "+key.GrantID, err)
+	}
+	return true, nil
+}
+
+// GetUsage returns how many uses of the grant key names were spent (0 when none was).
+func (s *Store) GetUsage(ctx context.Context, key kernel.UsageKey) (int64, error) {
+	if err := checkUsageKey(key); err != nil {
+		return 0, fmt.Errorf("read grant usage: %w", err)
+	}
+	var uses int64
+	err := s.pool.QueryRow(ctx, `SELECT uses FROM grant_usage WHERE world = $1 AND issuer = $2 AND subject = $3 AND grant_id = $4`,
+		key.World, key.Issuer.String(), key.Subject.String(), key.GrantID).Scan(&uses)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fail("read usage of grant "+key.GrantID, err)
+	}
+	return uses, nil
+}
+
+func checkUsageKey(k kernel.UsageKey) error {
+	if k.World == "" {
+		return errors.New("world (namespaceId) is empty")
+	}
+	if k.GrantID == "" {
+		return errors.New("grant id is empty")
+	}
+	if err := k.Issuer.Validate(); err != nil {
+		return fmt.Errorf("issuer: %w", err)
+	}
+	if err := k.Subject.Validate(); err != nil {
+		return fmt.Errorf("subject: %w", err)
+	}
+	return nil
+}
+
+// ReserveUse reserves one use of the grant key names when fewer than max were spent: the
+// spending statement runs in a transaction that stays open, holding the counter's row
+// (other spenders of this grant wait), until Commit appends the decision record in it
+// and commits, or Release rolls it back — ADR 0029's reserve → audit → commit order,
+// across processes: a process killed at any point leaves both or neither. A deadlock or
+// serialization failure of the statement is retried (the transaction was rolled back).
+func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) (kernel.UsageReservation, bool, error) {
+	if err := checkUsageKey(key); err != nil {
+		return nil, false, fmt.Errorf("reserve grant use: %w", err)
+	}
+	if max < 1 {
+		return nil, false, nil
+	}
+	op := "reserve use of grant " + key.GrantID
+	var err error
+	for range maxRetries {
+		var r *reservation
+		var ok bool
+		r, ok, err = s.reserve1(ctx, key, max)
+		if err == nil {
+			if !ok {
+				return nil, false, nil
+			}
+			return r, true, nil
+		}
+		if !retryable(err) {
+			break
+		}
+	}
+	return nil, false, fail(op, err)
+}
+
+func (s *Store) reserve1(ctx context.Context, key kernel.UsageKey, max int64) (*reservation, bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	var uses int64
+	err = tx.QueryRow(ctx, spendSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max).Scan(&uses)
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return &reservation{tx: tx, grant: key.GrantID}, true, nil
+}
+
+// reservation is a reserved use: an open transaction.
+type reservation struct {
+	tx    pgx.Tx
+	grant string
+}
+
+// Commit appends ev (when non-nil) and spends the use, in the reservation's transaction:
+// both or neither.
+func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
+	op := "commit use of grant " + r.grant
+	if ev != nil {
+		if err := appendEvents(ctx, r.tx, []kernel.AuditEvent{*ev}); err != nil {
+			_ = r.tx.Rollback(context.WithoutCancel(ctx))
+			return fail(op+": audit", err)
+		}
+	}
+	if err := r.tx.Commit(ctx); err != nil {
+		_ = r.tx.Rollback(context.WithoutCancel(ctx))
+		return fail(op, err)
+	}
+	return nil
+}
+
+// Release gives the reserved use back. Releasing a committed reservation does nothing.
+func (r *reservation) Release() error {
+	err := r.tx.Rollback(context.Background())
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return nil
+	}
+	return err
+}
