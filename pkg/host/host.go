@@ -839,6 +839,9 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := s.LocalDir()
+	if !IsPostgresState(s.State) {
+		items = append(items, item{"state database", s.State, false})
+	}
 	items = append(items, item{"grant cache", filepath.Join(stateDir, "cache"), true},
 		item{"snapshot store", filepath.Join(stateDir, "snapshots"), true})
 	items = append(items, stateFiles(s)...)

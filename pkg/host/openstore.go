@@ -73,14 +73,14 @@ type boundaryItem struct {
 	dir        bool
 }
 
-// stateFiles are the files of s's store that the trust boundary keeps out of the root:
-// SQLite's database, its spool and its selection stamp — an agent that could write there
+// stateFiles are the files of s's store besides the database that the trust boundary
+// keeps out of the root: SQLite's spool and selection stamp — an agent that could write there
 // could forge the audit records of an MCP server (the spool) or hide a namespace change
 // from its next call (the stamp). A PostgreSQL store has no local file.
 func stateFiles(s *Settings) []boundaryItem {
 	if IsPostgresState(s.State) {
 		return nil // a database on a server: no local file of it for an agent to reach
 	}
-	return []boundaryItem{{"state database", s.State, false}, {"audit spool", sqlitestore.SpoolDir(s.State), true},
+	return []boundaryItem{{"audit spool", sqlitestore.SpoolDir(s.State), true},
 		{"namespace selection stamp", sqlitestore.SelectionStampPath(s.State), false}}
 }
