@@ -11,8 +11,6 @@ import (
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
-
-
 // sendGrantTo allows send to one receiver (max uses; 0 = unbounded).
 func sendGrantTo(id string, to kernel.Address, max int64) kernel.CapabilityGrant {
 	g := grant(id, []string{"send"}, kernel.ScopeExact)
