@@ -669,3 +669,30 @@ type ResolutionRefusedError struct {
 }
 
 func (e *ResolutionRefusedError) Error() string { return e.Message }
+
+// SendReply is the inbound check of spec 80 §4 and the reply's send: the turn's actor
+// must be request's receiver (else denied receiver_mismatch); the reply must answer the
+// request — replyTo its id, to its sender, its purpose and trace — (else denied
+// message_context_mismatch); then the reply is sent as SendMessage sends (the context's
+// purpose and trace must be the reply's, and the send back to the requester is authorized
+// under the replier's own grants). Every outcome writes one message.sent record; an
+// invalid reply is an error matching ErrInvalidMessage.
+func (t *Turn) SendReply(ctx context.Context, request, reply MessageEnvelope) (MessageDeliveryResult, error) {
+	if err := reply.Validate(); err != nil {
+		return MessageDeliveryResult{}, fmt.Errorf("%w: %v", ErrInvalidMessage, err)
+	}
+	actx := t.actx
+	if actx.Actor != request.Receiver {
+		res := deliveryResult(&reply, actx.Now, DeliveryDenied, CodeReceiverMismatch,
+			"only the message's receiver may answer it")
+		t.recordMessage(ctx, &reply, res, "", "")
+		return res, nil
+	}
+	if reply.ReplyTo != request.ID || reply.Receiver != request.Sender || reply.Purpose != request.Purpose || reply.TraceID != request.TraceID {
+		res := deliveryResult(&reply, actx.Now, DeliveryDenied, CodeMessageContextMismatch,
+			"the reply's purpose or trace is not its request's")
+		t.recordMessage(ctx, &reply, res, "", "")
+		return res, nil
+	}
+	return t.SendMessage(ctx, reply)
+}

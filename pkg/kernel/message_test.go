@@ -244,3 +244,53 @@ func TestMessageRequestArgumentsAreStrict(t *testing.T) {
 		t.Errorf("256 code points refused: %v", err)
 	}
 }
+
+// TestSendReplyInboundChecks: only the receiver answers (receiver_mismatch), the reply
+// keeps the request's purpose and trace (message_context_mismatch), and the answer is a
+// send back authorized under the replier's own grants (no grant: no_matching_grant).
+func TestSendReplyInboundChecks(t *testing.T) {
+	request := kernel.MessageEnvelope{Version: "1", ID: "req-1", Sender: alice, Receiver: bob, Purpose: "prepare-update",
+		Payload: json.RawMessage(`1`), TraceID: "trace-1", CreatedAt: admitted}
+	back := func() kernel.MessageEnvelope {
+		return kernel.MessageEnvelope{Version: "1", ID: "rep-1", Sender: bob, Receiver: alice, Purpose: "prepare-update",
+			Payload: json.RawMessage(`2`), TraceID: "trace-1", CreatedAt: admitted, ReplyTo: "req-1"}
+	}
+	other := request
+	other.Receiver = carol
+	purpose := back()
+	purpose.Purpose = "elsewhere"
+	wrongTo := back()
+	wrongTo.ReplyTo = "req-2"
+	for _, c := range []struct {
+		name    string
+		request kernel.MessageEnvelope
+		reply   kernel.MessageEnvelope
+		grants  []kernel.CapabilityGrant
+		code    kernel.ErrorCode
+		spent   bool
+	}{
+		{"not the receiver", other, back(), []kernel.CapabilityGrant{sendGrantTo("g", alice, 5)}, kernel.CodeReceiverMismatch, false},
+		{"another purpose", request, purpose, []kernel.CapabilityGrant{sendGrantTo("g", alice, 5)}, kernel.CodeMessageContextMismatch, false},
+		{"another request", request, wrongTo, []kernel.CapabilityGrant{sendGrantTo("g", alice, 5)}, kernel.CodeMessageContextMismatch, false},
+		{"no grant to answer", request, back(), []kernel.CapabilityGrant{sendGrantTo("g", carol, 5)}, kernel.ErrorCodeOf(kernel.ReasonNoMatchingGrant), false},
+		{"answered", request, back(), []kernel.CapabilityGrant{sendGrantTo("g", alice, 5)}, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, audit, usage := &fakeTransport{}, &memAudit{}, newMemUsage()
+			k := kernel.New(kernel.Config{Grants: &grantStore{grants: c.grants}, Usage: usage, Audit: audit, MessageTransport: tr})
+			res, err := mustTurn(t, k, testContext()).SendReply(context.Background(), c.request, c.reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.code == "") != res.Ok() || (res.Error != nil && res.Error.Code != c.code) {
+				t.Fatalf("result %+v %+v, want %q", res, res.Error, c.code)
+			}
+			if evs := messageEvents(audit.all()); len(evs) != 1 || evs[0].Reason != c.code {
+				t.Fatalf("message.sent %+v", evs)
+			}
+			if spent := len(usage.used) > 0; spent != c.spent || (tr.count() > 0) != c.spent {
+				t.Fatalf("spent %v, delivered %d; want %v", usage.used, tr.count(), c.spent)
+			}
+		})
+	}
+}
