@@ -39,6 +39,7 @@ import (
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/hostceiling"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mailbox"
 	"github.com/sharedos/sharedos/pkg/repoplane"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 )
@@ -85,6 +86,9 @@ type Settings struct {
 	// MCPServers is the configuration's mcpServers (nil: none): external MCP servers
 	// whose tools the host publishes through the gateway (spec 60).
 	MCPServers *gateway.Config
+	// Messaging is the configuration's agents: and messages: sections (nil: messaging
+	// is not configured, and messages.request is not registered).
+	Messaging *mailbox.Config
 }
 
 // LocalDir is the folder of the host's local files: StateDir, or the state database's
@@ -501,8 +505,10 @@ func (p *Prepared) open(ctx context.Context, shared *sqlitestore.Store) (*Host, 
 	if p.needs.Unaudited {
 		audit = discardAudit{}
 	}
+	transport, router := p.messagingPorts(st)
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
-		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
+		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock,
+		MessageTransport: transport, MessageRouter: router})
 	if authority != nil {
 		h.Kernel.AdoptAuthorityLater(authority)
 	}

@@ -141,7 +141,7 @@ func (e *MessageEnvelope) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(o.raw("receiver"), &out.Receiver); err != nil {
 		return prefixErr("receiver", err)
 	}
-	if out.Payload, err = canonicalPayload(o.raw("payload")); err != nil {
+	if out.Payload, err = CanonicalPayload(o.raw("payload")); err != nil {
 		return prefixErr("payload", err)
 	}
 	if o.has("provenance") {
@@ -172,9 +172,10 @@ func (e *MessageEnvelope) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// canonicalPayload is a payload's canonical encoding (CanonicalJSON); it refuses
-// anything that is not exactly one JSON value, and an object that names a key twice.
-func canonicalPayload(raw []byte) (json.RawMessage, error) {
+// CanonicalPayload is a message payload's canonical encoding (CanonicalJSON), as an
+// envelope keeps it; it refuses anything that is not exactly one JSON value, and an
+// object that names a key twice.
+func CanonicalPayload(raw []byte) (json.RawMessage, error) {
 	if err := checkDuplicateKeys(raw, true); err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func ParseMessageRequestArguments(raw json.RawMessage) (MessageRequestArguments,
 		return MessageRequestArguments{}, contractErr("recipient."+key, "must be 1 to 256 characters without surrounding white space")
 	}
 	a.ID = id
-	payload, err := canonicalPayload(o.raw("payload"))
+	payload, err := CanonicalPayload(o.raw("payload"))
 	if err != nil {
 		return MessageRequestArguments{}, prefixErr("payload", err)
 	}
