@@ -443,6 +443,10 @@ func (p *Prepared) Definition(name string) *kernel.ToolDefinition {
 			return &d
 		}
 	}
+	if name == kernel.MessageToolName && p.Settings.Messaging != nil {
+		d := kernel.MessageToolDefinition() // the kernel registers it (messages.go)
+		return &d
+	}
 	return nil
 }
 
@@ -451,6 +455,9 @@ func (p *Prepared) Definitions() []kernel.ToolDefinition {
 	out := make([]kernel.ToolDefinition, len(p.tools))
 	for i := range p.tools {
 		out[i] = p.tools[i].Definition
+	}
+	if p.Settings.Messaging != nil {
+		out = append(out, kernel.MessageToolDefinition())
 	}
 	return out
 }

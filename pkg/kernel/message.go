@@ -558,8 +558,8 @@ func ReplyMatchesRequest(reply, request *MessageEnvelope) bool {
 		reply.Purpose == request.Purpose && reply.TraceID == request.TraceID
 }
 
-// messageToolDefinition is messages.request's definition (spec 10 §6.1).
-func messageToolDefinition() ToolDefinition {
+// MessageToolDefinition is messages.request's definition (spec 10 §6.1).
+func MessageToolDefinition() ToolDefinition {
 	id := func(kind, key string) map[string]any {
 		return map[string]any{"type": "object", "additionalProperties": false, "required": []any{"kind", key},
 			"properties": map[string]any{"kind": map[string]any{"const": kind},
@@ -590,7 +590,7 @@ func messageToolDefinition() ToolDefinition {
 // payload.
 func (k *Kernel) messageTool() ToolHandler {
 	return ToolHandler{
-		Definition: messageToolDefinition(),
+		Definition: MessageToolDefinition(),
 		ParseArguments: func(raw json.RawMessage) (any, error) {
 			return ParseMessageRequestArguments(raw)
 		},
