@@ -75,6 +75,8 @@ type Kernel struct {
 	memoMu   sync.Mutex
 	lastMemo atomic.Pointer[memoKey] // the last memo key (authorityMemoKey)
 	recorded map[string]struct{}     // authority.resolved records written (TurnOptions.AuthorityResolvedOnce)
+
+	sending keyedLocks // SendMessage: one message id sent once at a time
 }
 
 // New creates a kernel with cfg's ports.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
@@ -348,6 +349,49 @@ type MessageTransport interface {
 	Deliver(ctx context.Context, actx AccessContext, env MessageEnvelope) (MessageDeliveryResult, error)
 }
 
+// MessageReceiptLookup is what a transport may add so that a message sent again under
+// the same id (a retried direct send) is answered with its first receipt instead of being
+// authorized, spent and delivered again: found reports a stored message of the context's
+// world with env's id, same whether its content is env's. SendMessage asks it before
+// authorizing; messages.request mints a fresh id and never needs it.
+type MessageReceiptLookup interface {
+	LookupReceipt(ctx context.Context, actx AccessContext, env MessageEnvelope) (receipt MessageDeliveryResult, same, found bool, err error)
+}
+
+// keyedLocks serializes work per key (a message id), holding an entry only while in use.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (l *keyedLocks) lock(key string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*keyedLock{}
+	}
+	e := l.locks[key]
+	if e == nil {
+		e = &keyedLock{}
+		l.locks[key] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		l.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.mu.Unlock()
+	}
+}
+
 // MessageRequestRouter resolves the reply to a delivered request: it waits for it, or runs
 // the recipient. An error (a timeout, a cancellation, a recipient that exited without a
 // reply) fails the request message_reply_resolution_failed.
@@ -394,6 +438,26 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 		res := deliveryResult(&env, actx.Now, DeliveryDenied, cerr.Code, cerr.Message)
 		t.recordMessage(ctx, &env, res, "", "")
 		return res, nil
+	}
+	// A repeated send of a delivered message (the same id) is answered from the
+	// transport, without authorizing or spending again; one id is sent once at a time.
+	unlock := k.sending.lock(actx.World + "\x00" + env.ID)
+	defer unlock()
+	if lookup, ok := k.cfg.MessageTransport.(MessageReceiptLookup); ok {
+		prior, same, found, err := lookup.LookupReceipt(ctx, cloneContext(actx), env)
+		switch {
+		case err != nil:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport failed while looking the message up")
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		case found && !same:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageIDConflict, "another message was sent under this id")
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		case found && prior.Validate() == nil && prior.MessageID == env.ID:
+			t.recordMessage(ctx, &env, prior, "", "")
+			return prior, nil
+		}
 	}
 	resolve := k.cfg.MessageResolver
 	if resolve == nil {

@@ -60,6 +60,7 @@ const (
 	CodeMessagePayloadTooLarge             ErrorCode = "message_payload_too_large"
 	CodeMessageRecipientIsSender           ErrorCode = "message_recipient_is_sender"
 	CodeMessagesInFlightExceeded           ErrorCode = "messages_in_flight_exceeded"
+	CodeMessageIDConflict                  ErrorCode = "message_id_conflict"
 )
 
 // Cause is the hidden cause of a tool_unavailable refusal, recorded in audit and carried

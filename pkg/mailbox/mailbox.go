@@ -9,6 +9,7 @@ package mailbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -167,10 +168,54 @@ func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env 
 
 // Host codes of the mailbox's own receipts.
 const (
-	CodeMessageIDConflict      kernel.ErrorCode = "message_id_conflict"
+	CodeMessageIDConflict                       = kernel.CodeMessageIDConflict
 	CodeMessageNotFound        kernel.ErrorCode = "message_not_found"
 	CodeMessageAlreadyResolved kernel.ErrorCode = "message_already_resolved"
 )
+
+// LookupReceipt answers a message sent again under its id (kernel.MessageReceiptLookup):
+// the same content gets the receipt of its first delivery (accepted, at its acceptance),
+// other content is reported as not the same.
+func (t *Transport) LookupReceipt(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageDeliveryResult, bool, bool, error) {
+	if env.ReplyTo != "" {
+		return kernel.MessageDeliveryResult{}, false, false, nil
+	}
+	rec, err := t.Box.GetMessage(ctx, actx.World, env.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return kernel.MessageDeliveryResult{}, false, false, nil
+	}
+	if err != nil {
+		return kernel.MessageDeliveryResult{}, false, false, err
+	}
+	same, err := sameEnvelope(rec.Envelope, env)
+	if err != nil {
+		return kernel.MessageDeliveryResult{}, false, false, err
+	}
+	return receipt(env, kernel.DeliveryAccepted, rec.AcceptedAt, "", ""), same, true, nil
+}
+
+// sameEnvelope compares two envelopes by their encoding after a strict decode (the
+// payload canonical).
+func sameEnvelope(a, b kernel.MessageEnvelope) (bool, error) {
+	enc := func(e kernel.MessageEnvelope) (string, error) {
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return "", err
+		}
+		var back kernel.MessageEnvelope
+		if err := json.Unmarshal(raw, &back); err != nil {
+			return "", err
+		}
+		raw, err = json.Marshal(back)
+		return string(raw), err
+	}
+	x, err := enc(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := enc(b)
+	return x == y, err
+}
 
 // Runner starts an exec recipient's turn for a request and returns when its command
 // exited (its error: it failed to start or exited non-zero).
