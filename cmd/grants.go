@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sharedos/sharedos/pkg/grantfile"
-	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/hostceiling"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 func newGrantsCmd(f *Factory) *cobra.Command {
