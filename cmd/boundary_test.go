@@ -27,6 +27,7 @@ var stateCommands = map[string][]string{
 	"sharedos escalations resolve": {"escalations", "resolve", "1", "--approve"},
 	"sharedos messages inbox":      {"--as", "agent:x", "messages", "inbox"},
 	"sharedos messages show":       {"messages", "show", "m-1"},
+	"sharedos messages wait":       {"--as", "agent:x", "messages", "wait", "m-1"},
 	"sharedos messages reply":      {"--as", "agent:x", "messages", "reply", "m-1", "--payload", "1"},
 	"sharedos messages send":       {"--as", "agent:x", "messages", "send", "--to", "agent:y", "--payload", "1"},
 	"sharedos gateway lint":        {"gateway", "lint"},

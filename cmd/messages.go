@@ -31,7 +31,8 @@ the recipient's command, which answers the same way).`,
   sharedos --as agent:reviewer messages reply 0b6c… --payload '{"answer":"yes"}'`,
 		Args: noArgs,
 	}
-	c.AddCommand(newMessagesInboxCmd(f, nil), newMessagesShowCmd(f, nil), newMessagesReplyCmd(f, nil), newMessagesSendCmd(f, nil))
+	c.AddCommand(newMessagesInboxCmd(f, nil), newMessagesShowCmd(f, nil), newMessagesReplyCmd(f, nil), newMessagesSendCmd(f, nil),
+		newMessagesWaitCmd(f, nil))
 	return c
 }
 
@@ -333,4 +334,57 @@ func runMessagesSend(ctx context.Context, opts *MessagesSendOptions) error {
 		return &resultExit{code: ExitDenied}
 	}
 	return &resultExit{code: ExitToolFailed}
+}
+
+// newMessagesWaitCmd builds `messages wait`; runF, when set, replaces the run.
+func newMessagesWaitCmd(f *Factory, runF func(*MessagesShowOptions) error) *cobra.Command {
+	opts := &MessagesShowOptions{IO: f.IOStreams, Printer: f.Printer,
+		Service: func() (api.Service, error) { return f.service(host.Needs{Actor: true}) }}
+	return &cobra.Command{
+		Use:   "wait ID",
+		Short: "Wait for the reply to one of the actor's requests (re-attach after a restart)",
+		Long: `Wait for the reply to request ID sent by the context's actor (--as): what a requester
+does after the process that waited was restarted. It prints the message once answered
+(exit 0) or resolved failed (exit 4): when the reply timeout (messages.replyTimeout,
+counted from the request's acceptance) passes first, the request is resolved failed
+message_reply_resolution_failed and can no longer be answered.`,
+		Example: `  sharedos --as agent:writer messages wait 0b6c2f1e-…`,
+		Args:    exactArgs(1, "the message id"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return runMessagesWait(c.Context(), opts)
+		},
+	}
+}
+
+func runMessagesWait(ctx context.Context, opts *MessagesShowOptions) error {
+	p, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	m, err := messaging(opts.Service)
+	if err != nil {
+		return err
+	}
+	msg, err := m.WaitReply(ctx, opts.ID)
+	if err != nil {
+		return serviceError(err)
+	}
+	if p.format != FormatTable {
+		err = p.data(msg)
+	} else if msg.Reply != nil {
+		p.line("answered %s: %s", msg.Envelope.ID, msg.Reply.Payload)
+	} else {
+		p.line("%s %s: %s", msg.Status, msg.Envelope.ID, msg.FailedCode)
+	}
+	if err != nil {
+		return err
+	}
+	if msg.Status != "answered" {
+		return &resultExit{code: ExitToolFailed}
+	}
+	return nil
 }

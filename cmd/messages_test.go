@@ -27,6 +27,8 @@ func TestNewCmdMessagesShow(t *testing.T) {
 	t.Parallel()
 	checkParse(t, newMessagesShowCmd, []string{"m-1"}, func(o *MessagesShowOptions) string { return o.ID }, "m-1", "")
 	checkParse(t, newMessagesShowCmd, nil, func(o *MessagesShowOptions) string { return o.ID }, "", "message id")
+	checkParse(t, newMessagesWaitCmd, []string{"m-2"}, func(o *MessagesShowOptions) string { return o.ID }, "m-2", "")
+	checkParse(t, newMessagesWaitCmd, nil, func(o *MessagesShowOptions) string { return o.ID }, "", "message id")
 }
 
 func TestNewCmdMessagesSendAndReply(t *testing.T) {

@@ -26,6 +26,12 @@ type Messaging interface {
 	// ReplyMessage answers message req.ID as the context's actor: the inbound checks
 	// (kernel.Turn.SendReply), then the reply is sent back under the actor's own grants.
 	ReplyMessage(ctx context.Context, req ReplyMessageRequest) (MessageSent, error)
+	// WaitReply re-attaches to the context actor's request id (after the process that
+	// waited for it was restarted, say): it returns the message once it is answered, or
+	// once it is resolved failed — when its reply timeout, counted from its acceptance,
+	// passes first, it is resolved failed message_reply_resolution_failed then. It never
+	// answers a message.
+	WaitReply(ctx context.Context, id string) (Message, error)
 }
 
 // SendMessageRequest is a message to send: its recipient and payload (any JSON value).

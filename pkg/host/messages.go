@@ -300,6 +300,34 @@ func (s *Service) ReplyMessage(ctx context.Context, req api.ReplyMessageRequest)
 	return api.MessageSent{Envelope: reply, Receipt: res}, nil
 }
 
+// WaitReply re-attaches to request id of the context's actor (mailbox.Router.Reattach).
+func (s *Service) WaitReply(ctx context.Context, id string) (api.Message, error) {
+	msg, err := s.ShowMessage(ctx, id)
+	if err != nil {
+		return api.Message{}, err
+	}
+	h := s.h
+	cfg := h.Settings.Messaging
+	if cfg == nil {
+		return api.Message{}, &api.Error{Code: api.CodeInvalidRequest, Message: "messaging is not configured",
+			Hint: "configure the recipients under agents: in the configuration file"}
+	}
+	if msg.Envelope.Sender != h.Prepared.Context.Actor {
+		return api.Message{}, &api.Error{Code: api.CodeInvalidRequest,
+			Message: fmt.Sprintf("message %s was sent by %s, not %s: only its requester waits for its reply", id, msg.Envelope.Sender, h.Prepared.Context.Actor),
+			Hint: "pass --as the requester"}
+	}
+	now := h.clock
+	if now == nil {
+		now = time.Now
+	}
+	r := &mailbox.Router{Box: h.Store, Config: cfg, Now: now}
+	if _, err := r.Reattach(ctx, h.Prepared.Context.World, id); err != nil && !errors.Is(err, mailbox.ErrNoReply) {
+		return api.Message{}, s.stateErr(err)
+	}
+	return s.ShowMessage(ctx, id)
+}
+
 // SortedRoutes lists the configured recipients, for a surface that shows them.
 func SortedRoutes(c *mailbox.Config) []kernel.Address {
 	if c == nil {
