@@ -315,7 +315,7 @@ func (s *Service) WaitReply(ctx context.Context, id string) (api.Message, error)
 	if msg.Envelope.Sender != h.Prepared.Context.Actor {
 		return api.Message{}, &api.Error{Code: api.CodeInvalidRequest,
 			Message: fmt.Sprintf("message %s was sent by %s, not %s: only its requester waits for its reply", id, msg.Envelope.Sender, h.Prepared.Context.Actor),
-			Hint: "pass --as the requester"}
+			Hint:    "pass --as the requester"}
 	}
 	now := h.clock
 	if now == nil {
