@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mailbox"
 )
 
 // GlobalOptions are the persistent flags every command shares (spec 40 §2).
@@ -77,6 +78,7 @@ const (
 	kInt
 	kMap
 	kMCPServers // the gateway's mcpServers: parsed by pkg/gateway
+	kAgents     // the messaging recipients: parsed by pkg/host
 )
 
 type keySpec struct {
@@ -106,6 +108,9 @@ var configSchema = map[string]keySpec{
 	// mcp --listen and the tokens commands (spec 50 §3)
 	"tokens": {kind: kString, path: true},
 	"mcp":    {kind: kMap, children: map[string]keySpec{"maxSessions": {kind: kInt}}},
+	// messaging (spec 80 §4)
+	"agents":   {kind: kAgents},
+	"messages": {kind: kMap, children: map[string]keySpec{"replyTimeout": {kind: kString}, "maxInFlight": {kind: kInt}}},
 }
 
 // configPath finds the configuration file: --config, else SHAREDOS_CONFIG, else
@@ -248,6 +253,12 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 					"config file %v", err)
 			}
 			out[k.Value] = cfg
+		case kAgents:
+			routes, err := host.ParseAgents(file, dir, v)
+			if err != nil {
+				return nil, configError("fix the agents section: each recipient (kind:id) has mode wait or exec", "config file %v", err)
+			}
+			out[k.Value] = routes
 		}
 	}
 	return out, nil
@@ -300,8 +311,13 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		if cfg, ok := fileCfg["mcpServers"].(*gateway.Config); ok {
 			s.MCPServers = cfg
 		}
+		if err := messagingSettings(s, fileCfg); err != nil {
+			return nil, err
+		}
 		viperCfg := maps.Clone(fileCfg)
 		delete(viperCfg, "mcpServers")
+		delete(viperCfg, "agents")
+		delete(viperCfg, "messages")
 		if err := v.MergeConfigMap(viperCfg); err != nil {
 			return nil, configError("", "config file %s: %v", abs, err)
 		}
@@ -532,4 +548,21 @@ func mergeSet(m map[string]bool, k string) map[string]bool {
 	}
 	m[k] = true
 	return m
+}
+
+// messagingSettings reads the agents: and messages: sections into s.Messaging.
+func messagingSettings(s *Settings, fileCfg map[string]any) error {
+	routes, _ := fileCfg["agents"].(map[kernel.Address]mailbox.Route)
+	msgs, _ := fileCfg["messages"].(map[string]any)
+	timeout, _ := msgs["replyTimeout"].(string)
+	maxInFlight, _ := msgs["maxInFlight"].(int)
+	if _, set := msgs["maxInFlight"]; set && maxInFlight < 1 {
+		return configError("set messages.maxInFlight to a positive integer", "config file %s: messages.maxInFlight must be positive", s.ConfigFile)
+	}
+	cfg, err := host.MessagingConfig(routes, timeout, maxInFlight)
+	if err != nil {
+		return configError("see the README's messaging section", "config file %s: %v", s.ConfigFile, err)
+	}
+	s.Messaging = cfg
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/hostceiling"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 func newGrantsCmd(f *Factory) *cobra.Command {
@@ -77,6 +78,9 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 		// the configured MCP servers' namespaces and actions are known too (a broken
 		// config file does not stop the lint: the grant files are checked without them)
 		tools = append(tools, gatewayDefinitions(s.MCPServers)...)
+		if s.Messaging != nil { // messages.request, registered with agents:
+			tools = append(tools, kernel.MessageToolDefinition())
+		}
 		if s.MCPServers != nil {
 			folded = s.MCPServers.CaseInsensitiveNamespaces()
 		}

@@ -133,7 +133,7 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 
 	root.AddGroup(&cobra.Group{ID: "kernel", Title: "Tools and authority:"}, &cobra.Group{ID: "other", Title: "Other commands:"})
 	for _, c := range []*cobra.Command{newToolsCmd(f), newExplainCmd(f), newNamespacesCmd(f), newGrantsCmd(f),
-		newEscalationsCmd(f), newAuditCmd(f), newTestCmd(f, nil), newGatewayCmd(f)} {
+		newEscalationsCmd(f), newAuditCmd(f), newTestCmd(f, nil), newGatewayCmd(f), newMessagesCmd(f)} {
 		c.GroupID = "kernel"
 		root.AddCommand(c)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/hostceiling"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mailbox"
 	"github.com/sharedos/sharedos/pkg/repoplane"
 	"github.com/sharedos/sharedos/pkg/store"
 )
@@ -85,6 +86,9 @@ type Settings struct {
 	// MCPServers is the configuration's mcpServers (nil: none): external MCP servers
 	// whose tools the host publishes through the gateway (spec 60).
 	MCPServers *gateway.Config
+	// Messaging is the configuration's agents: and messages: sections (nil: messaging
+	// is not configured, and messages.request is not registered).
+	Messaging *mailbox.Config
 }
 
 // LocalDir is the folder of the host's local files: StateDir, or the state database's
@@ -435,6 +439,10 @@ func (p *Prepared) Definition(name string) *kernel.ToolDefinition {
 			return &d
 		}
 	}
+	if name == kernel.MessageToolName && p.Settings.Messaging != nil {
+		d := kernel.MessageToolDefinition() // the kernel registers it (messages.go)
+		return &d
+	}
 	return nil
 }
 
@@ -443,6 +451,9 @@ func (p *Prepared) Definitions() []kernel.ToolDefinition {
 	out := make([]kernel.ToolDefinition, len(p.tools))
 	for i := range p.tools {
 		out[i] = p.tools[i].Definition
+	}
+	if p.Settings.Messaging != nil {
+		out = append(out, kernel.MessageToolDefinition())
 	}
 	return out
 }
@@ -489,8 +500,10 @@ func (p *Prepared) open(ctx context.Context, shared store.State) (*Host, error) 
 	if p.needs.Unaudited {
 		audit = discardAudit{}
 	}
+	transport, router := p.messagingPorts(mailboxOf(st))
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
-		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock})
+		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock,
+		MessageTransport: transport, MessageRouter: router})
 	if authority != nil {
 		h.Kernel.AdoptAuthorityLater(authority)
 	}

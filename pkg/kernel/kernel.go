@@ -47,6 +47,17 @@ type Config struct {
 	Clock func() time.Time
 	// OnAuditError receives audit failures after an effect, which cannot refuse anymore.
 	OnAuditError func(error)
+	// MessageTransport and MessageRouter configure messaging (spec 80): with both, the
+	// kernel registers messages.request; SendMessage needs the transport alone.
+	MessageTransport MessageTransport
+	MessageRouter    MessageRequestRouter
+	// MessageResolver derives a message's send requirement (default
+	// RecipientScopedMessageCapability).
+	MessageResolver MessageCapabilityResolver
+	// NewMessageID mints the id of a messages.request envelope (default NewMessageID).
+	NewMessageID func() string
+	// MaxMessagePayload bounds a message's payload in bytes (default DefaultMaxMessagePayload).
+	MaxMessagePayload int
 }
 
 // Kernel hosts the tool registry and decides every discovery and invocation. Register
@@ -64,6 +75,8 @@ type Kernel struct {
 	memoMu   sync.Mutex
 	lastMemo atomic.Pointer[memoKey] // the last memo key (authorityMemoKey)
 	recorded map[string]struct{}     // authority.resolved records written (TurnOptions.AuthorityResolvedOnce)
+
+	sending keyedLocks // SendMessage: one message id sent once at a time
 }
 
 // New creates a kernel with cfg's ports.
@@ -73,6 +86,10 @@ func New(cfg Config) *Kernel {
 		Verifier: cfg.Verifier, Revocation: cfg.Revocation}
 	if k.cfg.NewID == nil {
 		k.cfg.NewID = randomID
+	}
+	if cfg.MessageTransport != nil && cfg.MessageRouter != nil {
+		h := k.messageTool()
+		k.static[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition)}
 	}
 	return k
 }

@@ -179,6 +179,11 @@ func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
 	}
 	p.parsed = ParsedToolCall{ToolCall: call, Parsed: parsed}
 	res, rerr := resolveRequirement(p.handler, st.actx, p.parsed)
+	var refused *ResolutionRefusedError
+	if errors.As(rerr, &refused) {
+		refuse(StageRequirement, GateRequest, StatusDenied, refused.Code, "", refused.Message, true)
+		return p, nil
+	}
 	if rerr != nil {
 		refuse(StageRequirement, GateRequest, StatusFailed, CodeToolRequirementResolutionFailed, "",
 			"the tool could not resolve what this call requires", true)

@@ -46,6 +46,23 @@ const (
 	CodeMessageContextMismatch          ErrorCode = "message_context_mismatch"
 )
 
+// Messaging codes (spec 80; the reference's, then the bounds of issue 24).
+const (
+	CodeMessageRequirementResolutionFailed ErrorCode = "message_requirement_resolution_failed"
+	CodeMessageTransportNotConfigured      ErrorCode = "message_transport_not_configured"
+	CodeMessageDeliveryFailed              ErrorCode = "message_delivery_failed"
+	CodeInvalidMessageReceipt              ErrorCode = "invalid_message_receipt"
+	CodeMessageRequestNotPrepared          ErrorCode = "message_request_not_prepared"
+	CodeMessageRequestNotAccepted          ErrorCode = "message_request_not_accepted"
+	CodeMessageReplyResolutionFailed       ErrorCode = "message_reply_resolution_failed"
+	CodeInvalidMessageReply                ErrorCode = "invalid_message_reply"
+	CodeRecipientUnreachable               ErrorCode = "recipient_unreachable"
+	CodeMessagePayloadTooLarge             ErrorCode = "message_payload_too_large"
+	CodeMessageRecipientIsSender           ErrorCode = "message_recipient_is_sender"
+	CodeMessagesInFlightExceeded           ErrorCode = "messages_in_flight_exceeded"
+	CodeMessageIDConflict                  ErrorCode = "message_id_conflict"
+)
+
 // Cause is the hidden cause of a tool_unavailable refusal, recorded in audit and carried
 // by the result for the host (the agent sees only tool_unavailable): one of the causes
 // below, or the code of the discovery decision that hid the tool (no_matching_grant,

@@ -104,7 +104,10 @@ type File struct {
 	// default, every namespace of the host's tools).
 	Namespaces []string
 	Ceiling    Ceiling
-	Tests      []Test
+	// Agents are the messaging recipients (the config's agents:, each mode wait): nil,
+	// messaging is not configured.
+	Agents []string
+	Tests  []Test
 
 	data []byte // the file's bytes (for --update)
 }
@@ -162,6 +165,8 @@ const (
 	KindNamespaces = "namespaces"
 	KindEscalate   = "escalate"
 	KindAudit      = "audit"
+	KindSend       = "send"  // send a message (messages send)
+	KindReply      = "reply" // answer the step actor's newest pending message (messages reply)
 )
 
 // Step is one step of a test.
@@ -171,6 +176,8 @@ type Step struct {
 	Tool    string          // call, explain
 	Args    json.RawMessage // call, explain (an object; {} when absent)
 	Reason  string          // escalate
+	To      string          // send: the recipient
+	Payload json.RawMessage // send, reply
 	Patch   kernel.ToolNamespaceUpdate
 	Context Context
 	Expect  *Expect // nil: nothing is checked
@@ -601,7 +608,7 @@ func (p *parser) contextField(m member, what string, c *Context) error {
 }
 
 func (p *parser) file1(n *yaml.Node, f *File) error {
-	ms, err := p.members(n, "scenario", "version", "name", "root", "files", "grants", "context", "namespaces", "ceiling", "tests")
+	ms, err := p.members(n, "scenario", "version", "name", "root", "files", "grants", "context", "namespaces", "ceiling", "agents", "tests")
 	if err != nil {
 		return err
 	}
@@ -624,6 +631,10 @@ func (p *parser) file1(n *yaml.Node, f *File) error {
 			}
 		case "name":
 			if f.Name, err = p.nonEmpty(m.node, "name"); err != nil {
+				return err
+			}
+		case "agents":
+			if f.Agents, err = p.agents(m.node); err != nil {
 				return err
 			}
 		case "root":
@@ -903,7 +914,7 @@ func (p *parser) tests(n *yaml.Node, f *File) error {
 	return nil
 }
 
-var stepKinds = []string{KindCall, KindList, KindExplain, KindNamespaces, KindEscalate, KindAudit}
+var stepKinds = []string{KindCall, KindList, KindExplain, KindNamespaces, KindEscalate, KindAudit, KindSend, KindReply}
 
 func (p *parser) steps(n *yaml.Node, what string, t *Test) error {
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
@@ -911,7 +922,7 @@ func (p *parser) steps(n *yaml.Node, what string, t *Test) error {
 	}
 	for i, c := range n.Content {
 		sw := fmt.Sprintf("%s.steps[%d]", what, i)
-		ms, err := p.members(c, sw, append(append([]string{}, stepKinds...), append([]string{"args", "expect"}, contextKeys...)...)...)
+		ms, err := p.members(c, sw, append(append([]string{}, stepKinds...), append([]string{"args", "payload", "expect"}, contextKeys...)...)...)
 		if err != nil {
 			return err
 		}
@@ -929,6 +940,10 @@ func (p *parser) steps(n *yaml.Node, what string, t *Test) error {
 				}
 			case m.key == "args":
 				args = m.node
+			case m.key == "payload":
+				if s.Payload, err = p.payload(m.node, sw+".payload"); err != nil {
+					return err
+				}
 			case m.key == "expect":
 				expect = m.node
 				s.expectKey = m.kn
@@ -940,6 +955,9 @@ func (p *parser) steps(n *yaml.Node, what string, t *Test) error {
 		}
 		if s.Kind == "" {
 			return p.errf(c, "%s: missing the step kind: one of %s", sw, strings.Join(stepKinds, ", "))
+		}
+		if (s.Kind == KindSend || s.Kind == KindReply) != (s.Payload != nil) {
+			return p.errf(c, "%s: payload belongs to a send or reply step, and each needs one", sw)
 		}
 		if args != nil {
 			if s.Kind != KindCall && s.Kind != KindExplain {
@@ -968,6 +986,17 @@ func (p *parser) stepValue(m member, sw string, s *Step) error {
 	case KindCall, KindExplain:
 		if s.Tool, err = p.nonEmpty(m.node, sw+"."+m.key); err != nil {
 			return err
+		}
+	case KindSend:
+		if s.To, err = p.nonEmpty(m.node, sw+".send"); err != nil {
+			return err
+		}
+		if _, err := kernel.ParseAddress(s.To); err != nil {
+			return p.errf(m.node, "%s.send: want the recipient, kind:id (%v)", sw, err)
+		}
+	case KindReply:
+		if v, err := p.nonEmpty(m.node, sw+".reply"); err != nil || v != "last" {
+			return p.errf(m.node, "%s.reply: want last (the step actor's newest pending message)", sw)
 		}
 	case KindEscalate:
 		if s.Reason, err = p.nonEmpty(m.node, sw+".escalate"); err != nil {
@@ -1017,6 +1046,8 @@ var expectKeys = map[string][]string{
 	KindList:       {"includes", "excludes", "exit"},
 	KindNamespaces: {"enabled", "exit"},
 	KindAudit:      {"contains", "excludes"},
+	KindSend:       {"status", "code", "audit", "exit"},
+	KindReply:      {"status", "code", "audit", "exit"},
 }
 
 var (
@@ -1048,6 +1079,9 @@ func (p *parser) expect(n *yaml.Node, what, kind string) (*Expect, error) {
 			vals := statuses
 			if kind == KindEscalate {
 				vals = []string{"escalated", "denied"}
+			}
+			if kind == KindSend || kind == KindReply {
+				vals = []string{"accepted", "delivered", "denied", "failed"}
 			}
 			if e.Status, err = oneOf(m, vals); err != nil {
 				return nil, err
@@ -1230,4 +1264,27 @@ func (p *parser) strOrList(n *yaml.Node, what string) ([]string, error) {
 		return nil, err
 	}
 	return []string{s}, nil
+}
+
+// agents reads the scenario's messaging recipients: a list of kind:id addresses.
+func (p *parser) agents(n *yaml.Node) ([]string, error) {
+	l, err := p.strList(n, "agents")
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range l {
+		if _, err := kernel.ParseAddress(a); err != nil {
+			return nil, p.errf(n, "agents: %q is not an address (kind:id)", a)
+		}
+	}
+	return l, nil
+}
+
+// payload reads a message payload: any value.
+func (p *parser) payload(n *yaml.Node, what string) (json.RawMessage, error) {
+	v, err := p.value(n, what)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }

@@ -439,7 +439,8 @@ func (r *runner) open(ctx context.Context, dir string) error {
 		As: c.As, Owner: c.Owner, Authority: c.Authority, World: c.World, Purpose: c.Purpose,
 		Now: kernel.FormatTimestamp(r.instant.UnixMilli()), Trace: DerivedID("trace", f.Path, t.Name),
 		CallID: DerivedID("call", f.Path, t.Name, "0"), DefaultNamespaces: ns,
-		ForbiddenNamespaces: f.Ceiling.Namespaces, FrozenPaths: f.Ceiling.FrozenPaths, FrozenActions: f.Ceiling.FrozenActions}
+		ForbiddenNamespaces: f.Ceiling.Namespaces, FrozenPaths: f.Ceiling.FrozenPaths, FrozenActions: f.Ceiling.FrozenActions,
+		Messaging: messagingOf(f.Agents)}
 	if r.opts.emptyDB != "" {
 		if err := copyFile(r.opts.emptyDB, s.State); err != nil {
 			return fmt.Errorf("state database: %v", err)
@@ -702,6 +703,8 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 		recs, err := r.newRecords(ctx)
 		o.Audit = recs
 		return err
+	case KindSend, KindReply:
+		return r.message(ctx, t, s, o)
 	case KindAudit:
 		recs, err := r.allRecords(ctx)
 		if err != nil {

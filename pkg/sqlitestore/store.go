@@ -496,6 +496,26 @@ DROP INDEX IF EXISTS audit_events_outcome;
 DROP INDEX IF EXISTS audit_events_tool;
 DROP INDEX IF EXISTS audit_events_world;
 `,
+	// mailbox: messages between principals (spec 80 §4), one row each, pending until
+	// answered or failed; (world, id) is the message's identity.
+	`
+CREATE TABLE messages (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	world       TEXT NOT NULL,
+	id          TEXT NOT NULL,
+	sender      TEXT NOT NULL,
+	receiver    TEXT NOT NULL,
+	envelope    TEXT NOT NULL,
+	accepted_at TEXT NOT NULL,
+	status      TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'answered', 'failed')),
+	reply       TEXT,
+	failed_code TEXT,
+	resolved_at TEXT,
+	UNIQUE (world, id)
+);
+CREATE INDEX messages_receiver ON messages (world, receiver, status);
+CREATE INDEX messages_sender ON messages (world, sender, status);
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it

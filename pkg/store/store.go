@@ -45,6 +45,8 @@
 //	                                                                           (AppendWriteAheadBatch)
 //	an escalation                                  durable                   Escalations (RecordEscalation)
 //	an escalation's resolution with its record     durable; both or neither  Escalations (ResolveEscalation)
+//	a message, with its id checked                 durable                   Mailbox (DeliverMessage)
+//	a message's answer or failure                  durable                   Mailbox (ReplyMessage, FailMessage)
 //	a snapshot's metadata                          durable                   kernel.SnapshotIndex (PutSnapshot)
 //	a file's content digest                        cache                     kernel.FileDigestCache (StoreDigest)
 //	an upstream server's tool list                 cache                     GatewayCatalogCache (PutGatewayCatalog)

@@ -95,6 +95,7 @@ var subtests = []subtest{
 	{name: "Snapshots", run: testSnapshots},
 	{name: "FileDigests", run: testFileDigests},
 	{name: "GatewayCatalogs", run: testGatewayCatalogs},
+	{name: "Mailbox", run: testMailbox},
 	{name: "Closed", run: testClosed},
 	{name: "Cancelled", run: testCancelled},
 	{name: "CrashConsistency", run: testCrashConsistency, durable: true},

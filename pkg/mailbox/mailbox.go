@@ -1,0 +1,359 @@
+// Package mailbox is the message transport and reply router of spec 80 §4 over a store's
+// mailbox (store.Mailbox): Transport delivers an authorized envelope durably (the
+// kernel's MessageTransport), Router resolves the reply to a request (the kernel's
+// MessageRequestRouter) per recipient — wait (a person or another process answers with
+// `sharedos messages reply`) or exec (sharedos runs the recipient's command as its own
+// turn). It never authorizes: the kernel decided every send before it reaches here, the
+// reply included (it is a send back under the replier's grants).
+package mailbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
+)
+
+// The modes of a route.
+const (
+	ModeWait = "wait"
+	ModeExec = "exec"
+)
+
+// Defaults and bounds of the configuration (issue 24).
+const (
+	DefaultReplyTimeout = 5 * time.Minute
+	MaxReplyTimeout     = 24 * time.Hour
+	DefaultMaxInFlight  = 10
+	DefaultPoll         = 50 * time.Millisecond
+)
+
+// Route says how a recipient answers.
+type Route struct {
+	// Mode is ModeWait or ModeExec.
+	Mode string
+	// Command (exec) is the recipient's program and its arguments.
+	Command []string
+	// Grants (exec) are the recipient's own grant files.
+	Grants []string
+}
+
+// Config is the configuration's messages: and agents: sections.
+type Config struct {
+	// Routes are the configured recipients; a recipient without one is unreachable.
+	Routes map[kernel.Address]Route
+	// ReplyTimeout bounds the wait for a reply (0: DefaultReplyTimeout).
+	ReplyTimeout time.Duration
+	// MaxInFlight bounds the pending requests of one requester in a world (0:
+	// DefaultMaxInFlight).
+	MaxInFlight int
+}
+
+// Validate checks the routes and bounds.
+func (c *Config) Validate() error {
+	if c.ReplyTimeout < 0 || c.ReplyTimeout > MaxReplyTimeout {
+		return fmt.Errorf("messages.replyTimeout %s must be between 1s and %s", c.ReplyTimeout, MaxReplyTimeout)
+	}
+	if c.ReplyTimeout > 0 && c.ReplyTimeout < time.Second {
+		return fmt.Errorf("messages.replyTimeout %s must be between 1s and %s", c.ReplyTimeout, MaxReplyTimeout)
+	}
+	if c.MaxInFlight < 0 {
+		return fmt.Errorf("messages.maxInFlight %d must be positive", c.MaxInFlight)
+	}
+	addrs := make([]kernel.Address, 0, len(c.Routes))
+	for a := range c.Routes {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i].String() < addrs[j].String() })
+	for _, a := range addrs {
+		r := c.Routes[a]
+		switch r.Mode {
+		case ModeWait:
+			if len(r.Command) > 0 || len(r.Grants) > 0 {
+				return fmt.Errorf("agents.%s: a wait recipient takes no command and no grants", a)
+			}
+		case ModeExec:
+			if len(r.Command) == 0 || r.Command[0] == "" {
+				return fmt.Errorf("agents.%s: an exec recipient needs a command", a)
+			}
+		default:
+			return fmt.Errorf("agents.%s: mode %q must be wait or exec", a, r.Mode)
+		}
+	}
+	return nil
+}
+
+func (c *Config) timeout() time.Duration {
+	if c.ReplyTimeout > 0 {
+		return c.ReplyTimeout
+	}
+	return DefaultReplyTimeout
+}
+
+func (c *Config) maxInFlight() int {
+	if c.MaxInFlight > 0 {
+		return c.MaxInFlight
+	}
+	return DefaultMaxInFlight
+}
+
+// Transport is the durable mailbox as the kernel's MessageTransport. A request is stored
+// for its receiver (accepted, the receipt's timestamp the time it was first stored, so a
+// repeated delivery of the same message gets an identical receipt); a reply (replyTo
+// set) is recorded as the answer to its request (delivered).
+type Transport struct {
+	Box    store.Mailbox
+	Config *Config
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+func (t *Transport) now() string {
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	return kernel.FormatTimestamp(now().UnixMilli())
+}
+
+func receipt(env kernel.MessageEnvelope, status kernel.MessageDeliveryStatus, at string, code kernel.ErrorCode, msg string) kernel.MessageDeliveryResult {
+	r := kernel.MessageDeliveryResult{Status: status, MessageID: env.ID, Timestamp: at}
+	if code != "" {
+		r.Error = &kernel.ProtocolError{Code: code, Message: msg, Retryable: kernel.BoolPtr(false)}
+	}
+	return r
+}
+
+// Deliver stores env (see Transport). The recipient's route is checked at dispatch: a
+// recipient not configured is denied recipient_unreachable (never no_matching_grant:
+// the send was authorized). The same id with other content is failed
+// message_id_conflict; a requester with too many pending requests is denied
+// messages_in_flight_exceeded. A reply to an unknown request is denied
+// message_not_found; to an answered or failed one, message_already_resolved.
+func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageDeliveryResult, error) {
+	now := t.now()
+	if env.ReplyTo != "" {
+		_, err := t.Box.ReplyMessage(ctx, actx.World, env, now)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return receipt(env, kernel.DeliveryDenied, now, CodeMessageNotFound, "the message this replies to does not exist"), nil
+		case errors.Is(err, store.ErrAlreadyResolved):
+			return receipt(env, kernel.DeliveryDenied, now, CodeMessageAlreadyResolved, "the message this replies to was already answered or failed"), nil
+		case err != nil:
+			return kernel.MessageDeliveryResult{}, err
+		}
+		return receipt(env, kernel.DeliveryDelivered, now, "", ""), nil
+	}
+	if _, ok := t.Config.Routes[env.Receiver]; !ok {
+		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeRecipientUnreachable,
+			"no route to "+env.Receiver.String()+": it is not configured under agents"), nil
+	}
+	rec, _, err := t.Box.DeliverMessage(ctx, actx.World, env, now, t.Config.maxInFlight())
+	switch {
+	case errors.Is(err, store.ErrDuplicate):
+		return receipt(env, kernel.DeliveryFailed, now, CodeMessageIDConflict, "another message was delivered under this id"), nil
+	case errors.Is(err, store.ErrInFlightExceeded):
+		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeMessagesInFlightExceeded,
+			fmt.Sprintf("the requester already has %d messages waiting for a reply", t.Config.maxInFlight())), nil
+	case err != nil:
+		return kernel.MessageDeliveryResult{}, err
+	}
+	return receipt(env, kernel.DeliveryAccepted, rec.AcceptedAt, "", ""), nil
+}
+
+// Host codes of the mailbox's own receipts.
+const (
+	CodeMessageIDConflict                       = kernel.CodeMessageIDConflict
+	CodeMessageNotFound        kernel.ErrorCode = "message_not_found"
+	CodeMessageAlreadyResolved kernel.ErrorCode = "message_already_resolved"
+)
+
+// LookupReceipt answers a message sent again under its id (kernel.MessageReceiptLookup):
+// the same content gets the receipt of its first delivery (accepted, at its acceptance),
+// other content is reported as not the same.
+func (t *Transport) LookupReceipt(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageDeliveryResult, bool, bool, error) {
+	if env.ReplyTo != "" {
+		return kernel.MessageDeliveryResult{}, false, false, nil
+	}
+	rec, err := t.Box.GetMessage(ctx, actx.World, env.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return kernel.MessageDeliveryResult{}, false, false, nil
+	}
+	if err != nil {
+		return kernel.MessageDeliveryResult{}, false, false, err
+	}
+	same, err := sameEnvelope(rec.Envelope, env)
+	if err != nil {
+		return kernel.MessageDeliveryResult{}, false, false, err
+	}
+	return receipt(env, kernel.DeliveryAccepted, rec.AcceptedAt, "", ""), same, true, nil
+}
+
+// sameEnvelope compares two envelopes by their encoding after a strict decode (the
+// payload canonical).
+func sameEnvelope(a, b kernel.MessageEnvelope) (bool, error) {
+	enc := func(e kernel.MessageEnvelope) (string, error) {
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return "", err
+		}
+		var back kernel.MessageEnvelope
+		if err := json.Unmarshal(raw, &back); err != nil {
+			return "", err
+		}
+		raw, err = json.Marshal(back)
+		return string(raw), err
+	}
+	x, err := enc(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := enc(b)
+	return x == y, err
+}
+
+// Runner starts an exec recipient's turn for a request and returns when its command
+// exited (its error: it failed to start or exited non-zero).
+type Runner func(ctx context.Context, route Route, request kernel.MessageEnvelope, world string) error
+
+// Router resolves replies from the mailbox (the kernel's MessageRequestRouter).
+type Router struct {
+	Box    store.Mailbox
+	Config *Config
+	// Run runs an exec recipient (nil: exec recipients fail every request).
+	Run Runner
+	// Poll is the interval at which the mailbox is read for the reply (0: DefaultPoll).
+	Poll time.Duration
+	// Now is the clock of a re-attached wait's deadline (nil: time.Now).
+	Now func() time.Time
+}
+
+// ErrNoReply is matched by ResolveReply's error when no reply came.
+var ErrNoReply = errors.New("no reply")
+
+// ResolveReply waits for the reply to request: polls the mailbox (and, for an exec
+// recipient, runs its command first) until the reply is there, the reply timeout passed,
+// the context was cancelled or the exec command exited without one. A request that gets
+// no reply is resolved failed message_reply_resolution_failed in the mailbox, so that it
+// is never answered after its requester gave up; when a reply won that race, it is the
+// answer.
+func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, request kernel.MessageEnvelope, _ kernel.MessageDeliveryResult) (kernel.MessageEnvelope, error) {
+	route, ok := r.Config.Routes[request.Receiver]
+	if !ok {
+		return r.giveUp(ctx, actx.World, request.ID, fmt.Errorf("%w: no route to %s", ErrNoReply, request.Receiver))
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Config.timeout())
+	defer cancel()
+	var exited chan error
+	if route.Mode == ModeExec {
+		if r.Run == nil {
+			return r.giveUp(ctx, actx.World, request.ID, fmt.Errorf("%w: exec recipients cannot be run here", ErrNoReply))
+		}
+		exited = make(chan error, 1)
+		go func() { exited <- r.Run(ctx, route, request, actx.World) }()
+	}
+	return r.wait(ctx, actx.World, request.ID, exited)
+}
+
+// Reattach resumes waiting for the reply to request id of world, after the process that
+// waited was restarted: the reply when it is there; while the request is pending, the
+// wait goes on until the reply timeout counted from its acceptance; past that (or when
+// ctx ends first) the request is resolved failed message_reply_resolution_failed. A
+// request already failed is ErrNoReply. It never answers a request itself.
+func (r *Router) Reattach(ctx context.Context, world, id string) (kernel.MessageEnvelope, error) {
+	rec, err := r.Box.GetMessage(ctx, world, id)
+	if err != nil {
+		return kernel.MessageEnvelope{}, err
+	}
+	if done, reply, err := settled(rec); done {
+		return reply, err
+	}
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	accepted, err := kernel.ParseTimestamp(rec.AcceptedAt)
+	if err != nil {
+		return r.giveUp(ctx, world, id, fmt.Errorf("%w: the request's acceptance time is unreadable", ErrNoReply))
+	}
+	left := time.UnixMilli(accepted).Add(r.Config.timeout()).Sub(now())
+	if left <= 0 {
+		return r.giveUp(ctx, world, id, fmt.Errorf("%w: the reply timeout passed", ErrNoReply))
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	return r.wait(ctx, world, id, nil)
+}
+
+func settled(rec store.MessageRecord) (bool, kernel.MessageEnvelope, error) {
+	switch rec.Status {
+	case store.MessageAnswered:
+		if rec.Reply == nil {
+			return true, kernel.MessageEnvelope{}, fmt.Errorf("%w: the answer of %s is missing", ErrNoReply, rec.Envelope.ID)
+		}
+		return true, *rec.Reply, nil
+	case store.MessageFailed:
+		return true, kernel.MessageEnvelope{}, fmt.Errorf("%w: message %s failed (%s)", ErrNoReply, rec.Envelope.ID, rec.FailedCode)
+	}
+	return false, kernel.MessageEnvelope{}, nil
+}
+
+func (r *Router) wait(ctx context.Context, world, id string, exited chan error) (kernel.MessageEnvelope, error) {
+	poll := r.Poll
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		rec, err := r.Box.GetMessage(ctx, world, id)
+		if err != nil && ctx.Err() == nil {
+			return kernel.MessageEnvelope{}, err
+		}
+		if err == nil {
+			if done, reply, err := settled(rec); done {
+				return reply, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return r.giveUp(ctx, world, id, fmt.Errorf("%w: %v", ErrNoReply, context.Cause(ctx)))
+		case runErr := <-exited:
+			// the command exited: its reply, if it sent one, is in the mailbox now
+			exited = nil
+			if rec, err := r.Box.GetMessage(ctx, world, id); err == nil {
+				if done, reply, err := settled(rec); done {
+					return reply, err
+				}
+			}
+			why := "the recipient's command exited without a reply"
+			if runErr != nil {
+				why += " (" + runErr.Error() + ")"
+			}
+			return r.giveUp(ctx, world, id, fmt.Errorf("%w: %s", ErrNoReply, why))
+		case <-tick.C:
+		}
+	}
+}
+
+// giveUp resolves request id failed; when a reply was recorded first, that reply is the
+// answer.
+func (r *Router) giveUp(ctx context.Context, world, id string, why error) (kernel.MessageEnvelope, error) {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	// the caller's context may be over: the resolution is written regardless
+	rec, err := r.Box.FailMessage(context.WithoutCancel(ctx), world, id, kernel.CodeMessageReplyResolutionFailed, kernel.FormatTimestamp(now().UnixMilli()))
+	if errors.Is(err, store.ErrAlreadyResolved) {
+		if done, reply, serr := settled(rec); done && serr == nil {
+			return reply, nil
+		}
+	}
+	return kernel.MessageEnvelope{}, why
+}
