@@ -16,7 +16,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/sharedos/sharedos/pkg/host"
@@ -127,7 +126,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	defer stop()
 	log.Info("serving MCP on stdio", "actor", h.Ctx.Actor.String(), "world", h.Ctx.World,
 		"namespaces", strings.Join(h.Ctx.EnabledToolNamespaces, ","))
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{f.IOStreams.In}, Writer: nopWriteCloser{f.IOStreams.Out}})
+	err = srv.Run(ctx, &mcpserver.StdioTransport{Reader: nopReadCloser{f.IOStreams.In}, Writer: nopWriteCloser{f.IOStreams.Out}})
 	if err != nil && ctx.Err() == nil {
 		log.Error("session ended", "err", err)
 		return internalError(err)
