@@ -139,14 +139,21 @@ func TestStdioTransportRefusesOversizeAndBatches(t *testing.T) {
 	}
 }
 
-// Close unblocks a Read waiting for input.
+// keepOpen is a reader whose Close does nothing, like the CLI's stdin (a read of it
+// cannot be interrupted by closing it).
+type keepOpen struct{ io.Reader }
+
+func (keepOpen) Close() error { return nil }
+
+// Close unblocks a Read waiting for input, even when closing the reader does not.
 func TestStdioTransportCloseUnblocksRead(t *testing.T) {
 	inR, inW, err := os.Pipe()
 	must(t, err)
 	defer inW.Close()
+	defer inR.Close()
 	_, outW, err := os.Pipe()
 	must(t, err)
-	conn, err := (&StdioTransport{Reader: inR, Writer: outW}).Connect(context.Background())
+	conn, err := (&StdioTransport{Reader: keepOpen{inR}, Writer: outW}).Connect(context.Background())
 	must(t, err)
 	got := make(chan error, 1)
 	go func() { _, err := conn.Read(context.Background()); got <- err }()
