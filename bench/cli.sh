@@ -2,15 +2,16 @@
 # Start-up benchmark of the sharedos CLI (spec 40 §6, issue 16): `sharedos tools list -o json`
 # and `tools call files.read` with a 1,000-grant file (YAML, then JSON; the grant cache warm,
 # then removed before every run as on a fresh CI machine), 10,000 grants with the cache
-# removed, and `sharedos version` (the process floor), timed from process start with
-# hyperfine (installed with apt-get when missing). Prints the median of each case and its
-# ratio to `version`. Targets: <= 15 ms; warm <= 1.5x version; cache removed <= 3x
-# version; 10,000 grants cache removed <= 60 ms.
+# removed, and `sharedos version` (the process floor), timed from process start and
+# interleaved with `git --version` in one run (bench/interleave.py: every case once per
+# round, RUNS rounds). Prints each case's p50 wall and CPU (user + system) time and its
+# ratio to `git --version`: issue 28's rows, version <= 2.5x and tools list with 1,000
+# grants <= 3x; 10,000 grants with the cache removed <= 60 ms wall.
 #
 #   bench/cli.sh                         # 30 runs per case
 #   RUNS=50 bench/cli.sh
 #   BASE=/tmp/old/sharedos bench/cli.sh  # the same cases for another build, interleaved
-#                                        # in the same hyperfine run (before/after)
+#                                        # in the same run (before/after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-30}
@@ -18,12 +19,6 @@ out=bench/out
 rm -rf "$out"
 mkdir -p "$out/root/notes" "$out/xdg/state" "$out/xdg/config" "$out/home"
 echo "hello" > "$out/root/notes/a.md"
-
-if ! command -v hyperfine >/dev/null 2>&1; then
-  echo "installing hyperfine" >&2
-  (apt-get install -y hyperfine >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y hyperfine >/dev/null; }) \
-    || { echo "hyperfine is not available; install it and re-run" >&2; exit 1; }
-fi
 
 go build -o "$out/sharedos" .
 
@@ -68,11 +63,14 @@ for f in grants.yaml grants.json; do
   echo "$f: tools list shows $n tools"
 done
 
-peer=()
-if command -v git >/dev/null 2>&1; then peer=(-n "git --version (peer process floor)" "$(command -v git) --version"); fi
 g="$PWD/$out"
-cases=() # name, command, prepare ("-" for none)
-add() { cases+=("$1" "$2" "$3"); }
+# Every case runs once per round, in a rotating order, for RUNS rounds (bench/interleave.py),
+# with `git --version` (the per-process floor of a native CLI) as the peer: the ratio rows
+# of issue 28 are each case's p50 divided by the peer's in the same run, wall and CPU
+# (user + system of the process, which the machine's load disturbs far less).
+args=(--runs "$runs" --warmup 3)
+command -v git >/dev/null 2>&1 || { echo "git is needed as the peer" >&2; exit 1; }
+args+=(--peer "git --version (peer process floor)" "$(command -v git) --version")
 bins=("new=$bin")
 if [ -n "${BASE:-}" ]; then bins=("base=$BASE" "${bins[@]}"); fi
 for nb in "${bins[@]}"; do
@@ -85,34 +83,12 @@ for nb in "${bins[@]}"; do
   "$b" $f --grants "$g/grants.yaml" namespaces enable files repo >/dev/null
   # the call must succeed before it is timed
   "$b" $f --grants "$g/grants.yaml" tools call files.read -a path=team-00/proj-0000/a.md -o json >/dev/null
-  add "${p}tools list, 1,000-grant YAML" "$b $f --grants $g/grants.yaml tools list -o json" -
-  add "${p}tools list, 1,000-grant JSON" "$b $f --grants $g/grants.json tools list -o json" -
-  add "${p}tools call files.read, 1,000-grant YAML" "$b $f --grants $g/grants.yaml tools call files.read -a path=team-00/proj-0000/a.md -o json" -
-  add "${p}namespaces list, 1,000-grant YAML" "$b $f --grants $g/grants.yaml namespaces list -o json" -
-  add "${p}tools list, 1,000-grant YAML, cache removed" "$b $f --grants $g/grants.yaml tools list -o json" "rm -rf $cache"
-  add "${p}tools list, 10,000-grant YAML, cache removed" "$b $f --grants $g/grants10k.yaml tools list -o json" "rm -rf $cache"
-  add "${p}version (process floor)" "$b version -o json" -
+  args+=(--cmd "${p}version (process floor; row: <= 2.5x git --version)" "$b version -o json")
+  args+=(--cmd "${p}tools list, 1,000-grant YAML (row: <= 3x git --version)" "$b $f --grants $g/grants.yaml tools list -o json")
+  args+=(--cmd "${p}tools list, 1,000-grant JSON" "$b $f --grants $g/grants.json tools list -o json")
+  args+=(--cmd "${p}tools call files.read, 1,000-grant YAML" "$b $f --grants $g/grants.yaml tools call files.read -a path=team-00/proj-0000/a.md -o json")
+  args+=(--cmd "${p}namespaces list, 1,000-grant YAML" "$b $f --grants $g/grants.yaml namespaces list -o json")
+  args+=(--prepare "rm -rf $cache" --cmd "${p}tools list, 1,000-grant YAML, cache removed" "$b $f --grants $g/grants.yaml tools list -o json")
+  args+=(--prepare "rm -rf $cache" --cmd "${p}tools list, 10,000-grant YAML, cache removed (<= 60 ms wall)" "$b $f --grants $g/grants10k.yaml tools list -o json")
 done
-args=()
-for ((i = 0; i < ${#cases[@]}; i += 3)); do
-  if [ "${cases[i+2]}" != - ]; then args+=(--prepare "${cases[i+2]}"); else args+=(--prepare true); fi
-  args+=(-n "${cases[i]}" "${cases[i+1]}")
-done
-if [ ${#peer[@]} -gt 0 ]; then args+=(--prepare true "${peer[@]}"); fi
-hyperfine --warmup 3 --runs "$runs" -N --export-json "$out/hyperfine.json" "${args[@]}" >&2
-
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (timings scale with it)"
-python3 - "$out/hyperfine.json" <<'PY'
-import json, statistics, sys
-results = json.load(open(sys.argv[1]))["results"]
-floors = {}
-for r in results:
-    if "version (process floor)" in r["command"]:
-        floors[r["command"].split("]")[0]] = statistics.median(r["times"])
-for r in results:
-    med = statistics.median(r["times"])
-    floor = floors.get(r["command"].split("]")[0], next(iter(floors.values())))
-    print(f'{r["command"]:<56} median {med * 1000:6.2f} ms  min {min(r["times"]) * 1000:6.2f} ms'
-          f'  (mean {r["mean"] * 1000:.2f} ± {r["stddev"] * 1000:.2f} ms, {len(r["times"])} runs)'
-          f'  {med / floor:4.2f}x version')
-PY
+python3 bench/interleave.py "${args[@]}" --json "$out/interleave.json"

@@ -123,3 +123,29 @@ for n in "${NAMES[@]}"; do
 	fi
 	echo "  $n: files.grep $(count_ours "$n")  rg $c_rg"
 done
+
+# Issue 28's rows: files.grep ÷ rg in CPU time (user + system) for each mode, interleaved
+# round by round in one run (bench/interleave.py): files.grep is 5 calls in one test-binary
+# process (its start is in the figure), rg is 5 processes. Target <= 1.0x on every mode.
+echo
+echo "issue 28 rows: files.grep ÷ rg (CPU; target <= 1.0x on every mode)"
+# loop5 NAME CMD…: a script running CMD five times in the tree (quoting kept)
+loop5() {
+	local f="$TMP/$1.sh"
+	shift
+	{
+		printf 'cd %q\nfor i in 1 2 3 4 5; do ' "$TREE"
+		printf '%q ' "$@"
+		printf '>/dev/null; done\n'
+	} > "$f"
+	echo "bash $f"
+}
+ours5() { echo "$TMP/fsplane.test -test.run ^\$ -test.bench ^BenchmarkGrep/$1\$ -test.benchtime 5x"; }
+# shellcheck disable=SC2086
+FSPLANE_BENCH_ROOT="$TREE" python3 bench/interleave.py --runs "$ROUNDS" --warmup 1 \
+	--peer "rg literal x5" "$(loop5 rg-literal rg ${RGARGS[literal]})" --cmd "files.grep literal x5" "$(ours5 literal)"
+# shellcheck disable=SC2086
+FSPLANE_BENCH_ROOT="$TREE" python3 bench/interleave.py --runs "$ROUNDS" --warmup 1 \
+	--peer "rg -i x5" "$(loop5 rg-ci rg ${RGARGS[literal-ci]})" --cmd "files.grep -i x5" "$(ours5 literal-ci)"
+FSPLANE_BENCH_ROOT="$TREE" python3 bench/interleave.py --runs "$ROUNDS" --warmup 1 \
+	--peer "rg regex x5" "$(loop5 rg-regex rg -n -uu "$REGEX" .)" --cmd "files.grep regex x5" "$(ours5 regex)"

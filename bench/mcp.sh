@@ -129,6 +129,9 @@ print(f"raw-client ratios (server-filesystem / sharedos): call p50 {peer['call']
       f"(over the same answer from the SDK, the shape floor: +{ours['call'] - med['go-sdk-shape-floor']['call']:.0f} µs); "
       f"the floors' own call ratios (the most any go-sdk server can show): {peer['call'] / floor['call']:.2f}x, "
       f"{peer['call'] / med['go-sdk-shape-floor']['call']:.2f}x with sharedos' answer")
+print(f"issue 28 row: MCP stdio tools/call files.read p50, server-filesystem / sharedos = "
+      f"{peer['call'] / ours['call']:.2f}x faster (target >= 3x), sharedos p50 {ours['call']:.0f} µs (target <= 100 µs), "
+      f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
 if "base-sharedos" in med:
     print(f"raw-client call p50, base / this build: {med['base-sharedos']['call'] / ours['call']:.2f}x")
 PY

@@ -109,3 +109,13 @@ git checkout -q -- src
 sleep 1.1
 git status >/dev/null
 measure "(b) status, clean + 100k ignored" status status --porcelain
+
+# Issue 28's row: repo.status ÷ `git status --porcelain` in CPU time (user + system), on
+# (b) (tracked files clean, 100,000 ignored), interleaved round by round in one run
+# (bench/interleave.py): sharedos is RUNS calls in one test-binary process (its start is
+# in the figure), git is RUNS processes. Target <= 1.2x cpu.
+echo
+echo "issue 28 row: repo.status ÷ git status --porcelain (CPU; target <= 1.2x)"
+REPOPLANE_BENCH_REPO="$REPO" REPOPLANE_BENCH_ACTION=status python3 "$ROOT/bench/interleave.py" --runs "$ROUNDS" --warmup 1 \
+	--peer "git status --porcelain x$RUNS" "sh -c 'for i in \$(seq $RUNS); do git status --porcelain >/dev/null; done'" \
+	--cmd "repo.status x$RUNS" "$WORK/repoplane.test -test.run ^\$ -test.bench ^BenchmarkExternal\$ -test.benchtime ${RUNS}x"

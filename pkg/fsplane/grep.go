@@ -545,7 +545,9 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 		seq     int
 		matches []GrepMatch
 	}
-	results := make(chan fileResult, 256)
+	// each worker hands on the results of a batch of files at once (one wake-up of
+	// the collector per batch, not per file)
+	results := make(chan []fileResult, 16)
 	out := GrepOutput{Path: path, Matches: []GrepMatch{}}
 	var collect sync.WaitGroup
 	collect.Add(1)
@@ -554,8 +556,10 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 		pending := map[int][]GrepMatch{}
 		next := 0
 		size := 64 + jsonStringsLen(path) // the output's own fields
-		for r := range results {
-			pending[r.seq] = r.matches
+		for rs := range results {
+			for _, r := range rs {
+				pending[r.seq] = r.matches
+			}
 			for {
 				ms, ok := pending[next]
 				if !ok {
@@ -585,7 +589,8 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 		}
 	}()
 	bufs := make([][]byte, p.workers+1)
-	walkErr := p.runWalk(ctx, path, walkOpts{all: true}, func(w int, e walkEntry) {
+	batches := make([][]fileResult, p.workers+1)
+	walkErr := p.runWalkBatches(ctx, path, walkOpts{all: true}, func(w int, e walkEntry) {
 		b, ok := readWalked(e, bufs[w], MaxGrepFileBytes)
 		var ms []GrepMatch
 		if ok {
@@ -601,10 +606,16 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 				}
 			}
 		}
+		batches[w] = append(batches[w], fileResult{seq: e.seq, matches: ms})
+	}, func(w int) {
+		if len(batches[w]) == 0 {
+			return
+		}
 		select {
-		case results <- fileResult{seq: e.seq, matches: ms}:
+		case results <- batches[w]:
 		case <-ctx.Done():
 		}
+		batches[w] = nil
 	})
 	close(results)
 	collect.Wait()

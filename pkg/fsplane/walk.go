@@ -94,13 +94,20 @@ type walkEntry struct {
 	unaddressable bool
 }
 
+// walkBatch is how many entries the walker hands the workers at once: one channel
+// operation (and at most one goroutine wake-up) per batch rather than per file, which
+// made the scheduler's hand-offs (futex, and the stealing P's 3 µs nanosleeps) cost
+// about as much as reading the files (issue 28).
+const walkBatch = 64
+
 // walkFiles sends every regular file under path (a file or a directory) to out in
-// path order (segment by segment, byte-wise), then closes out. Links, special files,
+// path order (segment by segment, byte-wise; in batches of up to walkBatch), then
+// closes out. Links, special files,
 // .git directories, temporary files and frozen paths are skipped, and so are names that
 // are not valid path segments unless opts.all. A sub-directory that cannot be read is
 // skipped too, unless opts.strict: then the walk stops and fails naming it. Otherwise it
 // fails only for path itself.
-func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walkEntry, opts walkOpts) error {
+func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- []walkEntry, opts walkOpts) error {
 	defer close(out)
 	node, _ := p.frozen.at(path)
 	w := walker{ctx: ctx, out: out, frozen: p.frozen, ids: frozenIDsFrom(ctx), strict: opts.strict, all: opts.all}
@@ -110,6 +117,7 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 			return err
 		}
 		w.dir(newSharedDir(fd), path, node, false)
+		w.flush()
 		return w.err
 	}
 	parent, name, err := p.openParent(path, false)
@@ -135,7 +143,7 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 		d := newSharedDir(fd)
 		d.refs.Add(1)
 		select {
-		case out <- walkEntry{seq: 0, path: path, dir: d, name: name, frozen: w.ids}:
+		case out <- []walkEntry{{seq: 0, path: path, dir: d, name: name, frozen: w.ids}}:
 		case <-ctx.Done():
 			d.release()
 		}
@@ -152,6 +160,7 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 			return err
 		}
 		w.dir(newSharedDir(fd), path, node, false)
+		w.flush()
 		return w.err
 	}
 	return failed(CodeNotAFile, "%s is not a regular file or directory", show(path))
@@ -159,7 +168,8 @@ func (p *Provider) walkFiles(ctx context.Context, path []string, out chan<- walk
 
 type walker struct {
 	ctx    context.Context
-	out    chan<- walkEntry
+	out    chan<- []walkEntry
+	batch  []walkEntry // entries not yet sent (each holds a reference on its dir)
 	seq    int
 	dbuf   []byte
 	frozen *frozenTree
@@ -240,17 +250,34 @@ func (w *walker) dir(d *sharedDir, path []string, node *frozenNode, unaddr bool)
 			copy(cp, path)
 			cp[len(path)] = name
 			d.refs.Add(1)
-			select {
-			case w.out <- walkEntry{seq: w.seq, path: cp, dir: d, name: name, frozen: w.ids, unaddressable: bad}:
-				w.seq++
-			case <-w.ctx.Done():
-				d.release()
+			w.batch = append(w.batch, walkEntry{seq: w.seq, path: cp, dir: d, name: name, frozen: w.ids, unaddressable: bad})
+			w.seq++
+			if len(w.batch) == walkBatch && !w.flush() {
 				return
 			}
 		}
 		if w.ctx.Err() != nil {
 			return
 		}
+	}
+}
+
+// flush sends the pending batch; it reports false (the batch's references released)
+// when the walk was cancelled first.
+func (w *walker) flush() bool {
+	if len(w.batch) == 0 {
+		return true
+	}
+	b := w.batch
+	w.batch = make([]walkEntry, 0, walkBatch)
+	select {
+	case w.out <- b:
+		return true
+	case <-w.ctx.Done():
+		for _, e := range b {
+			e.dir.release()
+		}
+		return false
 	}
 }
 
@@ -323,7 +350,14 @@ type walkOpts struct {
 
 // runWalk is runWorkers with the walk's options chosen (see walkOpts).
 func (p *Provider) runWalk(ctx context.Context, path []string, opts walkOpts, work func(worker int, e walkEntry)) error {
-	jobs := make(chan walkEntry, 512)
+	return p.runWalkBatches(ctx, path, opts, work, nil)
+}
+
+// runWalkBatches is runWalk that also calls batchDone (when not nil) in the worker
+// after each batch of entries it was handed (at most walkBatch): a worker hands its
+// results on per batch, not per file.
+func (p *Provider) runWalkBatches(ctx context.Context, path []string, opts walkOpts, work func(worker int, e walkEntry), batchDone func(worker int)) error {
+	jobs := make(chan []walkEntry, 512/walkBatch)
 	var walkErr error
 	done := make(chan struct{})
 	go func() {
@@ -339,11 +373,16 @@ func (p *Provider) runWalk(ctx context.Context, path []string, opts walkOpts, wo
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			for e := range jobs {
-				if ctx.Err() == nil {
-					work(i, e)
+			for batch := range jobs {
+				for _, e := range batch {
+					if ctx.Err() == nil {
+						work(i, e)
+					}
+					e.dir.release()
 				}
-				e.dir.release()
+				if batchDone != nil {
+					batchDone(i)
+				}
 			}
 		}(i)
 	}

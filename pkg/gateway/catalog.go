@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/sharedos/sharedos/internal/jsonschema"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 

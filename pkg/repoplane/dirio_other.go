@@ -3,11 +3,41 @@
 package repoplane
 
 import (
+	"io"
 	"io/fs"
 	"os"
 )
 
 func (d *dirHandle) list([]byte) ([]dirEnt, error) { return listTypes(d.f) }
+
+func (d *dirHandle) closeFd() {}
+
+func (d *dirHandle) rootOf() (*os.Root, error) { return d.root, nil }
+
+// openSub opens the child directory name through the directory's root.
+func (d *dirHandle) openSub(name string) (*dirHandle, error) {
+	sub, err := d.root.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	h, err := openDirHandle(sub)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	h.ownRoot = true
+	return h, nil
+}
+
+func (d *dirHandle) openChecked(name string, st fileStat) (io.ReadCloser, error) {
+	return openChecked(d.root, name, st)
+}
+
+func (d *dirHandle) readlink(name string) (string, error) { return d.root.Readlink(name) }
+
+func (d *dirHandle) readFileLimited(name string, limit int64) ([]byte, error) {
+	return readFileLimited(d.root, name, limit)
+}
 
 func (d *dirHandle) lstat(name string) (fileStat, error) {
 	fi, err := d.root.Lstat(name)

@@ -131,7 +131,11 @@ func (w *walker) fail(err error) {
 // run walks the whole working tree against entries (the sorted index); the changes
 // are left in w.out (unordered).
 func (w *walker) run(entries []*idxEntry) error {
-	w.walkDir(w.r.wt, "", entries, false, w.r.baseIgnore())
+	d, err := openDirHandle(w.r.wt)
+	if err != nil {
+		return fmt.Errorf("open the working tree: %w", err)
+	}
+	w.walkDir(d, "", entries, false, w.r.baseIgnore())
 	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -142,7 +146,7 @@ func (w *walker) run(entries []*idxEntry) error {
 
 // spawn walks sub in another goroutine when a slot is free; it reports false otherwise.
 // The goroutine owns sub and closes it.
-func (w *walker) spawn(sub *os.Root, prefix string, ents []*idxEntry, ignored bool, ir *ignoreRules) bool {
+func (w *walker) spawn(sub *dirHandle, prefix string, ents []*idxEntry, ignored bool, ir *ignoreRules) bool {
 	select {
 	case w.sem <- struct{}{}:
 	default:
@@ -152,7 +156,6 @@ func (w *walker) spawn(sub *os.Root, prefix string, ents []*idxEntry, ignored bo
 	go func() {
 		defer w.wg.Done()
 		defer func() { <-w.sem }()
-		defer sub.Close()
 		cw := w.newLocal()
 		cw.walkDir(sub, prefix, ents, ignored, ir)
 		w.mu.Lock()
@@ -164,10 +167,12 @@ func (w *walker) spawn(sub *os.Root, prefix string, ents []*idxEntry, ignored bo
 
 func (w *walker) add(c wtChange) { w.out = append(w.out, c) }
 
-// walkDir visits directory root (path prefix, "" or ending in "/"); ents are the index
-// entries beneath it, sorted. The directory is listed only when untracked files are
-// wanted and it is not ignored; otherwise only its tracked entries are looked up.
-func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored bool, ir *ignoreRules) {
+// walkDir visits directory d (path prefix, "" or ending in "/"), and closes it; ents
+// are the index entries beneath it, sorted. The directory is listed only when untracked
+// files are wanted and it is not ignored; otherwise only its tracked entries are looked
+// up.
+func (w *walker) walkDir(d *dirHandle, prefix string, ents []*idxEntry, ignored bool, ir *ignoreRules) {
+	defer d.close()
 	if w.failed.Load() {
 		return
 	}
@@ -175,12 +180,6 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 		w.fail(err)
 		return
 	}
-	d, err := openDirHandle(root)
-	if err != nil {
-		w.fail(fmt.Errorf("open directory %q: %w", prefix, err))
-		return
-	}
-	defer d.close()
 	listing := w.untracked && !ignored
 	var names map[string]fs.FileMode // listed names not yet matched with the index
 	if listing {
@@ -194,7 +193,7 @@ func (w *walker) walkDir(root *os.Root, prefix string, ents []*idxEntry, ignored
 			names[de.name] = de.typ
 		}
 		if t, ok := names[".gitignore"]; ok && (t == 0 || t == typeUnknown) { // read only if regular
-			if data := loadIgnoreFile(root, ".gitignore"); data != nil {
+			if data, err := d.readFileLimited(".gitignore", maxIgnoreFileBytes); err == nil {
 				ir = ir.with(data, strings.TrimSuffix(prefix, "/"))
 			}
 		}
@@ -287,9 +286,11 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 		if !mode.IsDir() {
 			c.code = 'D'
 			w.add(c)
-		} else if h, ok := w.r.submoduleHead(d.root, name, e.name); ok && h != plumbing.Hash(e.hash) {
-			c.code, c.newMode, c.newHash, c.hashed = 'M', modeGitlink, h, true
-			w.add(c)
+		} else if root, err := d.rootOf(); err == nil {
+			if h, ok := w.r.submoduleHead(root, name, e.name); ok && h != plumbing.Hash(e.hash) {
+				c.code, c.newMode, c.newHash, c.hashed = 'M', modeGitlink, h, true
+				w.add(c)
+			}
 		}
 		return
 	case mode.IsDir():
@@ -373,8 +374,10 @@ func (w *walker) statClean(e *idxEntry, sd statData) bool {
 
 // checkDir handles a directory holding tracked entries (typ/seen: from the listing).
 func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, ignored, listing bool, ir *ignoreRules, typ fs.FileMode, seen bool) {
-	isDir := seen && typ == fs.ModeDir
-	if !listing || seen && typ == typeUnknown {
+	// not listing (an ignored directory, or no untracked files wanted): the open below
+	// decides, a link or file in the directory's place is "not a directory"
+	isDir := seen && typ == fs.ModeDir || !listing
+	if listing && seen && typ == typeUnknown {
 		st, err := d.lstat(name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
 			w.fail(fmt.Errorf("inspect %q: %w", prefix+name, err))
@@ -385,10 +388,10 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 			typ = typeOf(st.mode)
 		}
 	}
-	var sub *os.Root
+	var sub *dirHandle
 	if isDir {
 		var err error
-		sub, err = d.root.OpenRoot(name)
+		sub, err = d.openSub(name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
 			w.fail(fmt.Errorf("open %q: %w", prefix+name, err))
 			return
@@ -409,7 +412,6 @@ func (w *walker) checkDir(d *dirHandle, prefix, name string, group []*idxEntry, 
 	if w.spawn(sub, prefix+name+"/", group, cignored, ir) {
 		return
 	}
-	defer sub.Close()
 	w.walkDir(sub, prefix+name+"/", group, cignored, ir)
 }
 
@@ -434,7 +436,7 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 		if !w.spec.touchesDir(p) || ir.match(p, true) {
 			return
 		}
-		sub, err := d.root.OpenRoot(name)
+		sub, err := d.openSub(name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
 				return
@@ -442,9 +444,9 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 			w.fail(fmt.Errorf("open %q: %w", p, err))
 			return
 		}
-		if fi, err := sub.Lstat(".git"); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+		if st, err := sub.lstat(".git"); err == nil && (st.mode.IsDir() || st.mode.IsRegular()) {
 			// a nested repository is shown as one entry and never entered
-			sub.Close()
+			sub.close()
 			if w.spec.match(p) {
 				w.add(wtChange{path: p, code: '?', newMode: modeGitlink})
 			}
@@ -453,7 +455,6 @@ func (w *walker) untrackedEntry(d *dirHandle, prefix, name string, typ fs.FileMo
 		if w.spawn(sub, p+"/", nil, false, ir) {
 			return
 		}
-		defer sub.Close()
 		w.walkDir(sub, p+"/", nil, false, ir)
 	case fs.ModeSymlink, 0:
 		if !w.spec.match(p) || ir.match(p, false) {
@@ -478,13 +479,13 @@ func isNotDir(err error) bool {
 // core.autocrlf ask for them (never a filter).
 func (w *walker) hashPath(d *dirHandle, path, name string, st fileStat) (plumbing.Hash, error) {
 	if st.mode&fs.ModeSymlink != 0 {
-		t, err := d.root.Readlink(name)
+		t, err := d.readlink(name)
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("read link %s: %w", name, err)
 		}
 		return blobHash(w.h, []byte(t)), nil
 	}
-	f, err := openChecked(d.root, name, st)
+	f, err := d.openChecked(name, st)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}

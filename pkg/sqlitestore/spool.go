@@ -67,7 +67,10 @@ var spoolDelay = 10 * time.Millisecond
 // spoolChunk bounds the rows of one ingest INSERT statement.
 const spoolChunk = 16
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
+// crcTable is the CRC-32C table of the spool lines' checksums, built on first use:
+// building it costs ~1.2M instructions (hash/crc32's SSE4.2 tables), which every process
+// linking this package paid at start-up when it was a package-level table (issue 28).
+var crcTable = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 type spool struct {
 	dir   string
@@ -239,7 +242,7 @@ func appendSpoolLine(b []byte, seq uint64, text []byte) []byte {
 	b = append(b, ' ')
 	b = append(b, text...)
 	var sum [4]byte
-	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(b[start+9:], crcTable))
+	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(b[start+9:], crcTable()))
 	hex.Encode(b[start:start+8], sum[:])
 	return append(b, '\n')
 }
@@ -552,7 +555,7 @@ func parseSpoolLine(line []byte) (spoolLine, bool) {
 	if _, err := hex.Decode(sum[:], line[:8]); err != nil {
 		return spoolLine{}, false
 	}
-	if crc32.Checksum(line[9:], crcTable) != binary.BigEndian.Uint32(sum[:]) {
+	if crc32.Checksum(line[9:], crcTable()) != binary.BigEndian.Uint32(sum[:]) {
 		return spoolLine{}, false
 	}
 	if _, err := hex.Decode(n[:], line[9:25]); err != nil {

@@ -1,0 +1,89 @@
+package testscripts
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Package initialisation is paid by every sharedos process, `sharedos version` included
+// (issue 28: no package init above 100 µs). Time cannot be asserted on a loaded machine,
+// so this test asserts on what GODEBUG=inittrace=1 reports that does not vary with load:
+// the bytes and allocations of each package's init. The limits sit far from both sides:
+// the JSON Schema library's eager meta-schema compilation (the cost issue 28 removed) was
+// 1.7 MB and 21k allocations in one init, the heaviest init left (a dependency's) is
+// ~81 KB and ~490 allocations, and inits of ~100 µs on a quiet machine allocate in the
+// tens of kilobytes.
+const (
+	maxInitBytes  = 256 << 10
+	maxInitAllocs = 1000
+	// maxOwnInitBytes bounds the inits of this module's own packages (not the
+	// internal/jsonschema fork), which build nothing at start-up that a command may not
+	// need: today's heaviest is a few kilobytes of package-level maps and regexps.
+	maxOwnInitBytes = 8 << 10
+)
+
+// initCost is one line of the runtime's init trace.
+type initCost struct {
+	pkg           string
+	clock         string
+	bytes, allocs int
+}
+
+// parseInitTrace reads the `init PKG @T ms, C ms clock, B bytes, A allocs` lines.
+func parseInitTrace(t *testing.T, trace []byte) []initCost {
+	t.Helper()
+	var out []initCost
+	sc := bufio.NewScanner(bytes.NewReader(trace))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 11 || f[0] != "init" || f[8] != "bytes," || f[10] != "allocs" {
+			continue
+		}
+		b, err1 := strconv.Atoi(f[7])
+		a, err2 := strconv.Atoi(f[9])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("unreadable init trace line %q", sc.Text())
+		}
+		out = append(out, initCost{pkg: f[1], clock: f[4] + " ms", bytes: b, allocs: a})
+	}
+	return out
+}
+
+func TestVersionPaysNoCostlyPackageInit(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("sharedos") // testscript.Main put the command on $PATH
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1", "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sharedos version: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "go1.") {
+		t.Fatalf("sharedos version printed %q", stdout.String())
+	}
+	costs := parseInitTrace(t, stderr.Bytes())
+	if len(costs) < 50 {
+		t.Fatalf("the init trace has %d package lines; want the whole binary's:\n%s", len(costs), stderr.String())
+	}
+	const own = "github.com/sharedos/sharedos/"
+	for _, c := range costs {
+		if c.bytes > maxInitBytes || c.allocs > maxInitAllocs {
+			t.Errorf("init of %s allocates %d bytes in %d allocations (%s); limit %d bytes, %d allocations: make it lazy or keep it out of the binary",
+				c.pkg, c.bytes, c.allocs, c.clock, maxInitBytes, maxInitAllocs)
+		}
+		// (the test binary's own package, which sharedos does not link, aside)
+		if strings.HasPrefix(c.pkg, own) && !strings.HasPrefix(c.pkg, own+"internal/jsonschema") && c.pkg != own+"testscripts" && c.bytes > maxOwnInitBytes {
+			t.Errorf("init of %s allocates %d bytes (%s); limit %d for this module's packages: build it on first use",
+				c.pkg, c.bytes, c.clock, maxOwnInitBytes)
+		}
+	}
+}
