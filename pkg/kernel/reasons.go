@@ -43,10 +43,10 @@ const (
 	CodeAuditUnavailable                ErrorCode = "audit_unavailable"
 	// CodeCancelled: the caller's context was cancelled (an interrupt, Ctrl-C) while the
 	// tool ran; the call failed, retryable, and is audited like any other.
-	CodeCancelled ErrorCode = "cancelled"
-	CodeActorMismatch                   ErrorCode = "actor_mismatch"
-	CodeReceiverMismatch                ErrorCode = "receiver_mismatch"
-	CodeMessageContextMismatch          ErrorCode = "message_context_mismatch"
+	CodeCancelled              ErrorCode = "cancelled"
+	CodeActorMismatch          ErrorCode = "actor_mismatch"
+	CodeReceiverMismatch       ErrorCode = "receiver_mismatch"
+	CodeMessageContextMismatch ErrorCode = "message_context_mismatch"
 )
 
 // Cause is the hidden cause of a tool_unavailable refusal, recorded in audit and carried
