@@ -129,14 +129,16 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		SilenceUsage:  true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	// --version, as gh and docker have it: the line `sharedos version` prints.
+	v := buildVersion()
+	root.Version = v.Version
+	root.SetVersionTemplate(fmt.Sprintf("sharedos %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform))
 	root.SetIn(f.IOStreams.In)
 	root.SetOut(f.IOStreams.Out)
 	root.SetErr(f.IOStreams.ErrOut)
 	f.Global.bind(root.PersistentFlags())
 	f.flags = root.PersistentFlags()
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError("run '"+c.CommandPath()+" --help' for usage", "%v", err)
-	})
+	root.SetFlagErrorFunc(flagError)
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddGroup(&cobra.Group{ID: "kernel", Title: "Tools and authority:"}, &cobra.Group{ID: "other", Title: "Other commands:"})
