@@ -64,15 +64,17 @@ type TokensCreateOptions struct {
 func newTokensCreateCmd(f *Factory) *cobra.Command {
 	opts := &TokensCreateOptions{TokensOptions: TokensOptions{f: f}}
 	c := &cobra.Command{
-		Use:   "create --id ID --as ADDR [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] --tokens FILE",
+		Use:   "create --id ID [--as ADDR] [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] --tokens FILE",
 		Short: "Mint a token, append its hashed entry to the tokens file, and print the token once",
 		Long: `Mint a 256-bit random token and append its entry (the SHA-256 of the token, never the
 token) to the tokens file, creating the file (mode 0600) if needed; every other byte of the
 file is kept. The token is printed once, on stdout: store it in the client's secret store or
 an environment variable now, it cannot be shown again.
 
-The context comes from --as (required), --owner, --authority, --world and --purpose of this
-invocation (not from the environment or the config file: a token's context is explicit);
+The context comes from --as, --owner, --authority, --world and --purpose of this
+invocation, and for each one not given, from the context of the grant files --grants names
+(as every other command takes it; files that disagree are an error); never from the
+environment or the config file: a token's context is explicit. An actor is required;
 --grants names the token's grant files (they must exist and parse; written relative to the
 tokens file when they lie under its folder). --expires takes an RFC 3339 instant or a
 duration from now (90m, 12h, 30d).`,
@@ -132,25 +134,44 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 			"invalid or missing --id %q", opts.ID)
 	}
 	g := &f.Global
-	if g.As == "" {
-		return usageError("pass --as kind:id (e.g. --as agent:helper): the actor the token's client acts as", "tokens create needs --as")
+	// The context: each flag given, else the grant files' context (as every command).
+	var loaded []*grantfile.File
+	for _, gf := range g.Grants {
+		abs, err := absPath(gf, f.Getwd)
+		if err != nil {
+			return usageError("", "--grants %s: %v", gf, err)
+		}
+		gfile, err := grantfile.Load(abs)
+		if err != nil {
+			return usageError("'sharedos grants lint FILE' lists every problem", "--grants: %v", err)
+		}
+		loaded = append(loaded, gfile)
 	}
-	e := tokens.NewEntry{ID: opts.ID, Context: tokens.Context{World: g.World, Purpose: g.Purpose}}
-	if e.Context.Actor, err = parseAddressFlag("as", g.As); err != nil {
+	fc, err := grantFilesContext(loaded)
+	if err != nil {
 		return err
 	}
-	for _, fl := range []struct {
-		name, value string
-		dst         **kernel.Address
-	}{{"owner", g.Owner, &e.Context.Owner}, {"authority", g.Authority, &e.Context.Authority}} {
-		if fl.value == "" {
-			continue
-		}
-		a, err := parseAddressFlag(fl.name, fl.value)
-		if err != nil {
-			return err
-		}
-		*fl.dst = &a
+	e := tokens.NewEntry{ID: opts.ID, Context: tokens.Context{World: g.World, Purpose: g.Purpose}}
+	if e.Context.World == "" {
+		e.Context.World = fc.World
+	}
+	if e.Context.Purpose == "" {
+		e.Context.Purpose = fc.Purpose
+	}
+	actor, err := tokenAddress("as", g.As, fc.Actor)
+	if err != nil {
+		return err
+	}
+	if actor == nil {
+		return usageError("pass --as kind:id (e.g. --as agent:helper), or --grants FILE whose context names the actor",
+			"tokens create needs an actor: no --as, and no grant file's context names one")
+	}
+	e.Context.Actor = *actor
+	if e.Context.Owner, err = tokenAddress("owner", g.Owner, fc.Owner); err != nil {
+		return err
+	}
+	if e.Context.Authority, err = tokenAddress("authority", g.Authority, fc.Authority); err != nil {
+		return err
 	}
 	if w := g.World; w != "" && (strings.TrimSpace(w) != w || len(w) > 256) {
 		return usageError("a world is an identifier of 1 to 256 characters", "invalid --world %q", w)
@@ -163,9 +184,6 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 		abs, err := absPath(gf, f.Getwd)
 		if err != nil {
 			return usageError("", "--grants %s: %v", gf, err)
-		}
-		if _, err := grantfile.Load(abs); err != nil {
-			return usageError("'sharedos grants lint FILE' lists every problem", "--grants: %v", err)
 		}
 		if rel, err := filepath.Rel(dir, abs); err == nil && !strings.HasPrefix(rel, "..") {
 			abs = rel
