@@ -58,4 +58,3 @@ func tokenAddress(flagName, flagValue string, fromFiles *kernel.Address) (*kerne
 	}
 	return &a, nil
 }
-
