@@ -183,9 +183,9 @@ func newMCPConfigCmd(f *Factory) *cobra.Command {
 		Use:   "config --client claude-code|codex|cursor|vscode|generic",
 		Short: "Print the snippet an MCP client reads to start 'sharedos mcp' with this invocation's flags",
 		Long: `Print the configuration snippet a client reads to start 'sharedos mcp': the absolute
-path of this binary and every input in effect now, so that the server a client starts —
-often with a minimal environment and another working directory (the MCP Inspector) —
-sees what this invocation sees:
+path of this binary and every input in effect now. A client often starts the server with
+a minimal environment and in another working directory (the MCP Inspector does), so the
+snippet names everything explicitly:
 
   --config   the configuration file found now (--config, SHAREDOS_CONFIG or
              $XDG_CONFIG_HOME/sharedos/config.yaml), absolute: its ceiling (frozenPaths,
@@ -195,26 +195,29 @@ sees what this invocation sees:
              default), absolute: the agent's namespace selection and audit live there
   --grants   the grant files, absolute
 
-A root, state or grant files the configuration file names are left to it (it is read at
-each start). --as, --owner, --authority, --world, --purpose and --trace given as flags
-stay flags; from SHAREDOS_* variables they go into the snippet's env.
+When the configuration file itself names the root, the state database or grant files,
+they are left to it: the server reads the file each time it starts. --as, --owner,
+--authority, --world, --purpose and --trace given as flags stay flags; given as SHAREDOS_*
+variables, they go into the snippet's env.
 
---namespaces and --now are pinned when given (flag or SHAREDOS_*). Without --namespaces
-the agent follows the stored selection of its (world, owner) in that state database,
-read at each call ('sharedos namespaces enable' takes effect on the next one): stderr
-names it and what it holds now. Without --now every call is decided at the wall clock.
---output and --call-id belong to one run and are never pinned.
+--namespaces and --now are pinned when given (as a flag or a SHAREDOS_* variable). Without
+--namespaces the agent follows the stored selection of its (world, owner) in that state
+database, read at each call, so 'sharedos namespaces enable' takes effect on the next
+one; stderr says which selection that is and what it holds now. Without --now every call
+is decided at the wall clock. --output and --call-id belong to one run and are never
+pinned.
 
-The command checks what the server would (the root exists, no grant file, config file or
-state database inside it, an actor), refusing as 'sharedos mcp' would, and lists the
-tools that agent would see now: when there are none, a warning says so on stderr. The
-snippet goes to stdout; the file it belongs in, and these notes, go to stderr.
+Before printing, the command makes the checks the server makes at start (the root
+exists; no grant file, config file or state database lies inside it; an actor is known)
+and refuses as 'sharedos mcp' would. It then lists the tools that agent would see now,
+and warns on stderr when there are none. The snippet goes to stdout; these notes and the
+name of the file the snippet belongs in go to stderr.
 
 With --http URL the snippet connects to a running 'sharedos mcp --listen' instead: the URL
-and an Authorization header that reads the token from the environment variable
---token-env NAME (default SHAREDOS_TOKEN) in each client's own syntax (Claude Code \${NAME},
-Cursor and VS Code \${env:NAME}, Codex bearer_token_env_var). The token itself is written
-only with --show-token (it is then read from that variable now).`,
+and an Authorization header that reads the token from the environment variable named by
+--token-env (default SHAREDOS_TOKEN), in each client's own syntax: ${NAME} for Claude
+Code, ${env:NAME} for Cursor and VS Code, bearer_token_env_var for Codex. The token itself
+is written only with --show-token, which reads it from that variable now.`,
 		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp config --client claude-code > .mcp.json
   sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
   sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
