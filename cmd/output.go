@@ -188,7 +188,7 @@ type table struct {
 	p      *printer
 	header []string
 	rows   [][]cell
-	flex   int // index of the flexible column; -1: none
+	flex   int  // index of the flexible column; -1: none
 	wrap   bool // the flexible column (the last) wraps onto further lines instead of being cut
 }
 
