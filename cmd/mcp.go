@@ -166,6 +166,8 @@ type MCPConfigOptions struct {
 	HTTP      string
 	TokenEnv  string
 	ShowToken bool
+	Write     bool   // put the entry into the client's file instead of printing it
+	File      string // the file --write edits (default: the client's own)
 }
 
 // mcpClients are the clients `mcp config` knows, and the file each reads.
@@ -217,9 +219,16 @@ With --http URL the snippet connects to a running 'sharedos mcp --listen' instea
 and an Authorization header that reads the token from the environment variable named by
 --token-env (default SHAREDOS_TOKEN), in each client's own syntax: ${NAME} for Claude
 Code, ${env:NAME} for Cursor and VS Code, bearer_token_env_var for Codex. The token itself
-is written only with --show-token, which reads it from that variable now.`,
-		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp config --client claude-code > .mcp.json
-  sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
+is written only with --show-token, which reads it from that variable now.
+
+With --write the entry goes into the client's file instead of stdout — .mcp.json,
+.cursor/mcp.json or .vscode/mcp.json in the working directory, Codex's
+$CODEX_HOME/config.toml (default ~/.codex/config.toml), or --file FILE — inserted, or
+replacing the entry of the same --name, everything else in the file kept. The file is
+replaced atomically; one that does not parse is refused and left as it is. Running it
+twice leaves one entry.`,
+		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp config --client claude-code --write
+  sharedos --grants grants.yaml mcp config --client codex --write   # ~/.codex/config.toml, run it again safely
   sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runMCPConfig(c.Context(), opts) },
@@ -228,6 +237,8 @@ is written only with --show-token, which reads it from that variable now.`,
 	c.Flags().StringVar(&opts.Name, "name", "sharedos", "server name in the client's configuration")
 	c.Flags().StringVar(&opts.HTTP, "http", "", "connect to 'sharedos mcp --listen' at this URL (http or https, path /mcp) instead of starting it")
 	c.Flags().StringVar(&opts.TokenEnv, "token-env", "SHAREDOS_TOKEN", "with --http: the environment variable the client reads the bearer token from")
+	c.Flags().BoolVar(&opts.Write, "write", false, "insert or replace the server's entry in the client's file (.mcp.json, ~/.codex/config.toml, .cursor/mcp.json, .vscode/mcp.json), keeping everything else")
+	c.Flags().StringVar(&opts.File, "file", "", "with --write: the file to edit instead of the client's own")
 	c.Flags().BoolVar(&opts.ShowToken, "show-token", false, "with --http: write the token (read from --token-env now) into the snippet instead of a reference")
 	_ = c.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "codex", "cursor", "vscode", "generic"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
@@ -296,8 +307,7 @@ func runMCPConfig(ctx context.Context, opts *MCPConfigOptions) error {
 		warn(ios, "the agent this snippet starts would see no tools now: %s has no usable tool (enabled namespaces: %s); 'sharedos tools list --all' with the same flags says why",
 			h.Ctx.Actor, orNone(h.Ctx.EnabledToolNamespaces))
 	}
-	_, err = ios.Out.Write(out)
-	return err
+	return opts.emitSnippet(out)
 }
 
 // launchFlags are the global flags other than paths that a launch carries as given: a
@@ -454,8 +464,7 @@ func runMCPConfigHTTP(opts *MCPConfigOptions, where string) error {
 	if token == "" {
 		fmt.Fprintf(f.IOStreams.ErrOut, "# the client reads the token from $%s: export it where the client starts\n", opts.TokenEnv)
 	}
-	_, err = f.IOStreams.Out.Write(out)
-	return err
+	return opts.emitSnippet(out)
 }
 
 // httpJSONSnippet is the JSON an HTTP client reads: the URL and an Authorization header,
