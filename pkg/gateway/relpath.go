@@ -67,7 +67,7 @@ func validRoot(root, sep string) error {
 		case "":
 			return errors.New("has an empty name (a doubled or trailing separator)")
 		case ".", "..":
-			return fmt.Errorf("has the name %q: write the directory without . or ..", name)
+			return fmt.Errorf("has the name %q: write the directory without a . or .. name", name)
 		}
 	}
 	return nil
