@@ -118,6 +118,9 @@ func (a *ArgsOptions) build(in io.Reader, def *kernel.ToolDefinition) (json.RawM
 			return nil, usageError("give each key once", "-a %s is given twice", key)
 		}
 		seen[key] = true
+		if err := unknownArgKey(def, key); err != nil {
+			return nil, err
+		}
 		v, err := a.coerceArg(def, key, val)
 		if err != nil {
 			return nil, err

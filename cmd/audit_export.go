@@ -398,7 +398,9 @@ type replay struct {
 //     unknown or switched-off tool): called again, expecting the recorded code, gate and
 //     cause; a refusal comes before any file is touched.
 //   - denied by an outage (authority_unavailable and the other fail-closed codes), by an
-//     MCP session's escalation latch (escalation_pending), or by anything else
+//     MCP session's escalation latch (escalation_pending), of a tool no longer or never
+//     registered (tool_unavailable, cause not_registered: a scenario step names registered
+//     tools only), or by anything else
 //     (invalid_request: another owner's resource or a malformed call, in the arguments;
 //     invalid_context, trace_mismatch: the replay derives valid ones; a code this version
 //     does not know): skipped, since the replay would be allowed instead.
@@ -423,6 +425,10 @@ func replayOf(ev kernel.AuditEvent, def *kernel.ToolDefinition, checks []kernel.
 		case kernel.IsInfrastructureDenial(code) || kernel.IsInfrastructureDenial(kernel.ErrorCode(ev.Cause)):
 			// (a tool an outage hid is tool_unavailable with the outage as its cause)
 			return replay{skip: fmt.Sprintf("denied %s: an outage at the time; the replay runs on working ports, so it cannot recreate it", code)}
+		case code == kernel.CodeToolUnavailable && ev.Cause == kernel.CauseNotRegistered:
+			// A scenario names registered tools only (a step naming another is an
+			// invalid file): an agent's unknown name cannot be a step.
+			return replay{skip: fmt.Sprintf("denied %s not_registered: %s is no registered tool (an agent's unknown name, or a tool since removed), and a scenario step names registered tools only", code, ev.Tool)}
 		case code == mcpserver.CodeEscalationPending || kernel.ClassifyRefusal(ev) == kernel.GateEnvelope:
 			return replay{skip: fmt.Sprintf("denied %s: an MCP session's escalation latch; a scenario keeps no latch", code)}
 		case slices.Contains(replayableDenials, code):

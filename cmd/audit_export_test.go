@@ -123,7 +123,7 @@ func TestAuditExportReplaysEveryOutcome(t *testing.T) {
 	call(ExitDenied, "--namespaces", "files", "tools", "call", "files.read", "-a", "path=secret.md")
 	call(ExitDenied, "--namespaces", "files", "tools", "call", "files.read", "-a", "path=notes/frozen/b.md")
 	call(ExitDenied, "--namespaces", "repo", "tools", "call", "files.read", "-a", "path=notes/a.md")
-	call(ExitDenied, "--namespaces", "files", "tools", "call", "nope.tool")
+	call(ExitUsage, "--namespaces", "files", "tools", "call", "nope.tool") // a person's typo: usage, not audited
 	call(ExitDenied, "--namespaces", "files", "tools", "call", "files.delete", "-a", "path=notes/a.md")
 	call(ExitOK, "--namespaces", "files", "tools", "call", "files.create", "-a", "path=drafts/a.md", "-a", "content=x")
 	call(ExitDenied, "--namespaces", "files", "tools", "call", "files.create", "-a", "path=drafts/b.md", "-a", "content=y")
@@ -144,7 +144,7 @@ func TestAuditExportReplaysEveryOutcome(t *testing.T) {
 		recorded[string(ev.Outcome)+" "+string(ev.Reason)+" "+string(ev.Cause)] = true
 	}
 	for _, want := range []string{"succeeded  ", "denied no_matching_grant ", "denied grant_exhausted ",
-		"denied host_policy_denied ", "denied tool_unavailable namespace_disabled", "denied tool_unavailable not_registered",
+		"denied host_policy_denied ", "denied tool_unavailable namespace_disabled",
 		"denied tool_unavailable no_matching_grant", "failed invalid_tool_arguments ", "failed not_found "} {
 		if !recorded[want] {
 			t.Fatalf("the real calls recorded no %q: %v", want, recorded)
@@ -176,6 +176,7 @@ func TestAuditExportReplaysEveryOutcome(t *testing.T) {
 	for _, c := range kernel.InfrastructureDenialReasons() {
 		add(kernel.OutcomeDenied, kernel.CodeToolUnavailable, kernel.CauseOf(c)) // a tool an outage hid
 	}
+	add(kernel.OutcomeDenied, kernel.CodeToolUnavailable, kernel.CauseNotRegistered) // an agent's unknown name (MCP)
 	add(kernel.OutcomeEscalated, kernel.CodeEscalationRequested, "")
 	add(kernel.OutcomeInterrupted, "", "")
 	if err := st.Close(); err != nil {

@@ -144,7 +144,8 @@ func loadConfigFile(path string) (map[string]any, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, configError("pass --config FILE naming an existing file, or unset SHAREDOS_CONFIG",
+			// A usage error (exit 2), as a missing grant file is: the name is wrong.
+			return nil, usageError("pass --config FILE naming an existing file, or unset SHAREDOS_CONFIG",
 				"config file %s does not exist", path)
 		}
 		return nil, configError("check the file's permissions", "read config file %s: %v", path, unwrapPathErr(err))
@@ -190,6 +191,10 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 		}
 		lines[k.Value] = k.Line
 		spec, ok := schema[k.Value]
+		if !ok && prefix == "" && looksLikeGrantFile(file) {
+			return nil, configError("pass it with --grants "+file+" (--config takes the configuration file: root, grants, namespaces, …)",
+				"config file %s: this looks like a grant file (version, context, grants), not a config file", file)
+		}
 		if !ok {
 			return nil, configError("remove it, or check its spelling against the README's list of keys",
 				"config file %s:%d: unknown key %q", file, k.Line, name)

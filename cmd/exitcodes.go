@@ -21,6 +21,9 @@ const (
 	ExitToolFailed = 4
 	// ExitEscalated: the call ended the turn escalated.
 	ExitEscalated = 5
+	// ExitInterrupted: the command was interrupted (SIGINT, Ctrl-C), 128+2 as shells
+	// report it; whatever result the interrupted call had is printed and audited first.
+	ExitInterrupted = 130
 )
 
 // Error codes of the JSON error envelope (spec 40 §4).

@@ -106,7 +106,7 @@ func runGrantsLint(opts *GrantsLintOptions) error {
 		}
 	default:
 		st := p.st()
-		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE").flexible(4)
+		t := p.table("LOCATION", "SEVERITY", "GRANT", "FIELD", "MESSAGE").wrapping(4)
 		for _, fd := range findings {
 			loc := fd.File
 			if fd.Line > 0 {

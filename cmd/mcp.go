@@ -207,6 +207,7 @@ type MCPConfigOptions struct {
 	Env      func(string) string
 	Settings func() (*Settings, error)
 	Service  func() (api.Service, error)
+	Getwd    func() (string, error)
 	// Flags are the global flags as given (which a launch carries as flags).
 	Flags func() *pflag.FlagSet
 
@@ -215,6 +216,8 @@ type MCPConfigOptions struct {
 	HTTP      string
 	TokenEnv  string
 	ShowToken bool
+	Write     bool   // put the entry into the client's file instead of printing it
+	File      string // the file --write edits (default: the client's own)
 
 	// Where is the file the client reads its configuration from (RunE's, by Client).
 	Where string
@@ -231,16 +234,16 @@ var mcpClients = map[string]string{
 
 // newMCPConfigCmd builds `mcp config`; runF, when set, replaces the run.
 func newMCPConfigCmd(f *Factory, runF func(*MCPConfigOptions) error) *cobra.Command {
-	opts := &MCPConfigOptions{IO: f.IOStreams, Env: f.Env, Settings: f.Settings,
+	opts := &MCPConfigOptions{IO: f.IOStreams, Env: f.Env, Settings: f.Settings, Getwd: f.Getwd,
 		Service: func() (api.Service, error) { return f.service(callNeeds) },
 		Flags:   func() *pflag.FlagSet { return f.flags }}
 	c := &cobra.Command{
 		Use:   "config --client claude-code|codex|cursor|vscode|generic",
 		Short: "Print the snippet an MCP client reads to start 'sharedos mcp' with this invocation's flags",
 		Long: `Print the configuration snippet a client reads to start 'sharedos mcp': the absolute
-path of this binary and every input in effect now, so that the server a client starts —
-often with a minimal environment and another working directory (the MCP Inspector) —
-sees what this invocation sees:
+path of this binary and every input in effect now. A client often starts the server with
+a minimal environment and in another working directory (the MCP Inspector does), so the
+snippet names everything explicitly:
 
   --config   the configuration file found now (--config, SHAREDOS_CONFIG or
              $XDG_CONFIG_HOME/sharedos/config.yaml), absolute: its ceiling (frozenPaths,
@@ -250,28 +253,38 @@ sees what this invocation sees:
              default), absolute: the agent's namespace selection and audit live there
   --grants   the grant files, absolute
 
-A root, state or grant files the configuration file names are left to it (it is read at
-each start). --as, --owner, --authority, --world, --purpose and --trace given as flags
-stay flags; from SHAREDOS_* variables they go into the snippet's env.
+When the configuration file itself names the root, the state database or grant files,
+they are left to it: the server reads the file each time it starts. --as, --owner,
+--authority, --world, --purpose and --trace given as flags stay flags; given as SHAREDOS_*
+variables, they go into the snippet's env.
 
---namespaces and --now are pinned when given (flag or SHAREDOS_*). Without --namespaces
-the agent follows the stored selection of its (world, owner) in that state database,
-read at each call ('sharedos namespaces enable' takes effect on the next one): stderr
-names it and what it holds now. Without --now every call is decided at the wall clock.
---output and --call-id belong to one run and are never pinned.
+--namespaces and --now are pinned when given (as a flag or a SHAREDOS_* variable). Without
+--namespaces the agent follows the stored selection of its (world, owner) in that state
+database, read at each call, so 'sharedos namespaces enable' takes effect on the next
+one; stderr says which selection that is and what it holds now. Without --now every call
+is decided at the wall clock. --output and --call-id belong to one run and are never
+pinned.
 
-The command checks what the server would (the root exists, no grant file, config file or
-state database inside it, an actor), refusing as 'sharedos mcp' would, and lists the
-tools that agent would see now: when there are none, a warning says so on stderr. The
-snippet goes to stdout; the file it belongs in, and these notes, go to stderr.
+Before printing, the command makes the checks the server makes at start (the root
+exists; no grant file, config file or state database lies inside it; an actor is known)
+and refuses as 'sharedos mcp' would. It then lists the tools that agent would see now,
+and warns on stderr when there are none. The snippet goes to stdout; these notes and the
+name of the file the snippet belongs in go to stderr.
 
 With --http URL the snippet connects to a running 'sharedos mcp --listen' instead: the URL
-and an Authorization header that reads the token from the environment variable
---token-env NAME (default SHAREDOS_TOKEN) in each client's own syntax (Claude Code \${NAME},
-Cursor and VS Code \${env:NAME}, Codex bearer_token_env_var). The token itself is written
-only with --show-token (it is then read from that variable now).`,
-		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp config --client claude-code > .mcp.json
-  sharedos --grants grants.yaml mcp config --client codex >> ~/.codex/config.toml
+and an Authorization header that reads the token from the environment variable named by
+--token-env (default SHAREDOS_TOKEN), in each client's own syntax: ${NAME} for Claude
+Code, ${env:NAME} for Cursor and VS Code, bearer_token_env_var for Codex. The token itself
+is written only with --show-token, which reads it from that variable now.
+
+With --write the entry goes into the client's file instead of stdout — .mcp.json,
+.cursor/mcp.json or .vscode/mcp.json in the working directory, Codex's
+$CODEX_HOME/config.toml (default ~/.codex/config.toml), or --file FILE — inserted, or
+replacing the entry of the same --name, everything else in the file kept. The file is
+replaced atomically; one that does not parse is refused and left as it is. Running it
+twice leaves one entry.`,
+		Example: `  sharedos --root ~/project --grants ~/grants/helper.yaml mcp config --client claude-code --write
+  sharedos --grants grants.yaml mcp config --client codex --write   # ~/.codex/config.toml, run it again safely
   sharedos mcp config --client claude-code --http http://127.0.0.1:8765/mcp --token-env SHAREDOS_TOKEN`,
 		Args: noArgs,
 		RunE: runE(opts, opts.check, runF, func(ctx context.Context, opts *MCPConfigOptions) error {
@@ -285,6 +298,8 @@ only with --show-token (it is then read from that variable now).`,
 	c.Flags().StringVar(&opts.Name, "name", "sharedos", "server name in the client's configuration")
 	c.Flags().StringVar(&opts.HTTP, "http", "", "connect to 'sharedos mcp --listen' at this URL (http or https, path /mcp) instead of starting it")
 	c.Flags().StringVar(&opts.TokenEnv, "token-env", "SHAREDOS_TOKEN", "with --http: the environment variable the client reads the bearer token from")
+	c.Flags().BoolVar(&opts.Write, "write", false, "insert or replace the server's entry in the client's file (.mcp.json, ~/.codex/config.toml, .cursor/mcp.json, .vscode/mcp.json), keeping everything else")
+	c.Flags().StringVar(&opts.File, "file", "", "with --write: the file to edit instead of the client's own")
 	c.Flags().BoolVar(&opts.ShowToken, "show-token", false, "with --http: write the token (read from --token-env now) into the snippet instead of a reference")
 	_ = c.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "codex", "cursor", "vscode", "generic"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
@@ -368,8 +383,7 @@ func runMCPConfig(ctx context.Context, opts *MCPConfigOptions) error {
 		warn(ios, "the agent this snippet starts would see no tools now: %s has no usable tool (enabled namespaces: %s); 'sharedos tools list --all' with the same flags says why",
 			actx.Actor, orNone(actx.EnabledToolNamespaces))
 	}
-	_, err = ios.Out.Write(out)
-	return err
+	return opts.emitSnippet(out)
 }
 
 // launchFlags are the global flags other than paths that a launch carries as given: a
@@ -513,8 +527,7 @@ func runMCPConfigHTTP(opts *MCPConfigOptions) error {
 	if token == "" {
 		fmt.Fprintf(opts.IO.ErrOut, "# the client reads the token from $%s: export it where the client starts\n", opts.TokenEnv)
 	}
-	_, err = opts.IO.Out.Write(out)
-	return err
+	return opts.emitSnippet(out)
 }
 
 // httpJSONSnippet is the JSON an HTTP client reads: the URL and an Authorization header,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,8 +174,12 @@ func escalationLatch(t *testing.T, cs *mcp.ClientSession, env func(string) strin
 			args map[string]any
 		}{{"files.read", read}, {"files.list", map[string]any{"path": []string{"notes"}}}, {"files.create", create},
 			{"files.delete", map[string]any{"path": []string{"notes", "todo.md"}}}, {"files.read", read}} {
-			if code := codeOf(callTool(c.name, c.args)); code != "escalation_pending" {
+			r := callTool(c.name, c.args)
+			if code := codeOf(r); code != "escalation_pending" {
 				t.Fatalf("call %d (%s) while escalation %d is pending: code %q, want escalation_pending", i+1, c.name, esc.ID, code)
+			}
+			if text := r.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "(escalation "+strconv.FormatInt(esc.ID, 10)+")") {
+				t.Fatalf("call %d (%s) while escalation %d is pending does not name it as the CLI does: %s", i+1, c.name, esc.ID, text)
 			}
 		}
 		if _, err := os.Stat(draft); !os.IsNotExist(err) {
@@ -197,11 +202,19 @@ func escalationLatch(t *testing.T, cs *mcp.ClientSession, env func(string) strin
 		if r.IsError {
 			t.Fatalf("the first call after the %s resolution: %s", status, codeOf(r))
 		}
+		// The same id as the CLI's: the ID column of `escalations list`, the number
+		// `escalations resolve` took (a JSON number), with the call's id beside it.
 		got, _ := r.Meta["sharedos/escalation"].(map[string]any)
-		if got["id"] != esc.CallID || got["status"] != status || got["note"] != note {
-			t.Fatalf("_meta of the first call after the resolution: %v, want id %s status %s note %q", r.Meta, esc.CallID, status, note)
+		if got["id"] != float64(esc.ID) || got["callId"] != esc.CallID || got["status"] != status || got["note"] != note {
+			t.Fatalf("_meta of the first call after the resolution: %v, want id %d status %s note %q", r.Meta, esc.ID, status, note)
 		}
-		if r := callTool("files.read", read); r.IsError || r.Meta["sharedos/escalation"] != nil {
+		// The model reads content, not _meta: one line after the result's own text.
+		verb := map[string]string{"approved": "approved", "denied": "denied"}[status]
+		want := "the operator " + verb + " your request (escalation " + strconv.FormatInt(esc.ID, 10) + "): " + note
+		if len(r.Content) != 2 || r.Content[1].(*mcp.TextContent).Text != want {
+			t.Fatalf("content of the first call after the resolution: %d items, last %#v, want %q", len(r.Content), r.Content[len(r.Content)-1], want)
+		}
+		if r := callTool("files.read", read); r.IsError || r.Meta["sharedos/escalation"] != nil || len(r.Content) != 1 {
 			t.Fatalf("the second call after the resolution: %s %v", codeOf(r), r.Meta)
 		}
 		// resolving granted nothing

@@ -97,6 +97,11 @@ func printNamespaces(p *printer, out namespacesOutput) error {
 	source := map[string]string{"flag": "--namespaces, not stored", "stored": "stored selection",
 		"default": "default selection, nothing stored yet", "updated": "stored selection, just updated"}[out.SelectionSource]
 	head := fmt.Sprintf("world %s, owner %s (%s): enabled %s", out.World, out.Owner, source, orNone(out.EffectiveSelection))
+	if out.Owner.String() == host.LocalOperator {
+		// No actor or owner was named: this is the local operator's own selection, and
+		// an agent (whose grant file names its owner) does not see it.
+		head += "; this is the local operator's selection, not an agent's: pass the agent's grant file (--grants FILE) to change what the agent sees"
+	}
 	if p.ios.StdoutTTY {
 		p.line("%s", head)
 		p.line("")

@@ -188,7 +188,8 @@ type table struct {
 	p      *printer
 	header []string
 	rows   [][]cell
-	flex   int // index of the flexible column; -1: none
+	flex   int  // index of the flexible column; -1: none
+	wrap   bool // the flexible column (the last) wraps onto further lines instead of being cut
 }
 
 // minFlexWidth is the narrowest a flexible column is cut to; below that the row wraps.
@@ -289,9 +290,15 @@ func (t *table) render() error {
 	}
 	st := t.p.st()
 	line := func(cells []cell, header bool) {
+		var more []string // wrapped lines of the flexible column after the first
 		for i, c := range cells {
 			if i == t.flex && lipgloss.Width(c.text) > widths[i] {
-				c.text = truncate(c.text, widths[i])
+				if t.wrap && i == len(cells)-1 {
+					lines := wordWrap(c.text, widths[i])
+					c.text, more = lines[0], lines[1:]
+				} else {
+					c.text = truncate(c.text, widths[i])
+				}
 			}
 			text := c.text
 			if header {
@@ -305,6 +312,15 @@ func (t *table) render() error {
 			}
 		}
 		b.WriteByte('\n')
+		indent := 0
+		for i := 0; i < t.flex && i < len(widths); i++ {
+			indent += widths[i] + 2
+		}
+		for _, l := range more {
+			b.WriteString(strings.Repeat(" ", indent))
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
 	}
 	hdr := make([]cell, len(t.header))
 	for i, h := range t.header {
@@ -316,6 +332,52 @@ func (t *table) render() error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// wrapping makes the flexible column, which must be the last, wrap onto further lines
+// (indented to the column) instead of being cut: for messages that must be read whole.
+func (t *table) wrapping(i int) *table { t.flex, t.wrap = i, true; return t }
+
+// wordWrap breaks s into lines of at most width display cells, at spaces where it can
+// (a word longer than width is broken inside). It returns at least one line.
+func wordWrap(s string, width int) []string {
+	var lines []string
+	cur, curW := "", 0
+	flush := func() { lines = append(lines, cur); cur, curW = "", 0 }
+	for _, word := range strings.Fields(s) {
+		ww := lipgloss.Width(word)
+		for ww > width { // a word wider than the column: break it
+			if curW > 0 {
+				flush()
+			}
+			part, pw := "", 0
+			for _, r := range word {
+				rw := lipgloss.Width(string(r))
+				if pw+rw > width {
+					break
+				}
+				part, pw = part+string(r), pw+rw
+			}
+			if part == "" {
+				break
+			}
+			lines = append(lines, part)
+			word, ww = word[len(part):], ww-pw
+		}
+		switch {
+		case curW == 0:
+			cur, curW = word, ww
+		case curW+1+ww <= width:
+			cur, curW = cur+" "+word, curW+1+ww
+		default:
+			flush()
+			cur, curW = word, ww
+		}
+	}
+	if curW > 0 || len(lines) == 0 {
+		flush()
+	}
+	return lines
 }
 
 // truncate cuts s to width display cells, ending in "…".

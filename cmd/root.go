@@ -87,7 +87,13 @@ func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC boo
 	defer stop()
 	err := root.ExecuteContext(ctx)
 	f.close()
-	if err == nil {
+	// Interrupted (Ctrl-C): the command printed what it had (a call's cancelled result),
+	// and the exit status says it was interrupted, as a shell expects.
+	interrupted := ctx.Err() != nil
+	if err == nil || interrupted && errors.As(err, new(*resultExit)) {
+		if interrupted {
+			return ExitInterrupted
+		}
 		return ExitOK
 	}
 	var re *resultExit
@@ -100,6 +106,9 @@ func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC boo
 		err = usageError("run 'sharedos --help' (or 'sharedos COMMAND --help') for usage", "%v", err)
 	}
 	printError(ios, f.Format(), err)
+	if interrupted {
+		return ExitInterrupted
+	}
 	return exitCodeOf(err)
 }
 
@@ -113,7 +122,7 @@ agent may use under its grants, toggles tool namespaces, calls tools with every 
 re-authorized, explains refusals, and records everything in an audit trail.
 
 Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
-5 escalated.`,
+5 escalated, 130 interrupted (Ctrl-C).`,
 		Example: `  sharedos --config examples/config.yaml tools list
   sharedos explain files.read -a path=notes/todo.md
   sharedos help flags`,
@@ -121,14 +130,16 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		SilenceUsage:  true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	// --version, as gh and docker have it: the line `sharedos version` prints.
+	v := buildVersion()
+	root.Version = v.Version
+	root.SetVersionTemplate(fmt.Sprintf("sharedos %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform))
 	root.SetIn(f.IOStreams.In)
 	root.SetOut(f.IOStreams.Out)
 	root.SetErr(f.IOStreams.ErrOut)
 	f.Global.bind(root.PersistentFlags())
 	f.flags = root.PersistentFlags()
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError("run '"+c.CommandPath()+" --help' for usage", "%v", err)
-	})
+	root.SetFlagErrorFunc(flagError)
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddGroup(&cobra.Group{ID: "kernel", Title: "Tools and authority:"}, &cobra.Group{ID: "other", Title: "Other commands:"})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
@@ -81,15 +80,17 @@ type TokensCreateOptions struct {
 func newTokensCreateCmd(f *Factory, runF func(*TokensCreateOptions) error) *cobra.Command {
 	opts := &TokensCreateOptions{TokensOptions: tokensOptions(f)}
 	c := &cobra.Command{
-		Use:   "create --id ID --as ADDR [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] --tokens FILE",
+		Use:   "create --id ID [--as ADDR] [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] --tokens FILE",
 		Short: "Mint a token, append its hashed entry to the tokens file, and print the token once",
 		Long: `Mint a 256-bit random token and append its entry (the SHA-256 of the token, never the
 token) to the tokens file, creating the file (mode 0600) if needed; every other byte of the
 file is kept. The token is printed once, on stdout: store it in the client's secret store or
 an environment variable now, it cannot be shown again.
 
-The context comes from --as (required), --owner, --authority, --world and --purpose of this
-invocation (not from the environment or the config file: a token's context is explicit);
+The context comes from --as, --owner, --authority, --world and --purpose of this
+invocation, and for each one not given, from the context of the grant files --grants names
+(as every other command takes it; files that disagree are an error); never from the
+environment or the config file: a token's context is explicit. An actor is required;
 --grants names the token's grant files (they must exist and parse; written relative to the
 tokens file when they lie under its folder). --expires takes an RFC 3339 instant or a
 duration from now (90m, 12h, 30d).`,
@@ -135,21 +136,21 @@ func expiresError(v string, err error) error {
 	return usageError("pass --expires as 2027-01-01T00:00:00Z, or a duration such as 12h or 30d", "invalid --expires %q: %v", v, err)
 }
 
-// tokenEntry checks the id and the context of a new token: --id, and --as (required),
-// --owner, --authority, --world and --purpose of this invocation (a token's context is
-// explicit: never the environment's or the config file's).
+// tokenEntry checks the id and the context flags of a new token: --id, --as, --owner,
+// --authority, --world and --purpose of this invocation (a token's context is explicit:
+// never the environment's or the config file's). What a flag leaves out is taken from
+// the grant files' context when the run reads them (contextFromGrantFiles).
 func tokenEntry(id string, g *GlobalOptions) (tokens.NewEntry, error) {
 	if !tokens.ValidID(id) {
 		return tokens.NewEntry{}, usageError("pass --id ID: 1 to 128 letters, digits, '.', '_' and '-', starting with a letter or digit",
 			"invalid or missing --id %q", id)
 	}
-	if g.As == "" {
-		return tokens.NewEntry{}, usageError("pass --as kind:id (e.g. --as agent:helper): the actor the token's client acts as", "tokens create needs --as")
-	}
 	e := tokens.NewEntry{ID: id, Context: tokens.Context{World: g.World, Purpose: g.Purpose}}
 	var err error
-	if e.Context.Actor, err = parseAddressFlag("as", g.As); err != nil {
-		return tokens.NewEntry{}, err
+	if g.As != "" {
+		if e.Context.Actor, err = parseAddressFlag("as", g.As); err != nil {
+			return tokens.NewEntry{}, err
+		}
 	}
 	for _, fl := range []struct {
 		name, value string
@@ -202,14 +203,14 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 		return err
 	}
 	e := opts.Entry
+	if err := contextFromGrantFiles(&e, opts.Grants, opts.Getwd); err != nil {
+		return err
+	}
 	dir := filepath.Dir(path)
 	for _, gf := range opts.Grants {
 		abs, err := absPath(gf, opts.Getwd)
 		if err != nil {
 			return usageError("", "--grants %s: %v", gf, err)
-		}
-		if _, err := grantfile.Load(abs); err != nil {
-			return usageError("'sharedos grants lint FILE' lists every problem", "--grants: %v", err)
 		}
 		if rel, err := filepath.Rel(dir, abs); err == nil && !strings.HasPrefix(rel, "..") {
 			abs = rel

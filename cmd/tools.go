@@ -379,6 +379,11 @@ func prepareCall(ctx context.Context, ios *IOStreams, printerF func() (*printer,
 	if ns, _, ok := strings.Cut(name, "."); ok {
 		mayProvide = slices.Contains(reg.ProvidedNamespaces, ns)
 	}
+	if registered == nil && !mayProvide {
+		// A person wrote the name: a typo is a usage error, never a denial (an agent's
+		// unknown name stays the kernel's tool_unavailable). Nothing is opened or audited.
+		return nil, nil, nil, usageError("run 'sharedos tools list --all' to see every registered tool", "%s", unknownToolMessage(reg.Tools, name))
+	}
 	def := registered
 	if def == nil && len(a.Pairs) > 0 && mayProvide {
 		// An MCP server's tool: its schema (which -a coerces by) is known once the
@@ -393,10 +398,6 @@ func prepareCall(ctx context.Context, ios *IOStreams, printerF func() (*printer,
 	}
 	for _, n := range a.Notes {
 		warn(ios, "%s", n)
-	}
-	if registered == nil && !mayProvide {
-		// Not refused here: the kernel refuses and audits it (tool_unavailable).
-		warn(ios, "%s", unknownToolMessage(reg.Tools, name))
 	}
 	return p, svc, args, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharedos/sharedos/pkg/grantfile"
 	"github.com/sharedos/sharedos/pkg/host"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // Skipped is a case that was not converted, and why.
@@ -253,6 +254,11 @@ func convertStep(s step, registered []string, escalation bool) (map[string]any, 
 		expect["status"] = status
 		if e.Reason != "" {
 			expect["code"] = e.Reason
+		}
+		if e.Reason == string(kernel.CodeToolUnavailable) && !slices.Contains(registered, s.Tool) {
+			// An unknown name on purpose (an agent's): the scenario says so, as a step
+			// naming an unregistered tool must (a stronger expectation, never weaker).
+			expect["cause"] = string(kernel.CauseNotRegistered)
 		}
 		output := map[string]any{}
 		if len(e.OutputContains) > 0 {

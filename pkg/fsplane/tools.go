@@ -263,11 +263,11 @@ func toolSpecs() []toolSpec {
 				"leading or trailing white space, bytes that are not UTF-8, shown as U+FFFD) is listed with addressable:false: no tool can name it in a path.",
 			output: listOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.stat", action: ActionStat, read: true, minPath: 0,
-			description: "Describe a file or directory: {path, kind, sizeBytes, modifiedAt, version?}. " +
+			description: "Describe a file or directory; returns {path, kind, sizeBytes, modifiedAt, version?}. " +
 				"version (files only) is the first 32 hex characters of the SHA-256 of the content; pass it as expectedVersion to a later write to make it conditional.",
 			output: statOutputSchema(), parse: parsePathArgs(0)},
 		{name: "files.read", action: ActionRead, read: true, minPath: 0,
-			description: "Read a file: {path, version, truncated, encoding, content}. Content is cut at the provider's read limit (256 KiB by default), and text further where its JSON encoding would pass 1 MiB (truncated:true when cut). " +
+			description: "Read a file; returns {path, version, truncated, encoding, content}. Content is cut at the provider's read limit (256 KiB by default), and text further where its JSON encoding would pass 1 MiB (truncated:true when cut). " +
 				"Valid UTF-8 is returned as text (encoding \"utf-8\"); anything else is base64 (encoding \"base64\"). " +
 				"A cut text ends at a character boundary: a UTF-8 character the limit would split is left out whole (so content may be up to 3 bytes shorter than the limit). " +
 				"A directory fails not_a_file.",
@@ -275,9 +275,9 @@ func toolSpecs() []toolSpec {
 		{name: "files.search", action: ActionSearch, read: true, minPath: 0,
 			props: map[string]any{
 				"query": map[string]any{"type": "string", "minLength": 1, "maxLength": maxQueryLen,
-					"description": "Whitespace-separated terms, matched case-insensitively as whole words or parts of compound identifiers."},
+					"description": "Whitespace-separated terms, matched case-insensitively as whole words or parts of compound identifiers, e.g. \"parse config\"."},
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxSearchLimit,
-					"description": "Maximum number of hits (default 20)."},
+					"description": "Maximum number of hits, 1 to 100 (default 20), e.g. 5."},
 			},
 			required: []string{"query"},
 			description: "Ranked full-text search of the files under path. A term matches whole words, case-insensitively, and the parts of compound " +
@@ -289,11 +289,15 @@ func toolSpecs() []toolSpec {
 		{name: "files.grep", action: ActionGrep, read: true, minPath: 0,
 			props: map[string]any{
 				"pattern": map[string]any{"type": "string", "minLength": 1, "maxLength": maxPatternLen,
-					"description": "A literal string, or a regular expression in Go RE2 syntax when mode is \"regex\"."},
-				"mode":          map[string]any{"type": "string", "enum": []any{ModeLiteral, ModeRegex}, "default": ModeLiteral},
-				"caseSensitive": map[string]any{"type": "boolean", "default": false},
-				"contextBefore": map[string]any{"type": "integer", "minimum": 0, "maximum": maxContextLines, "default": 0},
-				"contextAfter":  map[string]any{"type": "integer", "minimum": 0, "maximum": maxContextLines, "default": 0},
+					"description": "A literal string, or a regular expression in Go RE2 syntax when mode is \"regex\", e.g. \"TODO\" or \"func [A-Z]\\\\w*\"."},
+				"mode": map[string]any{"type": "string", "enum": []any{ModeLiteral, ModeRegex}, "default": ModeLiteral,
+					"description": "How pattern is read: \"literal\" (default) matches it as a substring, \"regex\" as a Go RE2 regular expression, e.g. \"regex\"."},
+				"caseSensitive": map[string]any{"type": "boolean", "default": false,
+					"description": "Match case exactly (default false: case-insensitive), e.g. true."},
+				"contextBefore": map[string]any{"type": "integer", "minimum": 0, "maximum": maxContextLines, "default": 0,
+					"description": "Lines of context to return before each matching line, 0 to 100 (default 0), e.g. 2."},
+				"contextAfter": map[string]any{"type": "integer", "minimum": 0, "maximum": maxContextLines, "default": 0,
+					"description": "Lines of context to return after each matching line, 0 to 100 (default 0), e.g. 2."},
 			},
 			required: []string{"pattern"},
 			description: "Line-oriented search of the files under path (a file or a directory). mode \"literal\" (default) matches a substring; " +
@@ -307,7 +311,7 @@ func toolSpecs() []toolSpec {
 		{name: "files.create", action: ActionCreate, minPath: 1,
 			props: map[string]any{
 				"content":  contentSchema(),
-				"metadata": map[string]any{"type": "object", "description": "Host-defined metadata, passed through."},
+				"metadata": metadataSchema(),
 			},
 			required: []string{"content"},
 			description: "Create a new file (missing parent directories are created). Fails already_exists if the path exists. " +
@@ -326,7 +330,7 @@ func toolSpecs() []toolSpec {
 			props: map[string]any{
 				"content":         contentSchema(),
 				"expectedVersion": versionSchema(),
-				"metadata":        map[string]any{"type": "object", "description": "Host-defined metadata, passed through."},
+				"metadata":        metadataSchema(),
 			},
 			required: []string{"content"},
 			description: "Append to the end of a file (a missing file is treated as empty and created). With expectedVersion the write happens only " +
@@ -335,14 +339,16 @@ func toolSpecs() []toolSpec {
 		{name: "files.delete", action: ActionDelete, destructive: true, minPath: 1,
 			props: map[string]any{
 				"expectedVersion": versionSchema(),
-				"recursive":       map[string]any{"type": "boolean", "default": false},
+				"recursive": map[string]any{"type": "boolean", "default": false,
+					"description": "Delete a non-empty directory with everything below it (default false: a non-empty directory fails not_empty), e.g. true."},
 			},
 			description: "Delete a file, or a directory: a non-empty directory needs recursive:true (else not_empty). " +
 				"expectedVersion applies to files only. A directory holding a .git repository is never deleted. Returns {path, deleted:true}.",
 			output: deleteOutputSchema(), parse: parseDeleteArgs},
 		{name: "files.snapshot.create", action: ActionSnapshotCreate, minPath: 0,
 			props: map[string]any{
-				"label": map[string]any{"type": "string", "minLength": 1, "maxLength": maxLabelLen},
+				"label": map[string]any{"type": "string", "minLength": 1, "maxLength": maxLabelLen,
+					"description": "An optional name for the snapshot, shown by files.snapshot.list, e.g. \"before refactor\"."},
 			},
 			description: "Snapshot a file, a directory (its whole subtree) or the root (path []), for a later files.snapshot.restore. " +
 				"A directory snapshot captures every file below it or fails naming the one it cannot capture. " +
@@ -350,14 +356,16 @@ func toolSpecs() []toolSpec {
 			output: snapshotCreateOutputSchema(), parse: parseSnapshotCreateArgs},
 		{name: "files.snapshot.list", action: ActionSnapshotList, read: true, minPath: 0,
 			props: map[string]any{
-				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxSearchLimit},
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxSearchLimit,
+					"description": "Maximum number of snapshots, 1 to 100 (default 100), e.g. 10."},
 			},
 			description: "List the snapshots taken of exactly this path, newest first (default and maximum 100). " +
 				"Returns {path, snapshots:[{snapshotId, label, kind, createdAt}]}.",
 			output: snapshotListOutputSchema(), parse: parseSnapshotListArgs},
 		{name: "files.snapshot.restore", action: ActionSnapshotRestore, destructive: true, minPath: 1,
 			props: map[string]any{
-				"snapshotId":      map[string]any{"type": "string", "minLength": 1, "maxLength": maxSnapshotIDLen},
+				"snapshotId": map[string]any{"type": "string", "minLength": 1, "maxLength": maxSnapshotIDLen,
+					"description": "The snapshotId that files.snapshot.create or files.snapshot.list returned for this path, e.g. \"mff3k2q1-9f86d081-a3c4\"."},
 				"expectedVersion": versionSchema(),
 			},
 			required: []string{"snapshotId"},
@@ -474,18 +482,36 @@ func clonePath(p []string) []string {
 
 // ---- Input schemas -----------------------------------------------------------------
 
+// pathDescription is the description of every files tool's path property: what a model
+// must know to fill it (segments, relative to the root, [] for the root when allowed).
+func pathDescription(minItems int) string {
+	if minItems == 0 {
+		return "The file or directory as a list of path segments relative to the files root, one name per segment, " +
+			"e.g. [\"src\", \"main.go\"]; [] is the root itself. Never an absolute path, \"..\" or a segment holding \"/\"."
+	}
+	return "The file or directory as a list of path segments relative to the files root, one name per segment, " +
+		"e.g. [\"src\", \"main.go\"]; at least one segment ([], the root, is not accepted). Never an absolute path, \"..\" or a segment holding \"/\"."
+}
+
 func pathSchema(minItems int) map[string]any {
 	return map[string]any{"type": "array", "items": map[string]any{"type": "string"},
-		"minItems": minItems, "maxItems": kernel.MaxPathSegments}
+		"minItems": minItems, "maxItems": kernel.MaxPathSegments, "description": pathDescription(minItems)}
 }
 
 func versionSchema() map[string]any {
 	return map[string]any{"type": "string", "minLength": 1, "maxLength": maxVersionLen,
-		"pattern": `^(?!\s)[\s\S]*\S$`}
+		"pattern": `^(?!\s)[\s\S]*\S$`,
+		"description": "Write only if the file's current version (from files.stat, files.read or an earlier write) equals this, " +
+			"else version_conflict and nothing changes, e.g. \"9f86d081884c7d659a2feaa0c55ad015\"."}
 }
 
 func contentSchema() map[string]any {
-	return map[string]any{"description": "The content: a string is written as text; any other JSON value as its compact JSON text."}
+	return map[string]any{"description": "The content: a string is written as text; any other JSON value as its compact JSON text, " +
+		"e.g. \"# Notes\\n\" or {\"done\": true}."}
+}
+
+func metadataSchema() map[string]any {
+	return map[string]any{"type": "object", "description": "Host-defined metadata, passed through and not stored in the file, e.g. {\"ticket\": \"T-42\"}."}
 }
 
 func inputSchema(s toolSpec) map[string]any {

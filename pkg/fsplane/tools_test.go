@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -91,11 +92,18 @@ func TestToolsDefinitions(t *testing.T) {
 		if fmt.Sprint(props) != fmt.Sprint(w.props) || fmt.Sprint(in["required"]) != fmt.Sprint(w.required) {
 			t.Fatalf("%s properties %v required %v", d.Name, props, in["required"])
 		}
-		ps := in["properties"].(map[string]any)["path"].(map[string]any)
+		// The validation keywords are spec 10's; the description is for a model.
+		ps := maps.Clone(in["properties"].(map[string]any)["path"].(map[string]any))
+		if d, _ := ps["description"].(string); !strings.Contains(d, "e.g.") {
+			t.Fatalf("%s path schema has no description with an example: %v", d, ps)
+		}
+		delete(ps, "description")
 		if !reflect.DeepEqual(ps, map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": w.minPath, "maxItems": 64}) {
 			t.Fatalf("%s path schema %v", d.Name, ps)
 		}
-		if ev, ok := in["properties"].(map[string]any)["expectedVersion"]; ok {
+		if ev, ok := in["properties"].(map[string]any)["expectedVersion"].(map[string]any); ok {
+			ev = maps.Clone(ev)
+			delete(ev, "description")
 			if !reflect.DeepEqual(ev, map[string]any{"type": "string", "minLength": 1, "maxLength": 256, "pattern": `^(?!\s)[\s\S]*\S$`}) {
 				t.Fatalf("%s expectedVersion schema %v", d.Name, ev)
 			}

@@ -102,6 +102,11 @@ type Elem struct {
 	Literal string
 	Arg     *Pointer
 	Split   string
+	// Root, with Split, is the directory the upstream's absolute paths start with (for
+	// server-filesystem: the directory it serves). A value that starts with Split must
+	// lie under Root, which is removed before the split; a relative value is split as it
+	// is. "" when the template takes relative values only.
+	Root string
 	// Number is how a number argument becomes a segment: NumberSafe (integers within
 	// ±(2^53−1)) or NumberInt64.
 	Number string
@@ -115,6 +120,9 @@ func (e Elem) String() string {
 	out := "{arg: " + e.Arg.String()
 	if e.Split != "" {
 		out += fmt.Sprintf(", split: %q", e.Split)
+	}
+	if e.Root != "" {
+		out += fmt.Sprintf(", root: %q", e.Root)
 	}
 	if e.Number != "" {
 		out += ", number: " + e.Number
@@ -583,7 +591,7 @@ func (p *parser) elem(s *Server, tool string, n *yaml.Node) (Elem, error) {
 		}
 		return Elem{Literal: n.Value}, nil
 	case yaml.MappingNode:
-		m, err := p.mapping(n, "server "+s.ID+": tool "+tool+": a path element", "arg", "split")
+		m, err := p.mapping(n, "server "+s.ID+": tool "+tool+": a path element", "arg", "split", "root", "number")
 		if err != nil {
 			return Elem{}, err
 		}
@@ -611,6 +619,17 @@ func (p *parser) elem(s *Server, tool string, n *yaml.Node) (Elem, error) {
 				return Elem{}, p.errf(sn, "server %s: tool %s: split must be a non-empty separator", s.ID, tool)
 			}
 		}
+		if rn, ok := m["root"]; ok {
+			if e.Root, err = p.str(rn, "root"); err != nil {
+				return Elem{}, err
+			}
+			if e.Split == "" {
+				return Elem{}, p.errf(rn, "server %s: tool %s: root needs split (root is the directory the upstream's absolute paths start with)", s.ID, tool)
+			}
+			if err := validRoot(e.Root, e.Split); err != nil {
+				return Elem{}, p.errf(rn, "server %s: tool %s: root %q: %v", s.ID, tool, e.Root, err)
+			}
+		}
 		if nn, ok := m["number"]; ok {
 			if e.Number, err = p.str(nn, "number"); err != nil {
 				return Elem{}, err
@@ -621,7 +640,7 @@ func (p *parser) elem(s *Server, tool string, n *yaml.Node) (Elem, error) {
 		}
 		return e, nil
 	}
-	return Elem{}, p.errf(n, "server %s: tool %s: a path element is a literal segment or {arg: POINTER[, split: SEP][, number: int64]}", s.ID, tool)
+	return Elem{}, p.errf(n, "server %s: tool %s: a path element is a literal segment or {arg: POINTER[, split: SEP[, root: DIR]][, number: int64]}", s.ID, tool)
 }
 
 // Namespaces returns the tool namespaces of the configured servers.

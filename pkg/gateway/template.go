@@ -220,13 +220,17 @@ func (t *ToolMap) Resolve(args any) ([]string, error) {
 		}
 		pieces := []string{s}
 		if e.Split != "" {
-			pieces = strings.Split(s, e.Split)
+			var err error
+			if pieces, err = splitArg(e, s); err != nil {
+				return nil, err
+			}
 		}
 		for _, piece := range pieces {
-			if piece == "" && e.Split != "" {
-				return nil, fmt.Errorf("argument %s has an empty piece when split on %q", e.Arg, e.Split)
-			}
 			if err := kernel.ValidatePathSegment(piece); err != nil {
+				if e.Split != "" {
+					return nil, fmt.Errorf("argument %s: %q has the piece %q, which cannot name a resource (%v); %s",
+						e.Arg, s, piece, err, acceptedForm(e))
+				}
 				return nil, fmt.Errorf("argument %s: %v", e.Arg, err)
 			}
 			path = append(path, piece)

@@ -76,6 +76,8 @@ func ptr(s string) *Pointer { p, _ := ParsePointer(s); return &p }
 func TestResolve(t *testing.T) {
 	m := &ToolMap{Namespace: "github", Path: []Elem{{Arg: ptr("/owner")}, {Arg: ptr("/repo")}, {Literal: "contents"}, {Arg: ptr("/path"), Split: "/"}}}
 	num := &ToolMap{Path: []Elem{{Arg: ptr("/n")}}}
+	fs := &ToolMap{Path: []Elem{{Arg: ptr("/path"), Split: "/", Root: "/srv/p"}}}
+	slash := &ToolMap{Path: []Elem{{Arg: ptr("/path"), Split: "/", Root: "/"}}}
 	num64 := &ToolMap{Path: []Elem{{Arg: ptr("/n"), Number: NumberInt64}}}
 	cases := []struct {
 		m    *ToolMap
@@ -86,9 +88,21 @@ func TestResolve(t *testing.T) {
 		{m, `{"owner":"acme","repo":"app","path":"src/main.go"}`, []string{"acme", "app", "contents", "src", "main.go"}, ""},
 		{m, `{"owner":"acme","repo":"app","path":"README"}`, []string{"acme", "app", "contents", "README"}, ""},
 		{m, `{"owner":"acme","repo":"app"}`, nil, "argument /path is required"},
-		{m, `{"owner":"acme","repo":"app","path":"a//b"}`, nil, "empty piece"},
-		{m, `{"owner":"acme","repo":"app","path":"/a"}`, nil, "empty piece"},
-		{m, `{"owner":"acme","repo":"app","path":"a/"}`, nil, "empty piece"},
+		{m, `{"owner":"acme","repo":"app","path":"a//b"}`, nil, `"a//b" has an empty name (a doubled or trailing "/"); paths are relative`},
+		{m, `{"owner":"acme","repo":"app","path":"/a"}`, nil, `got the absolute path "/a"; paths are relative (to the directory the server serves)`},
+		{m, `{"owner":"acme","repo":"app","path":"a/"}`, nil, `"a/" has an empty name`},
+		{m, `{"owner":"acme","repo":"app","path":""}`, nil, `got an empty path; paths are relative`},
+		// with a root: the absolute form the upstream hands out, under the root only
+		{fs, `{"path":"/srv/p/src/main.go"}`, []string{"src", "main.go"}, ""},
+		{fs, `{"path":"src/main.go"}`, []string{"src", "main.go"}, ""},
+		{fs, `{"path":"/srv/p"}`, []string{}, ""},
+		{fs, `{"path":"/srv/pother/x"}`, nil, `got "/srv/pother/x", which is outside /srv/p; paths are relative to /srv/p or absolute under it`},
+		{fs, `{"path":"/etc/passwd"}`, nil, `which is outside /srv/p`},
+		{fs, `{"path":"/srv/p/../etc"}`, nil, `has the piece "..", which cannot name a resource`},
+		{fs, `{"path":"/srv/p//x"}`, nil, `has an empty name`},
+		{fs, `{"path":"/srv/p/"}`, nil, `got an empty path`},
+		{slash, `{"path":"/a/b"}`, []string{"a", "b"}, ""},
+		{slash, `{"path":"//a"}`, nil, `has an empty name`},
 		{m, `{"owner":"acme","repo":"app","path":"a/../b"}`, nil, "traversal marker"},
 		{m, `{"owner":"acme","repo":"..","path":"x"}`, nil, "traversal marker"},
 		{m, `{"owner":"acme","repo":" app","path":"x"}`, nil, "white space"},

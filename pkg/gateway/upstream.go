@@ -548,7 +548,9 @@ func connectUpstream(ctx context.Context, s *Server, getenv func(string) string,
 func (u *upstream) describe(err error, timeout time.Duration) error {
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {
-		msg = fmt.Sprintf("no answer within %s", timeout)
+		// Every exchange described here runs under the server's connectTimeout (start or
+		// reach, initialize, list): the message names the setting that would change it.
+		msg = fmt.Sprintf("no answer within %s (its connectTimeout; raise connectTimeout in the server's entry if it is only slow to start)", timeout)
 	}
 	if u.stderr != nil {
 		if tail := u.stderr.String(); tail != "" {

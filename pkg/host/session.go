@@ -274,6 +274,25 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 	return k, nil
 }
 
+// EscalationNumber returns the number of the escalation recorded for call callID in the
+// session's world and owner — the ID column of 'sharedos escalations list', which every
+// surface shows the agent and the operator — with its status and note as EscalationStatus
+// gives them; id is 0 when there is none. It writes nothing.
+func (s *Session) EscalationNumber(ctx context.Context, callID string) (id int64, status, note string, err error) {
+	actx := s.h.Prepared.Context
+	r, ok, err := s.h.Escalations().ByCall(ctx, actx.World, actx.Owner, callID)
+	if err != nil {
+		return 0, "", "", stateError(err, s.h.Settings.State)
+	}
+	if !ok {
+		return 0, "", "", nil
+	}
+	if r.Resolution != nil {
+		note = r.Resolution.Note
+	}
+	return r.ID, r.Escalation.Status, note, nil
+}
+
 // EscalationStatus returns the status of the escalation recorded for call callID in the
 // session's world and owner ("" when there is none), and the operator's note when the
 // record carries one. It reads the state database (one query by call id: Escalations.ByCall)

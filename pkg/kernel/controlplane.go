@@ -182,10 +182,13 @@ func EscalationTool() ToolHandler {
 		Definition: ToolDefinition{
 			Name: EscalationToolName,
 			Description: "End this turn by asking a human to decide. Give the reason: what needs deciding and why. " +
-				"Nothing is granted while the ask is pending.",
+				"Nothing is granted while the ask is pending. Returns {escalated, reason, note}: the turn is over; " +
+				"the operator's answer (approved or denied, with their note) comes as a line of text with your first tool call after they decide.",
 			Namespace: EscalationToolNamespace, Source: "sharedos", ReadWrite: ClassRead,
 			InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"reason"},
-				"properties": map[string]any{"reason": map[string]any{"type": "string", "minLength": 1, "maxLength": EscalationReasonMaxLen}}},
+				"properties": map[string]any{"reason": map[string]any{"type": "string", "minLength": 1, "maxLength": EscalationReasonMaxLen,
+					"description": "What needs deciding and why, in one or two sentences for a person, e.g. " +
+						"\"I need to write drafts/plan.md to save the plan; files.create was refused (no grant)\"."}}},
 			RequiredCapability: CapabilityRequirement{Resource: ResourceRef{Namespace: EscalationResource, Path: EscalationResourcePath()}, Action: EscalationAction},
 			Annotations:        &ToolAnnotations{ReadOnly: BoolPtr(true)},
 		},

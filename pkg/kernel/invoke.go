@@ -5,6 +5,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -62,6 +63,11 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 		res = findings[0].Result(call, now)
 	default:
 		res, ran = t.execute(ctx, p, prepare), true
+	}
+	if ran {
+		// The effect is done (or cut short): its records are written even when the
+		// caller's context was cancelled meanwhile (an interrupted call is audited).
+		ctx = context.WithoutCancel(ctx)
 	}
 	if pending != nil {
 		invoked := t.invokedEvent(st, p, &res)
@@ -125,6 +131,13 @@ func (t *Turn) execute(ctx context.Context, p *Plan, prepare preparation) ToolRe
 		parsed.Prepared = v
 	}
 	res, err := invokeSafely(ctx, p.handler, t.actx, parsed)
+	if errors.Is(ctx.Err(), context.Canceled) && (err != nil || res.Status != StatusSucceeded) {
+		// The caller cancelled the call (an interrupt): whatever the tool made of it
+		// (a transport error, its own code), the result says so.
+		r := FailedResult(call, now, CodeCancelled, "the call was interrupted before it completed; it may have taken effect in part")
+		r.Error.Retryable = BoolPtr(true)
+		return r
+	}
 	if err != nil {
 		return FailedResult(call, now, CodeToolExecutionFailed, "the tool failed while executing")
 	}

@@ -41,9 +41,12 @@ const (
 	CodeEscalationNotTerminated         ErrorCode = "escalation_not_terminated"
 	CodeEscalationRequested             ErrorCode = "escalation_requested"
 	CodeAuditUnavailable                ErrorCode = "audit_unavailable"
-	CodeActorMismatch                   ErrorCode = "actor_mismatch"
-	CodeReceiverMismatch                ErrorCode = "receiver_mismatch"
-	CodeMessageContextMismatch          ErrorCode = "message_context_mismatch"
+	// CodeCancelled: the caller's context was cancelled (an interrupt, Ctrl-C) while the
+	// tool ran; the call failed, retryable, and is audited like any other.
+	CodeCancelled              ErrorCode = "cancelled"
+	CodeActorMismatch          ErrorCode = "actor_mismatch"
+	CodeReceiverMismatch       ErrorCode = "receiver_mismatch"
+	CodeMessageContextMismatch ErrorCode = "message_context_mismatch"
 )
 
 // Messaging codes (spec 80; the reference's, then the bounds of issue 24).

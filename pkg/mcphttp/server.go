@@ -583,11 +583,11 @@ func EscalationResolver(sess *host.Session) mcpserver.EscalationResolver { retur
 type resolver struct{ s *host.Session }
 
 func (e resolver) Resolution(ctx context.Context, id string) (mcpserver.Resolution, bool, error) {
-	status, note, err := e.s.EscalationStatus(ctx, id)
+	num, status, note, err := e.s.EscalationNumber(ctx, id)
 	if err != nil || status == "" || status == "pending" {
-		return mcpserver.Resolution{}, false, err
+		return mcpserver.Resolution{ID: num}, false, err
 	}
-	return mcpserver.Resolution{Status: status, Note: note}, true, nil
+	return mcpserver.Resolution{ID: num, Status: status, Note: note}, true, nil
 }
 
 // Timeouts of HTTPServer. There is no read or write timeout on a whole request: a

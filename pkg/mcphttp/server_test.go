@@ -900,7 +900,7 @@ func TestEscalationLatchThroughTheStore(t *testing.T) {
 
 		r := call(t, alice, "files.read", read)
 		got, _ := r.Meta[mcpserver.MetaEscalation].(map[string]any)
-		if r.IsError || got["id"] != rec.CallID || got["status"] != decision || got["note"] != "note "+decision {
+		if r.IsError || got["id"] != float64(rec.ID) || got["callId"] != rec.CallID || got["status"] != decision || got["note"] != "note "+decision {
 			t.Fatalf("the first call after %s: %s %v", decision, codeOf(r), r.Meta)
 		}
 		if r := call(t, alice, "files.read", read); r.IsError || r.Meta[mcpserver.MetaEscalation] != nil {

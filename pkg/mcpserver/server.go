@@ -83,13 +83,17 @@ type Backend interface {
 
 // Resolution is an operator's answer to an escalation.
 type Resolution struct {
+	// ID is the escalation's number, the one `escalations list` shows and `escalations
+	// resolve` takes (0 when unknown). The agent is told this id, never the call's.
+	ID     int64
 	Status string // "approved" or "denied"
 	Note   string
 }
 
 // EscalationResolver reports how an operator resolved a recorded escalation (the
 // `escalations resolve` command records it). Resolution returns ok=false while the
-// escalation is pending; an error is an outage, and the latch stays closed (fail-closed).
+// escalation is pending (r.ID is then still set when the escalation is recorded); an
+// error is an outage, and the latch stays closed (fail-closed).
 // id is the escalate call's id, the EscalationRecord's CallID.
 type EscalationResolver interface {
 	Resolution(ctx context.Context, id string) (r Resolution, ok bool, err error)
@@ -149,6 +153,8 @@ type session struct {
 	meta       map[string]any
 
 	mu sync.Mutex
+	// latchNum is the latched escalation's number (Resolution.ID), 0 when unknown.
+	latchNum int64
 	// latch is the id of the escalation this session asked for, "" when none is pending.
 	latch      string
 	afterCalls int
@@ -493,7 +499,7 @@ func mapName(name string, published []string) string {
 	return name
 }
 
-func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
+func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallToolParamsRaw) (result mcp.Result, err error) {
 	// 1. Validate params (spec 30 §3.3: −32602 for no name or non-object arguments).
 	if params == nil || params.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: params.name is required"}
@@ -505,6 +511,7 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 
 	// The latch: a pending escalation refuses every later call in band.
 	extraMeta, latched, err := s.checkLatch(ctx, st)
+	defer func() { addResolutionLine(result, extraMeta) }()
 	if err != nil {
 		s.log.Warn("escalation resolution unavailable; the latch stays closed", "err", err)
 	}
@@ -523,9 +530,10 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		s.log.Info("call refused: escalation pending", "session", st.id, "escalation", latched, "tool", params.Name,
 			"callsAfterEscalation", after)
 		call := kernel.ToolCall{ID: s.opts.NewID(), Tool: params.Name, Arguments: args, TraceID: actx.TraceID, RequestedAt: actx.Now}
+		name, id := st.escalationName()
 		res := turn.RefuseInEnvelope(ctx, call, CodeEscalationPending,
-			"this session asked a human reviewer (escalation "+latched+"); no tool call runs until an operator resolves it",
-			map[string]any{"escalation": latched, "callsAfterEscalation": after})
+			"this session asked a human reviewer (escalation "+name+"); no tool call runs until an operator resolves it",
+			map[string]any{"escalation": id, "callsAfterEscalation": after})
 		return refusal(res, AgentHint(res, false), extraMeta), nil
 	}
 
@@ -551,7 +559,7 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 
 	// The escalation latch: an offered sharedos.escalate is recorded, not executed.
 	if esc, escalated, err := s.opts.Backend.EscalateIfOffered(ctx, turn, call); escalated {
-		return s.escalate(st, turn, call, esc, err, extraMeta)
+		return s.escalate(ctx, st, turn, call, esc, err, extraMeta)
 	}
 
 	res := turn.InvokeTool(ctx, call)
@@ -623,12 +631,18 @@ func (s *Server) checkLatch(ctx context.Context, st *session) (map[string]any, s
 			st.afterCalls++
 			return extra, st.latch, err
 		}
+		if r.ID != 0 {
+			st.latchNum = r.ID
+		}
 		if ok {
-			e := map[string]any{"id": st.latch, "status": r.Status}
+			e := map[string]any{"id": st.latchNum, "callId": st.latch, "status": r.Status}
+			if st.latchNum == 0 {
+				e["id"] = st.latch
+			}
 			if r.Note != "" {
 				e["note"] = r.Note
 			}
-			st.latch = ""
+			st.latch, st.latchNum = "", 0
 			return map[string]any{MetaEscalation: e}, "", nil
 		}
 	}
@@ -639,7 +653,7 @@ func (s *Server) checkLatch(ctx context.Context, st *session) (map[string]any, s
 // escalate answers an offered escalation (Backend.EscalateIfOffered): recorded, the
 // session latches; refused, the call is denied; the catalogue unavailable, a JSON-RPC
 // error; the record unwritten, a failed call.
-func (s *Server) escalate(st *session, turn *kernel.Turn, call kernel.ToolCall, esc kernel.Escalation, err error, extra map[string]any) (mcp.Result, error) {
+func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, call kernel.ToolCall, esc kernel.Escalation, err error, extra map[string]any) (mcp.Result, error) {
 	var refused *kernel.EscalationRefusedError
 	if errors.Is(err, kernel.ErrCatalogueUnavailable) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
@@ -657,11 +671,21 @@ func (s *Server) escalate(st *session, turn *kernel.Turn, call kernel.ToolCall, 
 				Message: "the escalation could not be recorded"}},
 			hintAuditUnwritten, extra), nil
 	}
+	var num int64
+	if s.opts.Escalations != nil {
+		// The escalation's number, as `escalations list` shows it: what the agent is told.
+		if r, _, err := s.opts.Escalations.Resolution(ctx, call.ID); err == nil {
+			num = r.ID
+		}
+	}
 	st.mu.Lock()
-	st.latch = call.ID
+	st.latch, st.latchNum = call.ID, num
 	st.mu.Unlock()
-	s.log.Info("escalation recorded; the session is latched", "escalation", call.ID, "reviewer", esc.Reviewer.String())
+	s.log.Info("escalation recorded; the session is latched", "escalation", num, "call", call.ID, "reviewer", esc.Reviewer.String())
 	out := map[string]any{"escalated": true, "reason": esc.Reason, "note": EscalationNote}
+	if num != 0 {
+		out["escalation"] = num
+	}
 	return success(nil, out, extra), nil
 }
 

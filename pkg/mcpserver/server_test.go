@@ -737,8 +737,11 @@ func TestEscalationLatch(t *testing.T) {
 	if esc["id"] != escID || esc["status"] != "denied" || esc["note"] != "not now" {
 		t.Fatalf("_meta escalation %v", r.Meta)
 	}
+	if n := len(r.Content); n != 2 || r.Content[1].(*mcp.TextContent).Text != "the operator denied your request (escalation "+escID+"): not now" {
+		t.Fatalf("content after the resolution: %d items, last %#v", n, r.Content[n-1])
+	}
 	r = e.call("files.read", map[string]any{"path": []string{"notes", "todo.md"}})
-	if r.IsError || r.Meta[MetaEscalation] != nil {
+	if r.IsError || r.Meta[MetaEscalation] != nil || len(r.Content) != 1 {
 		t.Fatalf("the resolution was reported twice or the call failed: %v", r.Meta)
 	}
 	if e.srv.afterCalls() != 3 {

@@ -2,22 +2,22 @@ package repoplane
 
 // Tool descriptions, shown to models.
 const (
-	descStatus = "Show the working-tree status of the git repository at path: branch, HEAD commit, and " +
-		"one entry per changed, staged or untracked file with porcelain-style letters for the index " +
-		"(staging) and the working tree. Ignored files are not listed."
+	descStatus = "Show the working-tree status of the git repository at path. Returns {path, branch, head, detached, clean, " +
+		"inProgress, entries, truncated, submodulesNotInspected}: one entry per changed, staged or untracked file with " +
+		"porcelain-style letters for the index (staging) and the working tree. Ignored files are not listed."
 	descDiff = "Show changes of the git repository at path as unified patches: the working tree against " +
 		"the index, or with staged:true the index against HEAD. pathspec limits it to files or " +
-		"directories. Large diffs are cut (truncated:true)."
+		"directories. Returns {path, staged, files, truncated}, one unified patch per changed file; large diffs are cut (truncated:true)."
 	descLog = "List the most recent commits reachable from HEAD of the git repository at path, newest " +
-		"first (maxCount, default 20, at most 100)."
+		"first (maxCount, default 20, at most 100). Returns {path, commits}, each commit with its hash, parents, author, committer and message."
 	descStage = "Stage (git add) the additions, modifications and deletions under each pathspec entry " +
 		"of the git repository at path. Ignored files, symbolic links and anything under .git are " +
 		"never staged. Ignore rules come from the .gitignore files, .git/info/exclude and the " +
 		"host's excludes files (config repo.excludesFiles; by default the user's global git ignore " +
-		"file), never from a file the repository's own config names."
+		"file), never from a file the repository's own config names. Returns {path, staged, skipped?}: the index entries changed and the paths deliberately left unstaged."
 	descCommit = "Commit the staged changes of the git repository at path on the current branch with a " +
 		"one-line message. Trailers naming the acting principal, the authority and the world are " +
-		"appended."
+		"appended. Returns {path, hash, parents, branch, message, author} of the new commit."
 )
 
 func obj(props map[string]any, required ...string) map[string]any {
@@ -29,13 +29,15 @@ func obj(props map[string]any, required ...string) map[string]any {
 }
 
 func repoPathSchema() map[string]any {
-	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 0, "maxItems": 64}
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 0, "maxItems": 64,
+		"description": "The repository's directory (the one holding .git) as a list of path segments relative to the root, " +
+			"e.g. [\"services\", \"api\"]; [] is a repository at the root itself. Never an absolute path or a segment holding \"/\"."}
 }
 
 // pathspecSchema is RepoPathspecSchema of spec 10 §5.
-func pathspecSchema() map[string]any {
+func pathspecSchema(d string) map[string]any {
 	entry := map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "maxItems": 64}
-	return map[string]any{"type": "array", "items": entry, "minItems": 1, "maxItems": 64}
+	return map[string]any{"type": "array", "items": entry, "minItems": 1, "maxItems": 64, "description": d}
 }
 
 func statusInputSchema() map[string]any {
@@ -43,22 +45,29 @@ func statusInputSchema() map[string]any {
 }
 
 func diffInputSchema() map[string]any {
-	return obj(map[string]any{"path": repoPathSchema(), "staged": map[string]any{"type": "boolean"},
-		"pathspec": pathspecSchema()}, "path")
+	return obj(map[string]any{"path": repoPathSchema(),
+		"staged": map[string]any{"type": "boolean",
+			"description": "Diff the index against HEAD (what repo.commit would commit) instead of the working tree against the index, e.g. true."},
+		"pathspec": pathspecSchema("Limit the diff to these files or directories, each a list of segments relative to the repository, " +
+			"e.g. [[\"src\"], [\"README.md\"]].")}, "path")
 }
 
 func logInputSchema() map[string]any {
 	return obj(map[string]any{"path": repoPathSchema(),
-		"maxCount": map[string]any{"type": "integer", "minimum": 1, "maximum": 100}}, "path")
+		"maxCount": map[string]any{"type": "integer", "minimum": 1, "maximum": 100,
+			"description": "How many commits to return, 1 to 100 (default 20), e.g. 5."}}, "path")
 }
 
 func stageInputSchema() map[string]any {
-	return obj(map[string]any{"path": repoPathSchema(), "pathspec": pathspecSchema()}, "path", "pathspec")
+	return obj(map[string]any{"path": repoPathSchema(),
+		"pathspec": pathspecSchema("The files or directories to stage, each a list of segments relative to the repository, " +
+			"e.g. [[\"src\", \"main.go\"], [\"docs\"]].")}, "path", "pathspec")
 }
 
 func commitInputSchema() map[string]any {
 	return obj(map[string]any{"path": repoPathSchema(),
-		"message": map[string]any{"type": "string", "minLength": 1, "maxLength": 500}}, "path", "message")
+		"message": map[string]any{"type": "string", "minLength": 1, "maxLength": 500,
+			"description": "The commit message, one line of at most 500 characters, e.g. \"Fix the off-by-one in the pager\"."}}, "path", "message")
 }
 
 // --- output schemas ---------------------------------------------------------------

@@ -188,6 +188,11 @@ func run(ctx context.Context, paths []string, files []*File, errs []*Error, opts
 	rep := &Report{}
 	var jobs []job
 	for i, f := range files {
+		if f != nil && errs[i] == nil {
+			if e := validateTools(f); e != nil {
+				f, errs[i] = nil, e
+			}
+		}
 		fr := &FileResult{Path: paths[i], File: f, Err: errs[i]}
 		rep.Files = append(rep.Files, fr)
 		if f == nil {
