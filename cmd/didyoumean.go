@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,14 +17,14 @@ import (
 )
 
 // unknownFlagRE matches pflag's "unknown flag: --name" (and "--name=value").
-var unknownFlagRE = regexp.MustCompile(`^unknown flag: --([^=\s]+)`)
+var unknownFlagRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^unknown flag: --([^=\s]+)`) }) // compiled on first use, not at every start
 
 // flagError is the root's flag error: a usage error, with "did you mean --X?" when the
 // unknown flag is near one of the command's flags (its own and the inherited ones), as
 // cobra does for commands.
 func flagError(c *cobra.Command, err error) error {
 	msg := err.Error()
-	if m := unknownFlagRE.FindStringSubmatch(msg); m != nil {
+	if m := unknownFlagRE().FindStringSubmatch(msg); m != nil {
 		var names []string
 		add := func(f *pflag.Flag) {
 			if !f.Hidden && !slices.Contains(names, f.Name) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -233,7 +234,7 @@ func mergeJSON(old, snippet []byte, name string) ([]byte, bool, error) {
 }
 
 // tomlHeader matches a table header line.
-var tomlHeader = regexp.MustCompile(`^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$`)
+var tomlHeader = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$`) }) // compiled on first use
 
 // mergeTOML removes the [mcp_servers.NAME] table (and its sub-tables) from old, byte for
 // byte around it, and appends the snippet; the result must parse.
@@ -257,7 +258,7 @@ func mergeTOML(old, snippet []byte, name string) ([]byte, bool, error) {
 	var keep []string
 	in, replaced := false, false
 	for _, l := range lines {
-		if m := tomlHeader.FindStringSubmatch(strings.TrimRight(l, "\r\n")); m != nil {
+		if m := tomlHeader().FindStringSubmatch(strings.TrimRight(l, "\r\n")); m != nil {
 			in = ours(m[1])
 			replaced = replaced || in
 		}

@@ -384,7 +384,8 @@ func TestNewCmdTokensCreate(t *testing.T) {
 			want: proj{Entry: tokens.NewEntry{ID: "ci", Context: tokens.Context{Actor: agent}}, Expires: "2027-01-01T00:00:00Z"}},
 		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "bad id"}, wantErr: "invalid or missing --id"},
 		{global: GlobalOptions{As: "agent:x"}, argv: nil, wantErr: "invalid or missing --id"},
-		{argv: []string{"--id", "nobody"}, wantErr: "tokens create needs --as"},
+		// No --as: the actor is left to the grant files' context, read by the run.
+		{argv: []string{"--id", "nobody"}, want: proj{Entry: tokens.NewEntry{ID: "nobody"}}},
 		{global: GlobalOptions{As: "robot:x"}, argv: []string{"--id", "r"}, wantErr: "invalid address for --as"},
 		{global: GlobalOptions{As: "agent:x", Authority: "nobody"}, argv: []string{"--id", "r"}, wantErr: "invalid address for --authority"},
 		{global: GlobalOptions{As: "agent:x", World: " w"}, argv: []string{"--id", "r"}, wantErr: `invalid --world " w"`},
