@@ -59,8 +59,30 @@ func listenPolicy(listen, hostPart string, useTLS, insecureListen bool) (insecur
 
 // runMCPHTTP serves MCP over streamable HTTP until SIGTERM or SIGINT, then drains.
 func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
-	f := opts.f
-	o := &opts.HTTP
+	return listenAndServe(ctx, opts.f, &opts.HTTP, log, httpSurface{
+		what: "serving MCP over streamable HTTP", path: "/mcp",
+		handler:   func(srv *mcphttp.Server) http.Handler { return srv.Handler() },
+		ephemeral: func(url, token string) { printEphemeral(opts.f, url, token) },
+	})
+}
+
+// httpSurface is what differs between the HTTP surfaces that share the tokens file,
+// listener and drain of listenAndServe (`mcp --listen`, `serve`).
+type httpSurface struct {
+	what, path string // the start-up log line; the path of the URL logged
+	// handler is the surface's handler over the token server.
+	handler func(srv *mcphttp.Server) http.Handler
+	// ephemeral prints the ephemeral token (no tokens file).
+	ephemeral func(url, token string)
+	// config adjusts the token server's configuration (nil: none).
+	config func(*mcphttp.Config)
+}
+
+// listenAndServe checks the listen options, builds the token server (the tokens file's
+// principals, or one ephemeral token bound to the CLI's context), serves sf's handler
+// until SIGTERM or SIGINT, then drains: new requests are refused 503 while in-flight ones
+// get shutdownGrace to finish.
+func listenAndServe(ctx context.Context, f *Factory, o *MCPHTTPOptions, log *slog.Logger, sf httpSurface) error {
 	hostPart, port, err := net.SplitHostPort(o.Listen)
 	if err != nil || port == "" {
 		return usageError("pass --listen HOST:PORT, e.g. --listen 127.0.0.1:8765", "invalid --listen %q", o.Listen)
@@ -99,6 +121,9 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = s.MCPMaxSessions
 	}
+	if sf.config != nil {
+		sf.config(&cfg)
+	}
 	if tokensPath == "" {
 		// One ephemeral token bound to the CLI's context: its inputs are checked (and its
 		// warnings printed) as for stdio.
@@ -121,17 +146,17 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	if err != nil {
 		return usageError("pick a free port, or an address of this machine", "listen on %s: %v", o.Listen, err)
 	}
-	hs := srv.HTTPServer()
+	hs := mcphttp.HTTPServer(sf.handler(srv), log)
 	scheme := "http"
 	if useTLS {
 		scheme = "https"
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
-	url := scheme + "://" + urlHost(ln.Addr().String(), hostPart) + "/mcp"
-	log.Info("serving MCP over streamable HTTP", "url", url, "tokens", tokensPath)
+	url := scheme + "://" + urlHost(ln.Addr().String(), hostPart) + sf.path
+	log.Info(sf.what, "url", url, "tokens", tokensPath)
 	if cfg.EphemeralToken != "" {
-		printEphemeral(f, url, cfg.EphemeralToken)
+		sf.ephemeral(url, cfg.EphemeralToken)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -137,6 +137,9 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		root.AddCommand(c)
 	}
 	root.AddCommand(newMCPCmd(f)) // mcp: the MCP surface (cmd/mcp.go)
+	serveCmd := newServeCmd(f, nil) // serve: the HTTP /v1 surface (cmd/serve.go)
+	serveCmd.GroupID = "kernel"
+	root.AddCommand(serveCmd)
 	tokensCmd := newTokensCmd(f)  // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
 	tokensCmd.GroupID = "kernel"
 	root.AddCommand(tokensCmd)

@@ -176,10 +176,18 @@ func (s *Service) ListAllTools(ctx context.Context) ([]api.ToolStatus, error) {
 	return out, nil
 }
 
-// call is req as the turn's call: the run's call id, the turn's trace and instant.
+// call is req as the turn's call: the run's call id, the turn's trace and instant, unless
+// req names its own id and trace (a remote caller's).
 func call(h *Host, req api.InvokeRequest) kernel.ToolCall {
 	actx := h.Prepared.Context
-	return kernel.ToolCall{ID: h.CallID, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
+	c := kernel.ToolCall{ID: h.CallID, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
+	if req.ID != "" {
+		c.ID = req.ID
+	}
+	if req.TraceID != "" {
+		c.TraceID = req.TraceID
+	}
+	return c
 }
 
 // Invoke calls the tool once in the turn (kernel.Turn.InvokeTool).

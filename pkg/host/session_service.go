@@ -1,0 +1,62 @@
+package host
+
+import (
+	"context"
+
+	"github.com/sharedos/sharedos/pkg/api"
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// Service returns the embedded backend of one request to the session (HTTP /v1): its
+// operations run in one turn begun when the first of them needs it — the grant files
+// and namespace selection current then, the instant read then — under trace (the
+// session's own trace when ""), with meta on every audit event of the turn. A call
+// without an id of its own gets a fresh one. The audit and escalation operations use the
+// session's store; an escalation resolved through it is recorded with source surface.
+func (s *Session) Service(meta map[string]any, trace, surface string) *Service {
+	h := s.h
+	return &Service{b: Backend{
+		Prepare: func() (*Prepared, error) { return h.Prepared, nil },
+		Open: func(ctx context.Context) (*Host, error) {
+			t, k, err := s.begin(ctx, meta, trace)
+			if err != nil {
+				return nil, err
+			}
+			p := *h.Prepared // the request's view: its context and call id; nothing is closed through it
+			p.Context = t.Context()
+			p.CallID = NewUUID()
+			source := "flag"
+			if !h.Settings.NamespacesSet {
+				source = "default"
+				if _, stored, err := h.Store.Selection(ctx, p.Context.World, p.Context.Owner); err == nil && stored {
+					source = "stored"
+				}
+			}
+			return &Host{Prepared: &p, Kernel: k, Turn: t, Store: h.Store, SelectionSource: source}, nil
+		},
+		State:     func(context.Context) (ServiceState, error) { return h.Store, nil },
+		StatePath: h.Settings.State,
+		Surface:   surface,
+	}}
+}
+
+var _ api.Checks = (*Service)(nil)
+
+// Authorize is the turn's dry-run authorization of req (kernel.Turn.Authorize): nothing
+// is spent, the decision is audited.
+func (s *Service) Authorize(ctx context.Context, req kernel.CapabilityRequirement, operationID string) (kernel.AuthorizationDecision, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return kernel.AuthorizationDecision{}, err
+	}
+	return h.Turn.Authorize(ctx, req, operationID), nil
+}
+
+// Reach is where the turn's grants reach (kernel.Turn.Reach).
+func (s *Service) Reach(ctx context.Context) (kernel.ReachResult, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return kernel.ReachResult{}, err
+	}
+	return h.Turn.Reach(ctx), nil
+}
