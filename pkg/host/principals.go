@@ -57,9 +57,9 @@ type PrincipalsConfig[T any] struct {
 type Principal[T any] struct {
 	// ID is the token's id and Key its PrincipalKey; Role the token's role.
 	ID, Key, Role string
-	Host    *Host
-	Session *Session
-	Surface T
+	Host          *Host
+	Session       *Session
+	Surface       T
 
 	ps   *Principals[T]
 	once sync.Once

@@ -121,12 +121,12 @@ func Routes() []Route {
 
 // routes are the authenticated routes.
 var routes = []Route{
-		{Method: http.MethodGet, Path: "/v1/tools", handle: (*handler).listTools},
-		{Method: http.MethodGet, Path: "/v1/tools/namespaces", handle: (*handler).namespaces},
-		{Method: http.MethodPut, Path: "/v1/tools/namespaces", Body: true, handle: (*handler).updateNamespaces},
-		{Method: http.MethodPost, Path: "/v1/tools/invoke", Body: true, handle: (*handler).invoke},
-		{Method: http.MethodPost, Path: "/v1/tools/explain", Body: true, handle: (*handler).explain},
-		{Method: http.MethodPost, Path: "/v1/authorize", Body: true, handle: (*handler).authorize},
+	{Method: http.MethodGet, Path: "/v1/tools", handle: (*handler).listTools},
+	{Method: http.MethodGet, Path: "/v1/tools/namespaces", handle: (*handler).namespaces},
+	{Method: http.MethodPut, Path: "/v1/tools/namespaces", Body: true, handle: (*handler).updateNamespaces},
+	{Method: http.MethodPost, Path: "/v1/tools/invoke", Body: true, handle: (*handler).invoke},
+	{Method: http.MethodPost, Path: "/v1/tools/explain", Body: true, handle: (*handler).explain},
+	{Method: http.MethodPost, Path: "/v1/authorize", Body: true, handle: (*handler).authorize},
 	{Method: http.MethodGet, Path: "/v1/reach", handle: (*handler).reach},
 }
 
