@@ -18,7 +18,7 @@ const module = "github.com/sharedos/sharedos"
 
 // surfaces translate between a protocol and pkg/api: they reach no store by name and
 // never assemble or tune a kernel (that is pkg/host's).
-var surfaces = []string{"cmd", "pkg/mcpserver", "pkg/mcphttp", "pkg/scenario"}
+var surfaces = []string{"cmd", "pkg/mcpserver", "pkg/mcphttp", "pkg/scenario", "pkg/httpapi"}
 
 // hostTuning are pkg/kernel's host-tuning entry points: building a kernel, preparing
 // its tools and authority, registering tools and providers. Package-level names are

@@ -16,4 +16,8 @@ type Checks interface {
 	Authorize(ctx context.Context, req kernel.CapabilityRequirement, operationID string) (kernel.AuthorizationDecision, error)
 	// Reach reports where the context's grants reach, with no authority details.
 	Reach(ctx context.Context) (kernel.ReachResult, error)
+	// ExplainAuthorize is Authorize as an explanation (the JSON of `explain`: the
+	// refusing gate, the candidate grants and why each was rejected, the grant that
+	// would fix it). It spends nothing and writes no audit record.
+	ExplainAuthorize(ctx context.Context, req kernel.CapabilityRequirement) (Explanation, error)
 }

@@ -60,3 +60,15 @@ func (s *Service) Reach(ctx context.Context) (kernel.ReachResult, error) {
 	}
 	return h.Turn.Reach(ctx), nil
 }
+
+// ExplainAuthorize is the explanation of the dry-run authorization of req
+// (kernel.Turn.ExplainRequirement) with its candidates and fixes (Explain): what
+// `sharedos explain -o json` prints for a call with that requirement. Nothing is spent
+// or audited.
+func (s *Service) ExplainAuthorize(ctx context.Context, req kernel.CapabilityRequirement) (api.Explanation, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.Explanation{}, err
+	}
+	return Explain(ctx, h.Turn, h.Turn.ExplainRequirement(ctx, req)), nil
+}

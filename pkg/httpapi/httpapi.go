@@ -429,6 +429,15 @@ func (h *handler) authorize(rq *request) (int, any, error) {
 	if kernel.CheckDuplicateKeys(rq.body) != nil || json.Unmarshal(rq.body, &req) != nil {
 		return 0, nil, errInvalidRequest
 	}
+	if explain, err := boolQuery(rq.r, "explain"); err != nil {
+		return 0, nil, err
+	} else if explain {
+		ex, err := rq.service("").ExplainAuthorize(rq.r.Context(), req)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, ex, nil
+	}
 	d, err := rq.service("").Authorize(rq.r.Context(), req, rq.id)
 	if err != nil {
 		return 0, nil, err
@@ -442,4 +451,16 @@ func (h *handler) reach(rq *request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, res, nil
+}
+
+// boolQuery is the query parameter name as a boolean: absent or "false" false, "true"
+// true, anything else 400 invalid_request.
+func boolQuery(r *http.Request, name string) (bool, error) {
+	switch r.URL.Query().Get(name) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "Query parameter " + name + " must be true or false."}
 }

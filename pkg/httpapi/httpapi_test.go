@@ -13,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/httpapi"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mcphttp"
+	"github.com/sharedos/sharedos/pkg/sqlitestore"
+	"github.com/sharedos/sharedos/pkg/store"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
@@ -417,5 +420,62 @@ func TestMCPMounted(t *testing.T) {
 	// /mcp is the MCP surface's: its own 401 (no envelope), not the /v1 404
 	if resp.StatusCode != 401 {
 		t.Fatalf("POST /mcp without token: %d", resp.StatusCode)
+	}
+}
+
+// auditCount is the number of audit events of the fixture's state database.
+func (f *fixture) auditCount(t testing.TB) int {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), f.state, sqlitestore.Options{})
+	must(t, err)
+	defer st.Close()
+	evs, err := st.ListAudit(context.Background(), store.AuditFilter{})
+	must(t, err)
+	return len(evs)
+}
+
+func TestExplain(t *testing.T) {
+	f := newFixture(t)
+	f.do("GET", "/v1/tools", "alice", "") // the authority's record, written once
+	before := f.auditCount(t)
+	create := call("call-1", "files.create", `{"path":["drafts","a.md"],"content":"x"}`)
+	for i := 0; i < 3; i++ { // maxUses 2: an explanation spends nothing
+		r := f.do("POST", "/v1/tools/explain", "alice", create)
+		var ex api.Explanation
+		must(t, json.Unmarshal(r.body, &ex))
+		if r.status != 200 || !ex.Allowed || ex.MatchedGrant == nil || ex.MatchedGrant.ID != "g-alice-drafts" {
+			t.Fatalf("explain allowed create #%d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := f.do("POST", "/v1/tools/explain", "alice", call("call-2", "files.delete", `{"path":["notes","todo.md"]}`))
+	var ex api.Explanation
+	must(t, json.Unmarshal(r.body, &ex))
+	if r.status != 200 || ex.Allowed || ex.Refusal == nil || ex.Refusal.Code != "tool_unavailable" || len(ex.Fixes) == 0 || len(ex.Candidates) == 0 {
+		t.Fatalf("explain denied delete: %d %s", r.status, r.body)
+	}
+	// authorize?explain=true: the same explanation of a bare requirement
+	r = f.do("POST", "/v1/authorize?explain=true", "alice", `{"resource":{"namespace":"files","path":["notes","todo.md"]},"action":"delete"}`)
+	ex = api.Explanation{}
+	must(t, json.Unmarshal(r.body, &ex))
+	if r.status != 200 || ex.Allowed || ex.Refusal == nil || ex.Refusal.Code != "no_matching_grant" || ex.Refusal.Gate != "grant" ||
+		len(ex.Fixes) != 1 || ex.Fixes[0].Kind != api.FixAddGrant || !strings.Contains(ex.Fixes[0].YAML, "delete") {
+		t.Fatalf("authorize?explain=true: %d %s", r.status, r.body)
+	}
+	r = f.do("POST", "/v1/authorize?explain=true", "alice", `{"resource":{"namespace":"files","path":["drafts","x.md"]},"action":"create"}`)
+	if m := r.json(t); m["allowed"] != true || m["matchedGrant"] == nil {
+		t.Fatalf("authorize?explain=true allowed: %s", r.body)
+	}
+	if r := f.do("POST", "/v1/authorize?explain=maybe", "alice", `{"resource":{"namespace":"files","path":[]},"action":"read"}`); r.status != 400 {
+		t.Fatalf("explain=maybe: %d", r.status)
+	}
+	if after := f.auditCount(t); after != before {
+		t.Fatalf("explanations wrote %d audit events", after-before)
+	}
+	// both uses are still there
+	for i, name := range []string{"a.md", "b.md"} {
+		r := f.do("POST", "/v1/tools/invoke", "alice", call("c"+name, "files.create", `{"path":["drafts","`+name+`"],"content":"x"}`))
+		if m := r.json(t); m["status"] != "succeeded" {
+			t.Fatalf("create #%d after the explanations: %s", i, r.body)
+		}
 	}
 }

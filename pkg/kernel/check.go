@@ -113,3 +113,30 @@ func (t *Turn) Reach(ctx context.Context) ReachResult {
 	})
 	return ReachResult{Status: "computed", Reach: out}
 }
+
+// ExplainRequirement is the dry run of Authorize for `POST /v1/authorize?explain=true`:
+// the same decision (every port asked, nothing consumed) as an explanation of a call —
+// the refusing finding, the requirement and the execution decision with its diagnostic
+// — with no tool (Tool "" and Registered false: a bare requirement names none). Nothing
+// is audited, not even the turn's authority.resolved. An invalid requirement is a
+// finding (invalid_request), as Authorize denies it.
+func (t *Turn) ExplainRequirement(ctx context.Context, req CapabilityRequirement) *CallExplanation {
+	r := req
+	var d AuthorizationDecision
+	var diag Diagnostic
+	if err := req.Validate(); err != nil {
+		d = deny(ReasonInvalidRequest)
+	} else {
+		d, diag = t.k.authz.Authorize(ctx, t.Authority(ctx), t.actx, req, AuthorizeOptions{})
+	}
+	if !d.Allowed && d.ReasonCode == ReasonNoMatchingGrant {
+		d.RequiredAuthority = RequiredAuthority(t.actx, req)
+	}
+	e := &CallExplanation{Status: StatusSucceeded, Findings: []Finding{}, Requirement: &r, Decision: &d, DecisionDiag: &diag,
+		Allowed: d.Allowed}
+	if f := authorizationFinding(StageAuthorization, &r, d); f != nil {
+		e.Findings = append(e.Findings, *f)
+		e.Status, e.Code, e.Gate, e.Cause = f.Status, f.Code, f.Gate, f.Cause
+	}
+	return e
+}
