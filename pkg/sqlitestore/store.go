@@ -467,6 +467,20 @@ DROP INDEX IF EXISTS audit_events_outcome;
 DROP INDEX IF EXISTS audit_events_tool;
 DROP INDEX IF EXISTS audit_events_world;
 `,
+	// idempotency: the responses of requests sent with an Idempotency-Key (serve's
+	// POST /v1/tools/invoke), by (scope, key); status 0 while the first request runs.
+	`
+CREATE TABLE idempotency (
+	scope       TEXT NOT NULL,
+	key         TEXT NOT NULL,
+	fingerprint TEXT NOT NULL,
+	claimed_ms  INTEGER NOT NULL,
+	status      INTEGER NOT NULL,
+	body        BLOB,
+	PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_claimed ON idempotency (claimed_ms);
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it
