@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,8 @@ type ServeOptions struct {
 	HTTP      MCPHTTPOptions
 	// MCP mounts the MCP server of `mcp --listen` at /mcp beside /v1.
 	MCP bool
+	// IdempotencyWindow is how long an Idempotency-Key's response is kept.
+	IdempotencyWindow time.Duration
 }
 
 func newServeCmd(f *Factory, runF func(context.Context, *ServeOptions) error) *cobra.Command {
@@ -35,6 +38,12 @@ grant files, exactly as for 'sharedos mcp --listen' (the same file, the same rul
 4 MiB). Without a tokens file one ephemeral token, bound to this invocation's context, is
 printed on stderr.
 
+POST /v1/tools/invoke honours an Idempotency-Key header: the same key with the same call
+returns the stored result verbatim without running or spending again (kept in the state
+database for --idempotency-window, default 24h, so every serve process over that database
+shares it); the same key with another call is 409 replay_conflict, and while the first
+still runs, 409 replay_pending.
+
 A refused call is a 200 result (status denied), never an HTTP error; errors of a request
 use the envelope {"error":{"code","message","requestId"}}. Every response carries
 x-request-id and cache-control: no-store.
@@ -48,6 +57,9 @@ SIGINT lets in-flight requests finish (up to 10 s) and stops.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.HTTP.Listen == "" {
 				return usageError("pass --listen HOST:PORT, e.g. --listen 127.0.0.1:8080", "serve needs --listen")
+			}
+			if opts.IdempotencyWindow <= 0 {
+				return usageError("pass a positive duration, e.g. --idempotency-window 24h", "invalid --idempotency-window %s", opts.IdempotencyWindow)
 			}
 			if opts.LogFormat != "text" && opts.LogFormat != "json" {
 				return usageError("pass --log-format text or --log-format json", "invalid --log-format %q", opts.LogFormat)
@@ -66,6 +78,7 @@ SIGINT lets in-flight requests finish (up to 10 s) and stops.`,
 	c.Flags().StringVar(&opts.HTTP.TLSKey, "tls-key", "", "PEM private key (with --tls-cert)")
 	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
 	c.Flags().BoolVar(&opts.MCP, "mcp", false, "also serve MCP over streamable HTTP at /mcp, with the same tokens")
+	c.Flags().DurationVar(&opts.IdempotencyWindow, "idempotency-window", httpapi.DefaultIdempotencyWindow, "how long the response of a POST /v1/tools/invoke with an Idempotency-Key is kept and replayed")
 	c.Flags().IntVar(&opts.HTTP.MaxSessions, "max-sessions", 0, "open MCP sessions per token with --mcp (default: config mcp.maxSessions, else 64)")
 	return c
 }
@@ -85,7 +98,7 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 		what: "serving the HTTP /v1 API", path: "/v1",
 		handler: func(srv *mcphttp.Server) http.Handler {
 			authenticate, enter := httpapi.Tokens(srv)
-			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log}
+			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: f.Clock}
 			if opts.MCP {
 				cfg.MCP = srv.Handler()
 			}

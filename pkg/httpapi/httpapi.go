@@ -40,11 +40,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // DefaultMaxBody caps a request body (4 MiB, spec 50 §5).
@@ -69,6 +71,12 @@ type Principal interface {
 	// context, with trace as the context's trace id ("" : the principal's own) and meta
 	// on every audit event.
 	Service(meta map[string]any, trace string) Backend
+	// Scope is the scope of the principal's idempotency keys (ContextScope of its
+	// context).
+	Scope() string
+	// Idempotency is the store of the idempotency keys (nil: none is kept, and a request
+	// with a key is refused 501).
+	Idempotency() store.Idempotency
 }
 
 // Error is a request refused as a request: its HTTP status, the envelope's code and
@@ -97,6 +105,12 @@ type Config struct {
 	Logger  *slog.Logger
 	// NewID returns a fresh request id (default: a random UUID).
 	NewID func() string
+	// IdempotencyWindow is how long an Idempotency-Key's response is kept (default
+	// DefaultIdempotencyWindow); ReplayWait how long the same request waits for a running
+	// first one (default DefaultReplayWait; negative: not at all).
+	IdempotencyWindow time.Duration
+	ReplayWait        time.Duration
+	Clock             func() time.Time
 }
 
 // Route is one method and path of the /v1 API.
@@ -131,8 +145,9 @@ var routes = []Route{
 }
 
 type handler struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	waiting waiters
 }
 
 // New returns the /v1 handler.
@@ -143,6 +158,15 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.IdempotencyWindow <= 0 {
+		cfg.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if cfg.ReplayWait == 0 {
+		cfg.ReplayWait = DefaultReplayWait
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return uuid.NewString() }
 	}
@@ -152,6 +176,7 @@ func New(cfg Config) http.Handler {
 // request is one request on its way through the pipeline.
 type request struct {
 	r    *http.Request
+	w    http.ResponseWriter
 	id   string
 	p    Principal
 	body []byte
@@ -234,9 +259,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	rq.w = w
 	status, body, err := route.handle(h, rq)
 	if err != nil {
 		h.fail(w, rq, err)
+		return
+	}
+	if raw, ok := body.(rawJSON); ok {
+		writeRaw(w, status, raw)
 		return
 	}
 	writeJSON(w, status, body)
@@ -405,11 +435,26 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := rq.service(c.TraceID).Invoke(rq.r.Context(), api.InvokeRequest{Tool: c.Tool, Arguments: c.Arguments, ID: c.ID, TraceID: c.TraceID})
+	svc := rq.service(c.TraceID)
+	run := func() (any, error) {
+		res, err := svc.Invoke(rq.r.Context(), api.InvokeRequest{Tool: c.Tool, Arguments: c.Arguments, ID: c.ID, TraceID: c.TraceID})
+		if err != nil {
+			return nil, err
+		}
+		return res.Result, nil
+	}
+	if key, ok := rq.r.Header[HeaderIdempotencyKey]; ok {
+		trace := rq.r.Header.Get(HeaderTraceID)
+		if trace == "" {
+			trace = c.TraceID
+		}
+		return h.idempotent(rq.w, rq, strings.Join(key, ","), Fingerprint(c, trace), run)
+	}
+	res, err := run()
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, res.Result, nil
+	return http.StatusOK, res, nil
 }
 
 func (h *handler) explain(rq *request) (int, any, error) {

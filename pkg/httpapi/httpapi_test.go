@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -55,7 +56,10 @@ type fixture struct {
 	validate   func(t testing.TB, method, path string, status int, header http.Header, body []byte)
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with the handler's configuration adjusted by cfg.
+func newFixtureWith(t testing.TB, cfg func(*httpapi.Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir(), tok: map[string]string{}}
 	f.root = filepath.Join(f.dir, "root")
@@ -87,7 +91,11 @@ func newFixture(t testing.TB) *fixture {
 	must(t, err)
 	f.srv = srv
 	authenticate, enter := httpapi.Tokens(srv)
-	f.ts = httptest.NewServer(httpapi.New(httpapi.Config{Authenticate: authenticate, Enter: enter, MCP: srv.Handler()}))
+	hc := httpapi.Config{Authenticate: authenticate, Enter: enter, MCP: srv.Handler(), Logger: testLogger(t)}
+	if cfg != nil {
+		cfg(&hc)
+	}
+	f.ts = httptest.NewServer(httpapi.New(hc))
 	t.Cleanup(func() {
 		f.ts.CloseClientConnections()
 		f.ts.Close()
@@ -479,3 +487,12 @@ func TestExplain(t *testing.T) {
 		}
 	}
 }
+
+// testLogger logs to the test's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/sharedos/sharedos/pkg/mcphttp"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // Tokens returns srv's authentication and drain as a Config's Authenticate and Enter:
@@ -36,6 +37,10 @@ type tokenPrincipal struct{ p *mcphttp.Principal }
 func (t tokenPrincipal) ID() string { return t.p.ID }
 
 func (t tokenPrincipal) Operator() bool { return t.p.Role == "operator" }
+
+func (t tokenPrincipal) Scope() string { return ContextScope(t.p.Host.Prepared.Context) }
+
+func (t tokenPrincipal) Idempotency() store.Idempotency { return t.p.Host.Store }
 
 func (t tokenPrincipal) Service(meta map[string]any, trace string) Backend {
 	return t.p.Session.Service(meta, trace, "http")

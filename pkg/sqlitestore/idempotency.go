@@ -16,6 +16,20 @@ var _ store.Idempotency = (*Store)(nil)
 // makes the read and the claim atomic across processes); expired records are deleted in
 // the same transaction.
 func (s *Store) BeginIdempotent(ctx context.Context, key store.IdempotencyKey, fp string, now time.Time, window time.Duration) (_ store.IdempotencyState, _ store.IdempotencyRecord, err error) {
+	cutoff := now.Add(-window).UnixMilli()
+	// The fast path reads without the write lock: a key that holds a live record (a
+	// replay, a conflict, a request waiting for the first) never queues for it.
+	var rec store.IdempotencyRecord
+	var ms int64
+	err = s.db.QueryRowContext(ctx, `SELECT fingerprint, claimed_ms, status, body FROM idempotency WHERE scope = ? AND key = ? AND claimed_ms >= ?`,
+		key.Scope, key.Key, cutoff).Scan(&rec.Fingerprint, &ms, &rec.Status, &rec.Body)
+	if err == nil {
+		rec.ClaimedAt = time.UnixMilli(ms)
+		return idempotencyState(rec, fp), rec, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, rec, fmt.Errorf("claim idempotency key: %w", err)
+	}
 	tx, err := s.db.BeginTx(ctx, nil) // immediate (see dsnParams)
 	if err != nil {
 		return 0, store.IdempotencyRecord{}, fmt.Errorf("claim idempotency key: %w", err)
@@ -25,12 +39,9 @@ func (s *Store) BeginIdempotent(ctx context.Context, key store.IdempotencyKey, f
 			_ = tx.Rollback()
 		}
 	}()
-	cutoff := now.Add(-window).UnixMilli()
 	if _, err = tx.ExecContext(ctx, `DELETE FROM idempotency WHERE claimed_ms < ?`, cutoff); err != nil {
 		return 0, store.IdempotencyRecord{}, fmt.Errorf("claim idempotency key: %w", err)
 	}
-	var rec store.IdempotencyRecord
-	var ms int64
 	err = tx.QueryRowContext(ctx, `SELECT fingerprint, claimed_ms, status, body FROM idempotency WHERE scope = ? AND key = ?`,
 		key.Scope, key.Key).Scan(&rec.Fingerprint, &ms, &rec.Status, &rec.Body)
 	switch {
@@ -39,13 +50,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, key store.IdempotencyKey, f
 		if err = tx.Commit(); err != nil {
 			return 0, rec, fmt.Errorf("claim idempotency key: %w", err)
 		}
-		switch {
-		case rec.Fingerprint != fp:
-			return store.IdempotencyConflict, rec, nil
-		case rec.Status == 0:
-			return store.IdempotencyPending, rec, nil
-		}
-		return store.IdempotencyDone, rec, nil
+		return idempotencyState(rec, fp), rec, nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return 0, rec, fmt.Errorf("claim idempotency key: %w", err)
 	}
@@ -91,4 +96,15 @@ func (s *Store) AbandonIdempotent(ctx context.Context, key store.IdempotencyKey,
 		return fmt.Errorf("abandon idempotency key: %w", err)
 	}
 	return nil
+}
+
+// idempotencyState is what a live record of a key means to a request with fp.
+func idempotencyState(rec store.IdempotencyRecord, fp string) store.IdempotencyState {
+	switch {
+	case rec.Fingerprint != fp:
+		return store.IdempotencyConflict
+	case rec.Status == 0:
+		return store.IdempotencyPending
+	}
+	return store.IdempotencyDone
 }
