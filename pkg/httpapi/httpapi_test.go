@@ -495,4 +495,7 @@ func testLogger(t testing.TB) *slog.Logger {
 
 type testWriter struct{ t testing.TB }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
