@@ -21,3 +21,15 @@ type Checks interface {
 	// would fix it). It spends nothing and writes no audit record.
 	ExplainAuthorize(ctx context.Context, req kernel.CapabilityRequirement) (Explanation, error)
 }
+
+// Admin are the operator's operations of HTTP /v1/admin that reach beyond the context's
+// own (world, owner): the namespace settings of any (world, owner). The reviewer of an
+// escalation, the audit trail and the escalations list are Service's.
+type Admin interface {
+	// NamespacesOf is Namespaces for (world, owner) instead of the context's: the
+	// catalogue under that pair's stored (or default) selection.
+	NamespacesOf(ctx context.Context, world string, owner kernel.Address) (Namespaces, error)
+	// UpdateNamespacesOf is UpdateNamespaces of (world, owner)'s stored selection; the
+	// audit record names the context's actor as who changed it.
+	UpdateNamespacesOf(ctx context.Context, world string, owner kernel.Address, u kernel.ToolNamespaceUpdate) (NamespacesUpdated, error)
+}

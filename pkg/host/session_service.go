@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -71,4 +72,58 @@ func (s *Service) ExplainAuthorize(ctx context.Context, req kernel.CapabilityReq
 		return api.Explanation{}, err
 	}
 	return Explain(ctx, h.Turn, h.Turn.ExplainRequirement(ctx, req)), nil
+}
+
+var _ api.Admin = (*Service)(nil)
+
+// of begins a turn of the host's kernel for (world, owner) instead of the context's:
+// the context's actor, authority and purpose, the pair's stored (or default) selection.
+func (s *Service) of(ctx context.Context, world string, owner kernel.Address) (*kernel.Turn, string, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	actx := h.Turn.Context()
+	actx.World, actx.Owner = world, owner
+	sel, stored, err := h.Store.Selection(ctx, world, owner)
+	if err != nil {
+		return nil, "", s.stateErr(err)
+	}
+	actx.EnabledToolNamespaces = sel
+	t, err := h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{AuthorityResolvedOnce: true})
+	if err != nil {
+		return nil, "", &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err}
+	}
+	return t, map[bool]string{true: "stored", false: "default"}[stored], nil
+}
+
+// NamespacesOf returns the namespace catalogue of (world, owner).
+func (s *Service) NamespacesOf(ctx context.Context, world string, owner kernel.Address) (api.Namespaces, error) {
+	t, source, err := s.of(ctx, world, owner)
+	if err != nil {
+		return api.Namespaces{}, err
+	}
+	cat, err := t.ListToolNamespaces(ctx)
+	if err != nil {
+		return api.Namespaces{}, s.kernelErr(err)
+	}
+	return api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary, EffectiveSelection: t.Context().EnabledToolNamespaces,
+		World: world, Owner: owner, SelectionSource: source}, nil
+}
+
+// UpdateNamespacesOf applies the patch to (world, owner)'s stored selection.
+func (s *Service) UpdateNamespacesOf(ctx context.Context, world string, owner kernel.Address, u kernel.ToolNamespaceUpdate) (api.NamespacesUpdated, error) {
+	t, _, err := s.of(ctx, world, owner)
+	if err != nil {
+		return api.NamespacesUpdated{}, err
+	}
+	cat, sel, err := t.UpdateToolNamespaces(ctx, u)
+	if err != nil {
+		if errors.Is(err, kernel.ErrInvalidUpdate) {
+			return api.NamespacesUpdated{}, &api.Error{Code: api.CodeInvalidRequest, Message: "invalid namespace patch: " + err.Error(), Err: err}
+		}
+		return api.NamespacesUpdated{}, s.kernelErr(err)
+	}
+	return api.NamespacesUpdated{Namespaces: api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary,
+		EffectiveSelection: sel, World: world, Owner: owner, SelectionSource: "stored"}}, nil
 }

@@ -59,6 +59,7 @@ const ProtocolVersion = "1"
 type Backend interface {
 	api.Service
 	api.Checks
+	api.Admin
 }
 
 // Principal is the authenticated caller of one request.
@@ -133,8 +134,11 @@ func Routes() []Route {
 	return out
 }
 
-// routes are the authenticated routes.
-var routes = []Route{
+// routes are the authenticated routes: the agent's, then the operator's.
+var routes = append(agentRoutes, adminRoutes...)
+
+// agentRoutes are the routes of spec 30 §2.2 (and the explanation).
+var agentRoutes = []Route{
 	{Method: http.MethodGet, Path: "/v1/tools", handle: (*handler).listTools},
 	{Method: http.MethodGet, Path: "/v1/tools/namespaces", handle: (*handler).namespaces},
 	{Method: http.MethodPut, Path: "/v1/tools/namespaces", Body: true, handle: (*handler).updateNamespaces},
@@ -180,6 +184,33 @@ type request struct {
 	id   string
 	p    Principal
 	body []byte
+	// params are the path's {name} segments.
+	params map[string]string
+}
+
+// match matches a path against a route's pattern, whose {name} segments match any one
+// non-empty segment.
+func match(pattern, path string) (map[string]string, bool) {
+	if !strings.Contains(pattern, "{") {
+		return nil, pattern == path
+	}
+	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(ps) != len(xs) {
+		return nil, false
+	}
+	params := map[string]string{}
+	for i, p := range ps {
+		switch {
+		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}"):
+			if xs[i] == "" {
+				return nil, false
+			}
+			params[p[1:len(p)-1]] = xs[i]
+		case p != xs[i]:
+			return nil, false
+		}
+	}
+	return params, true
 }
 
 // Trace headers: the trace id of a request (spec 50 §5) and the purpose hint.
@@ -235,10 +266,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var verbs []string
 	var route *Route
 	for i := range routes {
-		if routes[i].Path == r.URL.Path {
+		if params, ok := match(routes[i].Path, r.URL.Path); ok {
 			verbs = append(verbs, routes[i].Method)
 			if routes[i].Method == r.Method {
-				route = &routes[i]
+				route, rq.params = &routes[i], params
 			}
 		}
 	}
@@ -263,6 +294,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status, body, err := route.handle(h, rq)
 	if err != nil {
 		h.fail(w, rq, err)
+		return
+	}
+	if _, ok := body.(streamed); ok {
 		return
 	}
 	if raw, ok := body.(rawJSON); ok {

@@ -163,7 +163,7 @@ func (f *fixture) do(method, path, token string, body string, hdr ...string) res
 	b, err := io.ReadAll(resp.Body)
 	must(f.t, err)
 	r := response{status: resp.StatusCode, header: resp.Header, body: b}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" && !(ct == "application/x-ndjson" && r.status == 200) {
 		f.t.Errorf("%s %s: content-type %q", method, path, ct)
 	}
 	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
@@ -177,6 +177,9 @@ func (f *fixture) do(method, path, token string, body string, hdr ...string) res
 	}
 	return r
 }
+
+// doRaw is do without a body.
+func (f *fixture) doRaw(method, path, token string) response { f.t.Helper(); return f.do(method, path, token, "") }
 
 func call(id, tool string, args string) string {
 	return `{"id":"` + id + `","tool":"` + tool + `","arguments":` + args + `,"traceId":"trace-1","requestedAt":"2026-01-01T00:00:00Z"}`
