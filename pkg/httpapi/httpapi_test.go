@@ -179,7 +179,10 @@ func (f *fixture) do(method, path, token string, body string, hdr ...string) res
 }
 
 // doRaw is do without a body.
-func (f *fixture) doRaw(method, path, token string) response { f.t.Helper(); return f.do(method, path, token, "") }
+func (f *fixture) doRaw(method, path, token string) response {
+	f.t.Helper()
+	return f.do(method, path, token, "")
+}
 
 func call(id, tool string, args string) string {
 	return `{"id":"` + id + `","tool":"` + tool + `","arguments":` + args + `,"traceId":"trace-1","requestedAt":"2026-01-01T00:00:00Z"}`
