@@ -17,14 +17,14 @@ import (
 // export as JSON lines, the recorded calls of `audit export`) and the namespace settings
 // of any (world, owner).
 var adminRoutes = []Route{
-	{Method: http.MethodGet, Path: "/v1/admin/escalations", Operator: true, handle: (*handler).adminEscalations},
+	{Method: http.MethodGet, Path: "/v1/admin/escalations", Query: true, Operator: true, handle: (*handler).adminEscalations},
 	{Method: http.MethodGet, Path: "/v1/admin/escalations/{id}", Operator: true, handle: (*handler).adminEscalation},
 	{Method: http.MethodPost, Path: "/v1/admin/escalations/{id}/resolve", Operator: true, Body: true, handle: (*handler).adminResolve},
-	{Method: http.MethodGet, Path: "/v1/admin/audit", Operator: true, handle: (*handler).adminAudit},
-	{Method: http.MethodGet, Path: "/v1/admin/audit/export", Operator: true, handle: (*handler).adminAuditExport},
-	{Method: http.MethodGet, Path: "/v1/admin/audit/calls", Operator: true, handle: (*handler).adminAuditCalls},
-	{Method: http.MethodGet, Path: "/v1/admin/namespaces", Operator: true, handle: (*handler).adminNamespaces},
-	{Method: http.MethodPut, Path: "/v1/admin/namespaces", Operator: true, Body: true, handle: (*handler).adminUpdateNamespaces},
+	{Method: http.MethodGet, Path: "/v1/admin/audit", Query: true, Operator: true, handle: (*handler).adminAudit},
+	{Method: http.MethodGet, Path: "/v1/admin/audit/export", Query: true, Operator: true, handle: (*handler).adminAuditExport},
+	{Method: http.MethodGet, Path: "/v1/admin/audit/calls", Query: true, Operator: true, handle: (*handler).adminAuditCalls},
+	{Method: http.MethodGet, Path: "/v1/admin/namespaces", Operator: true, Query: true, handle: (*handler).adminNamespaces},
+	{Method: http.MethodPut, Path: "/v1/admin/namespaces", Operator: true, Query: true, Body: true, handle: (*handler).adminUpdateNamespaces},
 }
 
 // badQuery is a query parameter that is not what its route takes.

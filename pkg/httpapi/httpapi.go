@@ -40,10 +40,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"go.yaml.in/yaml/v3"
 
+	openapi "github.com/sharedos/sharedos/api"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -119,19 +122,53 @@ type Route struct {
 	Method, Path string
 	// Operator routes need a token whose role is operator.
 	Operator bool
-	// Body: the route reads a JSON body.
-	Body   bool
+	// Body: the route reads a JSON body; Query: it reads query parameters.
+	Body, Query bool
 	handle func(h *handler, rq *request) (int, any, error)
 }
 
-// Routes is the route table, in the order of the OpenAPI document (/health first).
+// Routes is the route table: /health and /v1/openapi.json (no credentials), then the
+// authenticated routes.
 func Routes() []Route {
-	out := make([]Route, 0, len(routes)+1)
-	out = append(out, Route{Method: http.MethodGet, Path: "/health"})
+	out := make([]Route, 0, len(routes)+2)
+	out = append(out, Route{Method: http.MethodGet, Path: "/health"}, Route{Method: http.MethodGet, Path: "/v1/openapi.json"})
 	for _, r := range routes {
-		out = append(out, Route{Method: r.Method, Path: r.Path, Operator: r.Operator, Body: r.Body})
+		out = append(out, Route{Method: r.Method, Path: r.Path, Operator: r.Operator, Body: r.Body, Query: r.Query})
 	}
 	return out
+}
+
+// Statuses are the HTTP statuses the route answers with (a wrong verb's 405 belongs to
+// the path, not the route): 200; without credentials nothing else; else 401, 500 and
+// 503 (the tokens file unusable, the state unavailable, draining); 400 for a route that
+// reads a body or query parameters, 413 for a body; 403 for an operator route; 404 for a
+// route with an {id}; 409 and 501 for the idempotent invoke.
+func (r Route) Statuses() []int {
+	if r.Path == "/health" || r.Path == "/v1/openapi.json" {
+		return []int{200}
+	}
+	out := []int{200}
+	if r.Body || r.Query {
+		out = append(out, 400)
+	}
+	out = append(out, 401)
+	if r.Operator {
+		out = append(out, 403)
+	}
+	if strings.Contains(r.Path, "{") {
+		out = append(out, 404)
+	}
+	if r.Path == "/v1/tools/invoke" {
+		out = append(out, 409)
+	}
+	if r.Body {
+		out = append(out, 413)
+	}
+	out = append(out, 500)
+	if r.Path == "/v1/tools/invoke" {
+		out = append(out, 501)
+	}
+	return append(out, 503)
 }
 
 // routes are the authenticated routes: the agent's, then the operator's.
@@ -144,7 +181,7 @@ var agentRoutes = []Route{
 	{Method: http.MethodPut, Path: "/v1/tools/namespaces", Body: true, handle: (*handler).updateNamespaces},
 	{Method: http.MethodPost, Path: "/v1/tools/invoke", Body: true, handle: (*handler).invoke},
 	{Method: http.MethodPost, Path: "/v1/tools/explain", Body: true, handle: (*handler).explain},
-	{Method: http.MethodPost, Path: "/v1/authorize", Body: true, handle: (*handler).authorize},
+	{Method: http.MethodPost, Path: "/v1/authorize", Body: true, Query: true, handle: (*handler).authorize},
 	{Method: http.MethodGet, Path: "/v1/reach", handle: (*handler).reach},
 }
 
@@ -246,6 +283,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "protocolVersion": ProtocolVersion})
+		return
+	}
+	if r.URL.Path == "/v1/openapi.json" {
+		if r.Method != http.MethodGet {
+			h.methodNotAllowed(w, rq, []string{http.MethodGet})
+			return
+		}
+		doc, err := Document()
+		if err != nil {
+			h.fail(w, rq, err)
+			return
+		}
+		writeRaw(w, http.StatusOK, doc)
 		return
 	}
 	if h.cfg.Enter != nil {
@@ -543,3 +593,16 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 	}
 	return false, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "Query parameter " + name + " must be true or false."}
 }
+
+// Document is the published contract (api/openapi.yaml) as JSON, converted once.
+var Document = sync.OnceValues(func() ([]byte, error) {
+	var doc any
+	if err := yaml.Unmarshal(openapi.YAML, &doc); err != nil {
+		return nil, fmt.Errorf("api/openapi.yaml: %w", err)
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("api/openapi.yaml: %w", err)
+	}
+	return append(b, '\n'), nil
+})

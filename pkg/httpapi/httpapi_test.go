@@ -61,7 +61,7 @@ func newFixture(t testing.TB) *fixture { return newFixtureWith(t, nil) }
 // newFixtureWith is newFixture with the handler's configuration adjusted by cfg.
 func newFixtureWith(t testing.TB, cfg func(*httpapi.Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: t.TempDir(), tok: map[string]string{}}
+	f := &fixture{t: t, dir: t.TempDir(), tok: map[string]string{}, validate: validateResponse}
 	f.root = filepath.Join(f.dir, "root")
 	must(t, os.MkdirAll(filepath.Join(f.root, "notes"), 0o755))
 	must(t, os.MkdirAll(filepath.Join(f.root, "drafts"), 0o755))
@@ -505,3 +505,5 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
