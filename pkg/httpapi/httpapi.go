@@ -124,7 +124,7 @@ type Route struct {
 	Operator bool
 	// Body: the route reads a JSON body; Query: it reads query parameters.
 	Body, Query bool
-	handle func(h *handler, rq *request) (int, any, error)
+	handle      func(h *handler, rq *request) (int, any, error)
 }
 
 // Routes is the route table: /health and /v1/openapi.json (no credentials), then the
