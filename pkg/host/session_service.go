@@ -127,3 +127,7 @@ func (s *Service) UpdateNamespacesOf(ctx context.Context, world string, owner ke
 	return api.NamespacesUpdated{Namespaces: api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary,
 		EffectiveSelection: sel, World: world, Owner: owner, SelectionSource: "stored"}}, nil
 }
+
+// AccessContext is the session's access context now: its instant and namespace
+// selection read now. It writes nothing.
+func (s *Session) AccessContext(ctx context.Context) (kernel.AccessContext, error) { return s.context(ctx) }

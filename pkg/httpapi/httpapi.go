@@ -78,6 +78,9 @@ type Principal interface {
 	// Scope is the scope of the principal's idempotency keys (ContextScope of its
 	// context).
 	Scope() string
+	// AccessContext is the principal's access context now (its instant and namespace
+	// selection read now); it writes nothing.
+	AccessContext(ctx context.Context) (kernel.AccessContext, error)
 	// Idempotency is the store of the idempotency keys (nil: none is kept, and a request
 	// with a key is refused 501).
 	Idempotency() store.Idempotency
@@ -155,7 +158,7 @@ func (r Route) Statuses() []int {
 	if r.Operator {
 		out = append(out, 403)
 	}
-	if strings.Contains(r.Path, "{") {
+	if strings.Contains(r.Path, "{") || r.Path == "/v1/tools/definition" {
 		out = append(out, 404)
 	}
 	if r.Path == "/v1/tools/invoke" {
@@ -177,6 +180,10 @@ var routes = append(agentRoutes, adminRoutes...)
 // agentRoutes are the routes of spec 30 §2.2 (and the explanation).
 var agentRoutes = []Route{
 	{Method: http.MethodGet, Path: "/v1/tools", handle: (*handler).listTools},
+	{Method: http.MethodGet, Path: "/v1/tools/registry", handle: (*handler).registry},
+	{Method: http.MethodGet, Path: "/v1/tools/status", handle: (*handler).toolStatus},
+	{Method: http.MethodGet, Path: "/v1/tools/definition", Query: true, handle: (*handler).definition},
+	{Method: http.MethodGet, Path: "/v1/context", handle: (*handler).accessContext},
 	{Method: http.MethodGet, Path: "/v1/tools/namespaces", handle: (*handler).namespaces},
 	{Method: http.MethodPut, Path: "/v1/tools/namespaces", Body: true, handle: (*handler).updateNamespaces},
 	{Method: http.MethodPost, Path: "/v1/tools/invoke", Body: true, handle: (*handler).invoke},
@@ -254,6 +261,10 @@ func match(pattern, path string) (map[string]string, bool) {
 const (
 	HeaderRequestID = "X-Request-Id"
 	HeaderTraceID   = "X-Sharedos-Trace-Id"
+	// HeaderGate and HeaderCause carry a refused call's gate and hidden cause (what the
+	// CLI shows beside a refusal); the ToolResult body is the contract's, without them.
+	HeaderGate  = "X-Sharedos-Gate"
+	HeaderCause = "X-Sharedos-Cause"
 )
 
 // requestID is the request's id: a valid incoming one, else a fresh one.
@@ -496,10 +507,6 @@ func (h *handler) updateNamespaces(rq *request) (int, any, error) {
 	}
 	n, err := rq.service("").UpdateNamespaces(rq.r.Context(), u)
 	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == api.CodeInvalidRequest {
-			return 0, nil, errInvalidRequest
-		}
 		return 0, nil, err
 	}
 	return http.StatusOK, n, nil
@@ -524,6 +531,13 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 		res, err := svc.Invoke(rq.r.Context(), api.InvokeRequest{Tool: c.Tool, Arguments: c.Arguments, ID: c.ID, TraceID: c.TraceID})
 		if err != nil {
 			return nil, err
+		}
+		// the refusing gate and cause are the host's, not the result contract's: headers
+		if res.Result.Gate != "" {
+			rq.w.Header().Set(HeaderGate, string(res.Result.Gate))
+		}
+		if res.Result.Cause != "" {
+			rq.w.Header().Set(HeaderCause, string(res.Result.Cause))
 		}
 		return res.Result, nil
 	}
@@ -606,3 +620,57 @@ var Document = sync.OnceValues(func() ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 })
+
+func (h *handler) registry(rq *request) (int, any, error) {
+	reg, err := rq.service("").Registry(rq.r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, reg, nil
+}
+
+// ToolStatus is api.ToolStatus on the wire: with its definition.
+type ToolStatus struct {
+	api.ToolStatus
+	Definition kernel.ToolDefinition `json:"definition"`
+}
+
+func (h *handler) toolStatus(rq *request) (int, any, error) {
+	gs, err := rq.service("").ListAllTools(rq.r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]ToolStatus, len(gs))
+	for i, g := range gs {
+		out[i] = ToolStatus{ToolStatus: g, Definition: g.Definition}
+	}
+	return http.StatusOK, out, nil
+}
+
+func (h *handler) definition(rq *request) (int, any, error) {
+	name := rq.r.URL.Query().Get("name")
+	if name == "" {
+		return 0, nil, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "Query parameter name is required."}
+	}
+	list, err := boolQuery(rq.r, "list")
+	if err != nil {
+		return 0, nil, err
+	}
+	d, err := rq.service("").Definition(rq.r.Context(), name, list)
+	if err != nil {
+		return 0, nil, err
+	}
+	if d == nil {
+		return 0, nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "No tool of this name is known."}
+	}
+	return http.StatusOK, d, nil
+}
+
+// accessContext answers the principal's access context now (nothing is audited).
+func (h *handler) accessContext(rq *request) (int, any, error) {
+	actx, err := rq.p.AccessContext(rq.r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, actx, nil
+}

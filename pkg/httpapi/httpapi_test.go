@@ -7,13 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/internal/servetest"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/httpapi"
@@ -52,7 +52,7 @@ type fixture struct {
 	tokensPath string
 	tok        map[string]string
 	srv        *mcphttp.Server
-	ts         *httptest.Server
+	url        string
 	validate   func(t testing.TB, method, path string, status int, header http.Header, body []byte)
 }
 
@@ -84,23 +84,16 @@ func newFixtureWith(t testing.TB, cfg func(*httpapi.Config)) *fixture {
 		must(t, tokens.Append(f.tokensPath, e))
 	}
 	f.state = filepath.Join(f.dir, "state", "state.db")
-	srv, err := mcphttp.New(context.Background(), mcphttp.Config{
-		Base:   host.Settings{Root: f.root, State: f.state, DefaultNamespaces: []string{"files", "sharedos"}},
-		Tokens: f.tokensPath, Clock: time.Now,
-	})
+	srv, err := servetest.Start(context.Background(), host.Settings{Root: f.root, State: f.state, DefaultNamespaces: []string{"files", "sharedos"}},
+		f.tokensPath, nil, func(hc *httpapi.Config) {
+			hc.Logger = testLogger(t)
+			if cfg != nil {
+				cfg(hc)
+			}
+		})
 	must(t, err)
-	f.srv = srv
-	authenticate, enter := httpapi.Tokens(srv)
-	hc := httpapi.Config{Authenticate: authenticate, Enter: enter, MCP: srv.Handler(), Logger: testLogger(t)}
-	if cfg != nil {
-		cfg(&hc)
-	}
-	f.ts = httptest.NewServer(httpapi.New(hc))
-	t.Cleanup(func() {
-		f.ts.CloseClientConnections()
-		f.ts.Close()
-		srv.Close()
-	})
+	f.srv, f.url = srv.Tokens, srv.URL
+	t.Cleanup(srv.Close)
 	return f
 }
 
@@ -149,7 +142,7 @@ func (f *fixture) do(method, path, token string, body string, hdr ...string) res
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, f.ts.URL+path, rd)
+	req, err := http.NewRequest(method, f.url+path, rd)
 	must(f.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+f.tok[token])
@@ -157,7 +150,7 @@ func (f *fixture) do(method, path, token string, body string, hdr ...string) res
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := f.ts.Client().Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	must(f.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -427,8 +420,8 @@ func TestDrain(t *testing.T) {
 
 func TestMCPMounted(t *testing.T) {
 	f := newFixture(t)
-	req, _ := http.NewRequest("POST", f.ts.URL+"/mcp", bytes.NewReader([]byte(`{}`)))
-	resp, err := f.ts.Client().Do(req)
+	req, _ := http.NewRequest("POST", f.url+"/mcp", bytes.NewReader([]byte(`{}`)))
+	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	resp.Body.Close()
 	// /mcp is the MCP surface's: its own 401 (no envelope), not the /v1 404

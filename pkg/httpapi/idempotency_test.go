@@ -94,7 +94,7 @@ func TestIdempotentConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", f.ts.URL+"/v1/tools/invoke", strings.NewReader(body))
+			req, _ := http.NewRequest("POST", f.url+"/v1/tools/invoke", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+f.tok["alice"])
 			req.Header.Set("Idempotency-Key", "key-c")
 			resp, err := client.Do(req)

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
+	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mcphttp"
 	"github.com/sharedos/sharedos/pkg/store"
 )
@@ -37,6 +39,10 @@ type tokenPrincipal struct{ p *mcphttp.Principal }
 func (t tokenPrincipal) ID() string { return t.p.ID }
 
 func (t tokenPrincipal) Operator() bool { return t.p.Role == "operator" }
+
+func (t tokenPrincipal) AccessContext(ctx context.Context) (kernel.AccessContext, error) {
+	return t.p.Session.AccessContext(ctx)
+}
 
 func (t tokenPrincipal) Scope() string { return ContextScope(t.p.Host.Prepared.Context) }
 
