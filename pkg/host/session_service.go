@@ -130,4 +130,6 @@ func (s *Service) UpdateNamespacesOf(ctx context.Context, world string, owner ke
 
 // AccessContext is the session's access context now: its instant and namespace
 // selection read now. It writes nothing.
-func (s *Session) AccessContext(ctx context.Context) (kernel.AccessContext, error) { return s.context(ctx) }
+func (s *Session) AccessContext(ctx context.Context) (kernel.AccessContext, error) {
+	return s.context(ctx)
+}
