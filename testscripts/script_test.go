@@ -75,6 +75,7 @@ func params(dir string) testscript.Params {
 			"sametext":   sameText,
 			"exits":      exits,
 			"parses":     parses,
+			"servestart": serveStart,
 		},
 	}
 }

@@ -35,10 +35,11 @@ import (
 
 // Client is a connection to one server under one bearer token.
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
-	clock func() time.Time
+	base          string
+	token         string
+	hc            *http.Client
+	clock         func() time.Time
+	callID, trace string
 }
 
 var (
@@ -53,6 +54,8 @@ type Options struct {
 	HTTPClient *http.Client
 	// Clock is read for a call's requestedAt (default time.Now).
 	Clock func() time.Time
+	// CallID and TraceID name a call whose request names none ("" : a fresh one each).
+	CallID, TraceID string
 }
 
 // New returns a client of the server at base (http(s)://host:port) with token.
@@ -67,7 +70,8 @@ func New(base, token string, o Options) (*Client, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	return &Client{base: strings.TrimSuffix(u.String(), "/"), token: token, hc: o.HTTPClient, clock: o.Clock}, nil
+	return &Client{base: strings.TrimSuffix(u.String(), "/"), token: token, hc: o.HTTPClient, clock: o.Clock,
+		callID: o.CallID, trace: o.TraceID}, nil
 }
 
 // Error is a request the server refused or could not serve: the HTTP status, the
@@ -265,10 +269,18 @@ func newID(prefix string) string {
 func (c *Client) call(req api.InvokeRequest) kernel.ToolCall {
 	call := kernel.ToolCall{ID: req.ID, Tool: req.Tool, Arguments: req.Arguments, TraceID: req.TraceID,
 		RequestedAt: kernel.FormatTimestamp(c.clock().UnixMilli())}
-	if call.ID == "" {
+	switch {
+	case call.ID != "":
+	case c.callID != "":
+		call.ID = c.callID
+	default:
 		call.ID = newID("call-")
 	}
-	if call.TraceID == "" {
+	switch {
+	case call.TraceID != "":
+	case c.trace != "":
+		call.TraceID = c.trace
+	default:
 		call.TraceID = newID("trace-")
 	}
 	if len(call.Arguments) == 0 {
@@ -296,6 +308,13 @@ func (c *Client) InvokeIdempotent(ctx context.Context, req api.InvokeRequest, ke
 	var out api.InvokeResult
 	if err := decode(r, &out.Result); err != nil {
 		return out, err
+	}
+	// the output as the server wrote it (its keys in the tool's order), not re-sorted
+	var raw struct {
+		Output json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(r.body, &raw) == nil && len(raw.Output) > 0 {
+		out.Result.Output = raw.Output
 	}
 	out.Result.Gate = kernel.Gate(r.header.Get("X-Sharedos-Gate"))
 	out.Result.Cause = kernel.Cause(r.header.Get("X-Sharedos-Cause"))
