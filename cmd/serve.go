@@ -31,7 +31,12 @@ func newServeCmd(f *Factory, runF func(context.Context, *ServeOptions) error) *c
 		Short: "Serve the HTTP /v1 API (and, with --mcp, MCP at /mcp) to agents and hosts",
 		Long: `Serve the HTTP /v1 API on --listen HOST:PORT: GET /v1/tools, GET|PUT /v1/tools/namespaces,
 POST /v1/tools/invoke, POST /v1/tools/explain, POST /v1/authorize, GET /v1/reach, and
-/health without credentials. Every request carries 'Authorization: Bearer TOKEN'; each token
+/health without credentials. Operators get /healthz (the process is up), /readyz (the
+state database is reachable and its schema current: 503 otherwise), /metrics (Prometheus)
+and /v1/openapi.json (the contract), also without credentials, and one JSON access log
+line per request on stderr (request id, token id, route, status, latency, the decision).
+Tokens with role operator may also use /v1/admin/… (escalations, audit, namespace
+settings of any world and owner). Every request carries 'Authorization: Bearer TOKEN'; each token
 of the tokens file (--tokens FILE, see 'sharedos tokens') runs under its own context and
 grant files, exactly as for 'sharedos mcp --listen' (the same file, the same rules:
 401 for a missing, unknown or expired token, revocation on the next request, 413 over
@@ -98,7 +103,8 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 		what: "serving the HTTP /v1 API", path: "/v1",
 		handler: func(srv *mcphttp.Server) http.Handler {
 			authenticate, enter := httpapi.Tokens(srv)
-			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: f.Clock}
+			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: f.Clock,
+				Ready: srv.Ready, Metrics: httpapi.NewMetrics()}
 			if opts.MCP {
 				cfg.MCP = srv.Handler()
 			}

@@ -32,7 +32,8 @@ func Start(ctx context.Context, base host.Settings, tokens string, clock func() 
 		return nil, err
 	}
 	authenticate, enter := httpapi.Tokens(srv)
-	hc := httpapi.Config{Authenticate: authenticate, Enter: enter, MCP: srv.Handler(), Clock: clock}
+	hc := httpapi.Config{Authenticate: authenticate, Enter: enter, MCP: srv.Handler(), Clock: clock, Ready: srv.Ready,
+		Metrics: httpapi.NewMetrics()}
 	if cfg != nil {
 		cfg(&hc)
 	}

@@ -118,6 +118,10 @@ type Config struct {
 	IdempotencyWindow time.Duration
 	ReplayWait        time.Duration
 	Clock             func() time.Time
+	// Ready reports whether the state database is reachable (GET /readyz); nil: always.
+	Ready func(ctx context.Context) error
+	// Metrics are served at GET /metrics and counted by every request (nil: none).
+	Metrics *Metrics
 }
 
 // Route is one method and path of the /v1 API.
@@ -130,11 +134,14 @@ type Route struct {
 	handle      func(h *handler, rq *request) (int, any, error)
 }
 
-// Routes is the route table: /health and /v1/openapi.json (no credentials), then the
+// Routes is the route table: /health, /healthz, /readyz, /metrics and /v1/openapi.json
+// (no credentials: the process, its readiness, its metrics and the contract), then the
 // authenticated routes.
 func Routes() []Route {
-	out := make([]Route, 0, len(routes)+2)
-	out = append(out, Route{Method: http.MethodGet, Path: "/health"}, Route{Method: http.MethodGet, Path: "/v1/openapi.json"})
+	out := make([]Route, 0, len(routes)+5)
+	for _, p := range []string{"/health", "/healthz", "/readyz", "/metrics", "/v1/openapi.json"} {
+		out = append(out, Route{Method: http.MethodGet, Path: p})
+	}
 	for _, r := range routes {
 		out = append(out, Route{Method: r.Method, Path: r.Path, Operator: r.Operator, Body: r.Body, Query: r.Query})
 	}
@@ -147,8 +154,13 @@ func Routes() []Route {
 // reads a body or query parameters, 413 for a body; 403 for an operator route; 404 for a
 // route with an {id}; 409 and 501 for the idempotent invoke.
 func (r Route) Statuses() []int {
-	if r.Path == "/health" || r.Path == "/v1/openapi.json" {
+	switch r.Path {
+	case "/health", "/healthz", "/v1/openapi.json":
 		return []int{200}
+	case "/readyz":
+		return []int{200, 503}
+	case "/metrics":
+		return []int{200, 404}
 	}
 	out := []int{200}
 	if r.Body || r.Query {
@@ -230,6 +242,9 @@ type request struct {
 	body []byte
 	// params are the path's {name} segments.
 	params map[string]string
+	// decision is what the request decided; storeFailed that the store failed it.
+	decision    decision
+	storeFailed bool
 }
 
 // match matches a path against a route's pattern, whose {name} segments match any one
@@ -288,19 +303,38 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rq := &request{r: r, id: h.requestID(r)}
 	w.Header().Set(HeaderRequestID, rq.id)
-	if r.URL.Path == "/health" {
+	rec := &recorder{ResponseWriter: w}
+	w = rec
+	label := "unknown" // the route's pattern once known: a bounded metrics label
+	defer func(start time.Time) { h.observe(rq, rec, label, start) }(time.Now())
+	switch r.URL.Path {
+	case "/health", "/healthz", "/readyz", "/metrics", "/v1/openapi.json":
+		label = r.URL.Path
 		if r.Method != http.MethodGet {
 			h.methodNotAllowed(w, rq, []string{http.MethodGet})
 			return
 		}
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	case "/readyz":
+		h.ready(w, rq)
+		return
+	case "/metrics":
+		if h.cfg.Metrics == nil {
+			h.fail(w, rq, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "No such endpoint."})
+			return
+		}
+		h.cfg.Metrics.Handler().ServeHTTP(w, r)
+		return
+	}
+	if r.URL.Path == "/health" {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "protocolVersion": ProtocolVersion})
 		return
 	}
 	if r.URL.Path == "/v1/openapi.json" {
-		if r.Method != http.MethodGet {
-			h.methodNotAllowed(w, rq, []string{http.MethodGet})
-			return
-		}
 		doc, err := Document()
 		if err != nil {
 			h.fail(w, rq, err)
@@ -345,6 +379,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, rq, &Error{Status: http.StatusForbidden, Code: "permission_denied", Message: "This endpoint needs a token whose role is operator."})
 		return
 	}
+	label = route.Path
 	if route.Body {
 		if err := h.readBody(w, rq); err != nil {
 			h.fail(w, rq, err)
@@ -443,6 +478,7 @@ func (h *handler) httpError(rq *request, err error) *Error {
 			h.log.Warn("tool catalogue unavailable", "requestId", rq.id, "err", err)
 			return &Error{Status: http.StatusServiceUnavailable, Code: ae.Code, Message: "The tool catalogue could not be resolved."}
 		case api.CodeStateUnavailable:
+			rq.storeFailed = true
 			h.log.Error("state unavailable", "requestId", rq.id, "err", err)
 			return &Error{Status: http.StatusServiceUnavailable, Code: ae.Code, Message: "The server's state is unavailable."}
 		}
@@ -532,6 +568,7 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 		if err != nil {
 			return nil, err
 		}
+		rq.decision = resultDecision(res.Result)
 		// the refusing gate and cause are the host's, not the result contract's: headers
 		if res.Result.Gate != "" {
 			rq.w.Header().Set(HeaderGate, string(res.Result.Gate))
@@ -585,6 +622,7 @@ func (h *handler) authorize(rq *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	rq.decision = decision{outcome: map[bool]string{true: "allowed", false: "denied"}[d.Allowed], code: string(d.ReasonCode)}
 	return http.StatusOK, d, nil
 }
 

@@ -141,6 +141,7 @@ func (h *handler) idempotent(w http.ResponseWriter, rq *request, key, fp string,
 		switch state {
 		case store.IdempotencyDone:
 			w.Header().Set(HeaderReplayed, "true")
+			rq.decision = decision{outcome: "replayed", code: "ok"}
 			return rec.Status, rawJSON(rec.Body), nil
 		case store.IdempotencyConflict:
 			return 0, nil, errReplayConflict

@@ -649,3 +649,13 @@ func HTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout,
 		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }
+
+// Ready reports whether the server can serve: the shared state database is open,
+// reachable and at the latest schema (sqlitestore's Ready). It writes nothing.
+func (s *Server) Ready(ctx context.Context) error {
+	st := s.principals.Store()
+	if st == nil {
+		return errors.New("no state database is open")
+	}
+	return st.Ready(ctx)
+}
