@@ -45,7 +45,7 @@ tokens:
     grants: [grants.yaml]
 YAML
 sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
-sos --state "$out/state/state.db" --owner human:alice namespaces enable files >/dev/null
+sos --root "$out/root" --state "$out/state/state.db" --owner human:alice namespaces enable files >/dev/null
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
 base="http://127.0.0.1:$port"
 HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
