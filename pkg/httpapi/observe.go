@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -39,7 +40,7 @@ func NewMetrics() *Metrics {
 	m.storeErrs = prometheus.NewCounter(prometheus.CounterOpts{Name: "sharedos_store_errors_total",
 		Help: "Requests that failed because the state database was unavailable."})
 	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.storeErrs,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -130,10 +131,10 @@ func (h *handler) ready(w http.ResponseWriter, rq *request) {
 	ctx, cancel := context.WithTimeout(rq.r.Context(), 2*time.Second)
 	defer cancel()
 	if err := h.cfg.Ready(ctx); err != nil {
-		h.log.Warn("not ready", "requestId", rq.id, "err", err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = errors.New("the state database did not answer within 2 s")
 		}
+		h.log.Warn("not ready", "requestId", rq.id, "err", err)
 		h.fail(w, rq, &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "The state database is unavailable."})
 		return
 	}
