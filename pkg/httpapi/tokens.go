@@ -46,7 +46,12 @@ func (t tokenPrincipal) AccessContext(ctx context.Context) (kernel.AccessContext
 
 func (t tokenPrincipal) Scope() string { return ContextScope(t.p.Host.Prepared.Context) }
 
-func (t tokenPrincipal) Idempotency() store.Idempotency { return t.p.Host.Store }
+// Idempotency is the principal's store when it keeps idempotency keys (nil otherwise:
+// a request with a key is then refused 501).
+func (t tokenPrincipal) Idempotency() store.Idempotency {
+	st, _ := any(t.p.Host.Store).(store.Idempotency)
+	return st
+}
 
 func (t tokenPrincipal) Service(meta map[string]any, trace string) Backend {
 	return t.p.Session.Service(meta, trace, "http")

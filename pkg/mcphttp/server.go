@@ -651,11 +651,16 @@ func HTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // Ready reports whether the server can serve: the shared state database is open,
-// reachable and at the latest schema (sqlitestore's Ready). It writes nothing.
+// reachable and at the latest schema (the store's Ready, when it has one; else a read of
+// the default selection). It writes nothing.
 func (s *Server) Ready(ctx context.Context) error {
 	st := s.principals.Store()
 	if st == nil {
 		return errors.New("no state database is open")
 	}
-	return st.Ready(ctx)
+	if r, ok := any(st).(interface{ Ready(context.Context) error }); ok {
+		return r.Ready(ctx)
+	}
+	_, _, err := st.Selection(ctx, "default", kernel.Address{Kind: kernel.KindHuman, ID: "readyz"})
+	return err
 }
