@@ -18,7 +18,7 @@ const module = "github.com/sharedos/sharedos"
 
 // surfaces translate between a protocol and pkg/api: they reach no store by name and
 // never assemble or tune a kernel (that is pkg/host's).
-var surfaces = []string{"cmd", "pkg/mcpserver", "pkg/mcphttp", "pkg/scenario"}
+var surfaces = []string{"cmd", "pkg/mcpserver", "pkg/mcphttp", "pkg/scenario", "pkg/httpapi"}
 
 // hostTuning are pkg/kernel's host-tuning entry points: building a kernel, preparing
 // its tools and authority, registering tools and providers. Package-level names are
@@ -87,39 +87,42 @@ func TestSurfacesReachNothingBelowTheService(t *testing.T) {
 	}
 }
 
-// TestAPIImportsNoStoreOrPlane: pkg/api and everything it imports from this module are
-// pkg/kernel and internal packages only — no store, plane, host or surface — so a remote
-// client links none of them.
+// TestAPIImportsNoStoreOrPlane: pkg/api and pkg/client (the remote client), and
+// everything they import from this module, are pkg/api, pkg/client, pkg/kernel and
+// internal packages only — no store, plane, host or surface — so a program that only
+// talks to a server links none of them.
 func TestAPIImportsNoStoreOrPlane(t *testing.T) {
 	t.Parallel()
-	seen := map[string]bool{}
-	var walk func(pkg string, via []string)
-	walk = func(pkg string, via []string) {
-		if seen[pkg] {
-			return
-		}
-		seen[pkg] = true
-		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
-		if rel != "pkg/api" && rel != "pkg/kernel" && !strings.HasPrefix(rel, "internal/") {
-			t.Errorf("pkg/api imports %s (via %s): it may import only pkg/kernel and internal packages", rel, strings.Join(via, " → "))
-			return
-		}
-		for _, file := range goFiles(t, rel) {
-			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
-			if err != nil {
-				t.Fatal(err)
+	for _, root := range []string{"pkg/api", "pkg/client"} {
+		seen := map[string]bool{}
+		var walk func(pkg string, via []string)
+		walk = func(pkg string, via []string) {
+			if seen[pkg] {
+				return
 			}
-			for _, imp := range f.Imports {
-				path, _ := strconv.Unquote(imp.Path.Value)
-				if strings.HasPrefix(path, module+"/") {
-					walk(path, append(slices.Clone(via), rel))
+			seen[pkg] = true
+			rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+			if rel != "pkg/api" && rel != "pkg/client" && rel != "pkg/kernel" && !strings.HasPrefix(rel, "internal/") {
+				t.Errorf("%s imports %s (via %s): it may import only pkg/api, pkg/kernel and internal packages", root, rel, strings.Join(via, " → "))
+				return
+			}
+			for _, file := range goFiles(t, rel) {
+				f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, imp := range f.Imports {
+					path, _ := strconv.Unquote(imp.Path.Value)
+					if strings.HasPrefix(path, module+"/") {
+						walk(path, append(slices.Clone(via), rel))
+					}
 				}
 			}
 		}
-	}
-	walk(module+"/pkg/api", nil)
-	if !seen[module+"/pkg/kernel"] {
-		t.Fatal("pkg/api does not import pkg/kernel: the walk found nothing (is the module path right?)")
+		walk(module+"/"+root, nil)
+		if !seen[module+"/pkg/kernel"] {
+			t.Fatalf("%s does not import pkg/kernel: the walk found nothing (is the module path right?)", root)
+		}
 	}
 }
 

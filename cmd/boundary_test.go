@@ -34,6 +34,7 @@ var stateCommands = map[string][]string{
 	"sharedos gateway tools":       {"gateway", "tools", "gh"},
 	"sharedos mcp":                 {"mcp"},
 	"sharedos mcp config":          {"mcp", "config", "--client", "generic"},
+	"sharedos serve":               {"serve", "--listen", "127.0.0.1:0"},
 }
 
 // statelessCommands are the runnable commands that never open the state database.

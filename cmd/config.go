@@ -38,6 +38,7 @@ type GlobalOptions struct {
 	Trace      string
 	CallID     string
 	Output     string
+	RemoteOptions
 }
 
 func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
@@ -55,6 +56,7 @@ func (g *GlobalOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.Trace, "trace", "", "trace id of this run (default: a random UUID)")
 	fs.StringVar(&g.CallID, "call-id", "", "id of the tool call (default: a random UUID)")
 	fs.StringVarP(&g.Output, "output", "o", "", "output format: table, json or yaml (yml) (default: table on a terminal, json otherwise)")
+	g.RemoteOptions.bind(fs)
 }
 
 // Settings are the resolved configuration of one run: every value after flag > env >

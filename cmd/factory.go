@@ -42,6 +42,9 @@ func (f *Factory) service(needs host.Needs) (api.Service, error) {
 	if f.svc != nil {
 		return f.svc, nil
 	}
+	if svc, ok, err := f.remote(); ok { // --server: the remote backend (cmd/remote.go)
+		return svc, err
+	}
 	s, err := f.Settings()
 	if err != nil {
 		return nil, err

@@ -83,7 +83,42 @@ func listenPolicy(listen, hostPart string, useTLS, insecureListen bool) (insecur
 
 // runMCPHTTP serves MCP over streamable HTTP until SIGTERM or SIGINT, then drains.
 func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
-	o := &opts.HTTP
+	return listenAndServe(ctx, listenEnv{IO: opts.IO, Settings: opts.Settings, Getwd: opts.Getwd, Clock: opts.Clock, Prepare: opts.Prepare},
+		&opts.HTTP, log, httpSurface{
+			what: "serving MCP over streamable HTTP", path: "/mcp",
+			handler:   func(srv *mcphttp.Server) http.Handler { return srv.Handler() },
+			ephemeral: func(url, token string) { printEphemeral(opts.IO, url, token) },
+		})
+}
+
+// listenEnv is what listenAndServe needs of the run: its streams, settings, working
+// directory and clock, and the check of the ephemeral token's context.
+type listenEnv struct {
+	IO       *IOStreams
+	Settings func() (*Settings, error)
+	Getwd    func() (string, error)
+	Clock    func() time.Time
+	// Prepare checks the run's inputs (the ephemeral token's context).
+	Prepare func() error
+}
+
+// httpSurface is what differs between the HTTP surfaces that share the tokens file,
+// listener and drain of listenAndServe (`mcp --listen`, `serve`).
+type httpSurface struct {
+	what, path string // the start-up log line; the path of the URL logged
+	// handler is the surface's handler over the token server.
+	handler func(srv *mcphttp.Server) http.Handler
+	// ephemeral prints the ephemeral token (no tokens file).
+	ephemeral func(url, token string)
+	// config adjusts the token server's configuration (nil: none).
+	config func(*mcphttp.Config)
+}
+
+// listenAndServe builds the token server (the tokens file's principals, or one ephemeral
+// token bound to the CLI's context) over the listen options o (checked by o.check), serves
+// sf's handler until SIGTERM or SIGINT, then drains: new requests are refused 503 while
+// in-flight ones get shutdownGrace to finish.
+func listenAndServe(ctx context.Context, env listenEnv, o *MCPHTTPOptions, log *slog.Logger, sf httpSurface) error {
 	hostPart, useTLS, insecure := o.HostPart, o.TLSCert != "", o.Insecure
 	var err error
 	var cert tls.Certificate
@@ -92,27 +127,30 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 			return usageError("pass a PEM certificate and its private key", "--tls-cert/--tls-key: %v", err)
 		}
 	}
-	s, err := opts.Settings()
+	s, err := env.Settings()
 	if err != nil {
 		return err
 	}
 	tokensPath := s.Tokens
 	if o.Tokens != "" {
-		if tokensPath, err = absPath(o.Tokens, opts.Getwd); err != nil {
+		if tokensPath, err = absPath(o.Tokens, env.Getwd); err != nil {
 			return usageError("", "--tokens %s: %v", o.Tokens, err)
 		}
 	}
 	base := s.Settings
 	base.Tokens = tokensPath
-	cfg := mcphttp.Config{Base: base, Tokens: tokensPath, Clock: opts.Clock, Logger: log, Version: buildVersion().Version,
+	cfg := mcphttp.Config{Base: base, Tokens: tokensPath, Clock: env.Clock, Logger: log, Version: buildVersion().Version,
 		OperatorHint: mcpHint, MaxSessions: o.MaxSessions}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = s.MCPMaxSessions
 	}
+	if sf.config != nil {
+		sf.config(&cfg)
+	}
 	if tokensPath == "" {
 		// One ephemeral token bound to the CLI's context: its inputs are checked (and its
 		// warnings printed) as for stdio.
-		if err := opts.Prepare(); err != nil {
+		if err := env.Prepare(); err != nil {
 			return err
 		}
 		if cfg.EphemeralToken, err = tokens.New(); err != nil {
@@ -131,17 +169,17 @@ func runMCPHTTP(ctx context.Context, opts *MCPOptions, log *slog.Logger) error {
 	if err != nil {
 		return usageError("pick a free port, or an address of this machine", "listen on %s: %v", o.Listen, err)
 	}
-	hs := srv.HTTPServer()
+	hs := mcphttp.HTTPServer(sf.handler(srv), log)
 	scheme := "http"
 	if useTLS {
 		scheme = "https"
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
-	url := scheme + "://" + urlHost(ln.Addr().String(), hostPart) + "/mcp"
-	log.Info("serving MCP over streamable HTTP", "url", url, "tokens", tokensPath)
+	url := scheme + "://" + urlHost(ln.Addr().String(), hostPart) + sf.path
+	log.Info(sf.what, "url", url, "tokens", tokensPath)
 	if cfg.EphemeralToken != "" {
-		printEphemeral(opts.IO, url, cfg.EphemeralToken)
+		sf.ephemeral(url, cfg.EphemeralToken)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()

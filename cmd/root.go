@@ -149,7 +149,10 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		root.AddCommand(c)
 	}
 	root.AddCommand(newMCPCmd(f, nil)) // mcp: the MCP surface (cmd/mcp.go)
-	tokensCmd := newTokensCmd(f)       // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
+	serveCmd := newServeCmd(f, nil)    // serve: the HTTP /v1 surface (cmd/serve.go)
+	serveCmd.GroupID = "kernel"
+	root.AddCommand(serveCmd)
+	tokensCmd := newTokensCmd(f) // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
 	tokensCmd.GroupID = "kernel"
 	root.AddCommand(tokensCmd)
 	for _, c := range []*cobra.Command{newStoreCmd(f), newCompletionCmd(f), newVersionCmd(f)} {

@@ -417,18 +417,21 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := opts.Host(ctx)
-	if err != nil {
-		return err
+	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn. Only
+	// that tool opens the embedded host here (so any other call runs on the service
+	// alone, a remote one included).
+	if opts.Name == kernel.EscalationToolName {
+		h, err := opts.Host(ctx)
+		if err != nil {
+			return err
+		}
+		call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
+		if esc, escalated, err := h.Escalations().EscalateIfOffered(ctx, h.Turn, call); escalated {
+			return escalate(p, h, call, esc, err)
+		}
 	}
-	call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
 
-	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn.
-	if esc, escalated, err := h.Escalations().EscalateIfOffered(ctx, h.Turn, call); escalated {
-		return escalate(p, h, call, esc, err)
-	}
-
-	out, err := svc.Invoke(ctx, api.InvokeRequest{Tool: call.Tool, Arguments: call.Arguments})
+	out, err := svc.Invoke(ctx, api.InvokeRequest{Tool: opts.Name, Arguments: args})
 	if err != nil {
 		return serviceError(err)
 	}

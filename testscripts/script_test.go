@@ -76,6 +76,7 @@ func params(dir string) testscript.Params {
 			"exits":      exits,
 			"parses":     parses,
 			"jsonvar":    jsonvar,
+			"servestart": serveStart,
 		},
 	}
 }

@@ -111,11 +111,15 @@ type ToolStatus struct {
 	Definition kernel.ToolDefinition `json:"-"`
 }
 
-// InvokeRequest is one tool call: the tool and its arguments. The call id, the trace
-// and the instant are the service's (the embedded backend: the run's).
+// InvokeRequest is one tool call: the tool and its arguments. The call id and the trace
+// are the service's (the embedded backend: the run's) unless ID and TraceID name them (a
+// remote caller's ToolCall); a TraceID other than the context's is refused by the kernel
+// (trace_mismatch). The instant is always the service's.
 type InvokeRequest struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	ID        string          `json:"id,omitempty"`
+	TraceID   string          `json:"traceId,omitempty"`
 }
 
 // InvokeResult is a call's result and the definition of the tool it named (nil when no

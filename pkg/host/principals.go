@@ -55,11 +55,11 @@ type PrincipalsConfig[T any] struct {
 
 // Principal is one principal's opened host and session, and the surface's part.
 type Principal[T any] struct {
-	// ID is the token's id and Key its PrincipalKey.
-	ID, Key string
-	Host    *Host
-	Session *Session
-	Surface T
+	// ID is the token's id and Key its PrincipalKey; Role the token's role.
+	ID, Key, Role string
+	Host          *Host
+	Session       *Session
+	Surface       T
 
 	ps   *Principals[T]
 	once sync.Once
@@ -106,7 +106,7 @@ func NewPrincipals[T any](cfg PrincipalsConfig[T]) *Principals[T] {
 // (or a re-created token under the same id) is a new principal.
 func PrincipalKey(e *tokens.Entry) string {
 	b, _ := json.Marshal([]any{e.ID, e.SHA256, e.Context.Actor, e.Context.Owner, e.Context.Authority,
-		e.Context.World, e.Context.Purpose, e.Grants})
+		e.Context.World, e.Context.Purpose, e.Grants, e.Role})
 	return string(b)
 }
 
@@ -181,7 +181,7 @@ func (ps *Principals[T]) open(ctx context.Context, key string, e *tokens.Entry) 
 		_ = prep.Close()
 		return nil, err
 	}
-	p := &Principal[T]{ID: e.ID, Key: key, ps: ps}
+	p := &Principal[T]{ID: e.ID, Key: key, Role: e.Role, ps: ps}
 	fail := func(err error) (*Principal[T], error) {
 		_ = prep.Close()
 		_ = ps.release()

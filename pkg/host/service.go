@@ -213,14 +213,21 @@ func (s *Service) ListAllTools(ctx context.Context) ([]api.ToolStatus, error) {
 }
 
 // call is req as the turn's call: the run's call id (TurnService: its own), the turn's
-// trace and instant.
+// trace and instant, unless req names its own id and trace (a remote caller's).
 func (s *Service) call(h *Host, req api.InvokeRequest) kernel.ToolCall {
 	actx := s.context(h)
 	id := h.CallID
 	if s.t != nil {
 		id = s.callID
 	}
-	return kernel.ToolCall{ID: id, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
+	c := kernel.ToolCall{ID: id, Tool: req.Tool, Arguments: req.Arguments, TraceID: actx.TraceID, RequestedAt: actx.Now}
+	if req.ID != "" {
+		c.ID = req.ID
+	}
+	if req.TraceID != "" {
+		c.TraceID = req.TraceID
+	}
+	return c
 }
 
 // Invoke calls the tool once in the turn (kernel.Turn.InvokeTool).

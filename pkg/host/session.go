@@ -88,21 +88,31 @@ func (s *Session) Definition(name string) *kernel.ToolDefinition { return s.h.De
 // namespace selection read now, the instant read now. meta goes to every audit event of
 // the turn (kernel.TurnOptions.AuditMetadata; not copied, do not change it after).
 func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn, error) {
+	t, _, err := s.begin(ctx, meta, "")
+	return t, err
+}
+
+// begin is Begin under trace (the session's own when "") and also returns the kernel
+// the turn runs on.
+func (s *Session) begin(ctx context.Context, meta map[string]any, trace string) (*kernel.Turn, *kernel.Kernel, error) {
 	k, err := s.kernel()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	actx, err := s.context(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if trace != "" {
+		actx.TraceID = trace
 	}
 	// A session writes authority.resolved once per authority snapshot (and identity and
 	// metadata), not once per operation: every call's records name the authorityHash.
 	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta, AuthorityResolvedOnce: true})
 	if err != nil {
-		return nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
+		return nil, nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}
-	return t, nil
+	return t, k, nil
 }
 
 // InputsDigest is a digest of everything a session's published list depends on but the

@@ -42,6 +42,22 @@ func (s Stage) String() string {
 // MarshalJSON writes the stage's name.
 func (s Stage) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
+// UnmarshalJSON reads a stage's name (a remote client reading an explanation); an
+// unknown name is an error.
+func (s *Stage) UnmarshalJSON(data []byte) error {
+	var name string
+	if err := json.Unmarshal(data, &name); err != nil {
+		return err
+	}
+	for i, n := range stageNames {
+		if n == name {
+			*s = Stage(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown stage %q", name)
+}
+
 // Finding is one gate's refusal of a call: the stage and gate it came from, the result
 // status and code a call would get, the hidden cause of a tool_unavailable refusal, and
 // an operator-facing message.

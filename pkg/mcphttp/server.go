@@ -343,14 +343,31 @@ func bearer(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
-// authenticate resolves the request's principal, or writes the refusal.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *principal {
+// AuthError is a request the server refuses before any work: Status 401 (Code
+// "unauthorized": no, an unknown or an expired bearer token; the response carries
+// `www-authenticate: Bearer realm="sharedos"`) or 503 (Code "unavailable": the tokens
+// file is unusable, or the token's context cannot be served). Message is safe to show
+// the client; Reason is for the log only.
+type AuthError struct {
+	Status  int
+	Code    string
+	Message string
+	Reason  string
+}
+
+func (e *AuthError) Error() string { return e.Message }
+
+// Principal is one token's opened host and session (with the MCP surface of it).
+type Principal = principal
+
+// Authenticate resolves the request's principal from its bearer token, retiring the
+// principals of revoked, changed or expired tokens first; a refusal is an *AuthError.
+func (s *Server) Authenticate(r *http.Request) (*Principal, error) {
 	tok := bearer(r)
 	f, err := s.current()
 	if err != nil {
 		s.log.Error("tokens file unusable; every request is refused until it is fixed", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "the server's tokens file is unusable"})
-		return nil
+		return nil, &AuthError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server's tokens file is unusable"}
 	}
 	s.sweep(f)
 	var e *tokens.Entry
@@ -366,16 +383,41 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *principal
 			reason = "expired token " + e.ID
 		}
 		s.log.Info("request refused: unauthorized", "remote", r.RemoteAddr, "reason", reason)
-		unauthorized(w)
-		return nil
+		return nil, &AuthError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "a valid bearer token is required", Reason: reason}
 	}
 	p, err := s.principal(r.Context(), e)
 	if err != nil {
 		s.log.Error("token unusable", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "this token's context cannot be served; see the server's log"})
-		return nil
+		return nil, &AuthError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "this token's context cannot be served; see the server's log"}
 	}
-	return p
+	return p, nil
+}
+
+// authenticate resolves the request's principal, or writes the refusal.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *principal {
+	p, err := s.Authenticate(r)
+	var ae *AuthError
+	switch {
+	case err == nil:
+		return p
+	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+		unauthorized(w)
+	default:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": err.Error()})
+	}
+	return nil
+}
+
+// Enter counts one in-flight request that Drain waits for; ok is false (and nothing is
+// counted) once the server drains. leave must be called when the request ends.
+func (s *Server) Enter() (leave func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return nil, false
+	}
+	s.inflight.Add(1)
+	return s.inflight.Done, true
 }
 
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -599,7 +641,26 @@ const (
 )
 
 // HTTPServer is an http.Server for the handler with the header and idle timeouts.
-func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.handler, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout,
-		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+func (s *Server) HTTPServer() *http.Server { return HTTPServer(s.handler, s.log) }
+
+// HTTPServer is an http.Server for h with the header and idle timeouts of every
+// long-lived sharedos HTTP surface (`mcp --listen`, `serve`), logging to log.
+func HTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
+// Ready reports whether the server can serve: the shared state database is open,
+// reachable and at the latest schema (the store's Ready, when it has one; else a read of
+// the default selection). It writes nothing.
+func (s *Server) Ready(ctx context.Context) error {
+	st := s.principals.Store()
+	if st == nil {
+		return errors.New("no state database is open")
+	}
+	if r, ok := any(st).(interface{ Ready(context.Context) error }); ok {
+		return r.Ready(ctx)
+	}
+	_, _, err := st.Selection(ctx, "default", kernel.Address{Kind: kernel.KindHuman, ID: "readyz"})
+	return err
 }

@@ -516,6 +516,20 @@ CREATE TABLE messages (
 CREATE INDEX messages_receiver ON messages (world, receiver, status);
 CREATE INDEX messages_sender ON messages (world, sender, status);
 `,
+	// idempotency: the responses of requests sent with an Idempotency-Key (serve's
+	// POST /v1/tools/invoke), by (scope, key); status 0 while the first request runs.
+	`
+CREATE TABLE idempotency (
+	scope       TEXT NOT NULL,
+	key         TEXT NOT NULL,
+	fingerprint TEXT NOT NULL,
+	claimed_ms  INTEGER NOT NULL,
+	status      INTEGER NOT NULL,
+	body        BLOB,
+	PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_claimed ON idempotency (claimed_ms);
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it

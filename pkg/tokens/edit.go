@@ -25,6 +25,8 @@ type NewEntry struct {
 	Context   Context
 	Grants    []string
 	ExpiresAt time.Time
+	// Role is written only when it is RoleOperator ("" and RoleAgent: the default).
+	Role string
 }
 
 // Append adds e at the end of the tokens list of the file at path, creating the file
@@ -132,7 +134,10 @@ func Remove(path, id string) error {
 
 // resolved is the Entry a parse of e in the file at path yields.
 func (e NewEntry) resolved(path string) Entry {
-	out := Entry{ID: e.ID, SHA256: e.SHA256, Context: e.Context}
+	out := Entry{ID: e.ID, SHA256: e.SHA256, Context: e.Context, Role: RoleAgent}
+	if e.Role != "" {
+		out.Role = e.Role
+	}
 	if !e.ExpiresAt.IsZero() {
 		out.ExpiresAt = e.ExpiresAt.UTC().Truncate(time.Second)
 	}
@@ -153,7 +158,7 @@ func sameEntries(a, b []Entry) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		x.Line, y.Line = 0, 0
-		if x.ID != y.ID || x.SHA256 != y.SHA256 || !x.ExpiresAt.Equal(y.ExpiresAt) || !slices.Equal(x.Grants, y.Grants) ||
+		if x.ID != y.ID || x.SHA256 != y.SHA256 || x.Role != y.Role || !x.ExpiresAt.Equal(y.ExpiresAt) || !slices.Equal(x.Grants, y.Grants) ||
 			fmt.Sprint(x.Context.Actor, x.Context.Owner, x.Context.Authority, x.Context.World, x.Context.Purpose) !=
 				fmt.Sprint(y.Context.Actor, y.Context.Owner, y.Context.Authority, y.Context.World, y.Context.Purpose) {
 			return false
@@ -338,6 +343,9 @@ func formatEntry(e NewEntry) string {
 	}
 	if !e.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "  expiresAt: %s\n", e.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if e.Role == RoleOperator {
+		b.WriteString("  role: operator\n")
 	}
 	return b.String()
 }

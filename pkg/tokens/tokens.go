@@ -10,6 +10,7 @@
 //	    context: {actor: agent:helper, owner: human:alice, world: default, purpose: triage}
 //	    grants: [grants/alice.yaml]      # relative to the tokens file
 //	    expiresAt: 2027-01-01T00:00:00Z  # optional
+//	    role: operator                   # optional: agent (default) or operator
 //
 // Parsing is strict (unknown keys, duplicate keys and ids, bad values are refused with
 // file:line), and a file is accepted or refused as a whole. The package authenticates
@@ -71,6 +72,10 @@ type Entry struct {
 	Grants []string
 	// ExpiresAt is when the token stops being accepted; zero: never.
 	ExpiresAt time.Time
+	// Role is RoleAgent (the default) or RoleOperator: an operator token may also use
+	// the operator routes of `serve` (/v1/admin/…); it never widens what the kernel lets
+	// the token's context do.
+	Role string
 	// Line is the line of the entry in the file.
 	Line int
 }
@@ -79,6 +84,12 @@ type Entry struct {
 func (e *Entry) Expired(now time.Time) bool {
 	return !e.ExpiresAt.IsZero() && !now.Before(e.ExpiresAt)
 }
+
+// Roles of a token.
+const (
+	RoleAgent    = "agent"
+	RoleOperator = "operator"
+)
 
 // File is a parsed tokens file.
 type File struct {
@@ -322,7 +333,7 @@ func yamlMessage(err error) string {
 
 // entry parses one item of the tokens list.
 func entry(path string, n *yaml.Node) (Entry, *Error) {
-	e := Entry{Line: n.Line}
+	e := Entry{Line: n.Line, Role: RoleAgent}
 	fail := func(line int, format string, args ...any) (Entry, *Error) {
 		return Entry{}, &Error{File: path, Line: line, Token: e.ID, Message: fmt.Sprintf(format, args...)}
 	}
@@ -392,8 +403,14 @@ func entry(path string, n *yaml.Node) (Entry, *Error) {
 				return fail(v.Line, "expiresAt must be an RFC 3339 date-time with an offset, e.g. 2027-01-01T00:00:00Z")
 			}
 			e.ExpiresAt = time.UnixMilli(ms).UTC()
+		case "role":
+			s, ok := str()
+			if !ok || (s != RoleAgent && s != RoleOperator) {
+				return fail(v.Line, "role must be agent or operator")
+			}
+			e.Role = s
 		default:
-			return fail(k.Line, "unknown key %q (a token has id, sha256, context, grants and expiresAt)", k.Value)
+			return fail(k.Line, "unknown key %q (a token has id, sha256, context, grants, expiresAt and role)", k.Value)
 		}
 	}
 	switch {

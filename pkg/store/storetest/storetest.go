@@ -15,7 +15,7 @@
 // The suite covers every method of store.State and every optional durability interface
 // the kernel looks for that the store implements (kernel.WriteAheadAuditSink,
 // kernel.WriteAheadBatchAuditSink, kernel.ReservingUsageStore,
-// kernel.AuditedSettingsStore); concurrency (16 goroutines spending one maxUses grant,
+// kernel.AuditedSettingsStore, store.Idempotency); concurrency (16 goroutines spending one maxUses grant,
 // exactly maxUses of them succeed, through TryConsume and through ReserveUse); crash
 // consistency for a store that keeps its records across opens (see Config.Volatile); and
 // the error contracts (store.ErrNotFound, store.ErrAlreadyResolved, store.ErrDuplicate,
@@ -96,6 +96,7 @@ var subtests = []subtest{
 	{name: "FileDigests", run: testFileDigests},
 	{name: "GatewayCatalogs", run: testGatewayCatalogs},
 	{name: "Mailbox", run: testMailbox},
+	{name: "Idempotency", run: testIdempotency},
 	{name: "Closed", run: testClosed},
 	{name: "Cancelled", run: testCancelled},
 	{name: "CrashConsistency", run: testCrashConsistency, durable: true},

@@ -1,0 +1,135 @@
+package host
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sharedos/sharedos/pkg/api"
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// Service returns the embedded backend of one request to the session (HTTP /v1): its
+// operations run in one turn begun when the first of them needs it — the grant files
+// and namespace selection current then, the instant read then — under trace (the
+// session's own trace when ""), with meta on every audit event of the turn. A call
+// without an id of its own gets a fresh one. The audit and escalation operations use the
+// session's store; an escalation resolved through it is recorded with source surface.
+func (s *Session) Service(meta map[string]any, trace, surface string) *Service {
+	h := s.h
+	return &Service{b: Backend{
+		Prepare: func() (*Prepared, error) { return h.Prepared, nil },
+		Open: func(ctx context.Context) (*Host, error) {
+			t, k, err := s.begin(ctx, meta, trace)
+			if err != nil {
+				return nil, err
+			}
+			p := *h.Prepared // the request's view: its context and call id; nothing is closed through it
+			p.Context = t.Context()
+			p.CallID = NewUUID()
+			source := "flag"
+			if !h.Settings.NamespacesSet {
+				source = "default"
+				if _, stored, err := h.Store.Selection(ctx, p.Context.World, p.Context.Owner); err == nil && stored {
+					source = "stored"
+				}
+			}
+			return &Host{Prepared: &p, Kernel: k, Turn: t, Store: h.Store, SelectionSource: source}, nil
+		},
+		State:     func(context.Context) (ServiceState, error) { return h.Store, nil },
+		StatePath: h.Settings.State,
+		Surface:   surface,
+	}}
+}
+
+var _ api.Checks = (*Service)(nil)
+
+// Authorize is the turn's dry-run authorization of req (kernel.Turn.Authorize): nothing
+// is spent, the decision is audited.
+func (s *Service) Authorize(ctx context.Context, req kernel.CapabilityRequirement, operationID string) (kernel.AuthorizationDecision, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return kernel.AuthorizationDecision{}, err
+	}
+	return h.Turn.Authorize(ctx, req, operationID), nil
+}
+
+// Reach is where the turn's grants reach (kernel.Turn.Reach).
+func (s *Service) Reach(ctx context.Context) (kernel.ReachResult, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return kernel.ReachResult{}, err
+	}
+	return h.Turn.Reach(ctx), nil
+}
+
+// ExplainAuthorize is the explanation of the dry-run authorization of req
+// (kernel.Turn.ExplainRequirement) with its candidates and fixes (Explain): what
+// `sharedos explain -o json` prints for a call with that requirement. Nothing is spent
+// or audited.
+func (s *Service) ExplainAuthorize(ctx context.Context, req kernel.CapabilityRequirement) (api.Explanation, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return api.Explanation{}, err
+	}
+	return Explain(ctx, h.Turn, h.Turn.ExplainRequirement(ctx, req)), nil
+}
+
+var _ api.Admin = (*Service)(nil)
+
+// of begins a turn of the host's kernel for (world, owner) instead of the context's:
+// the context's actor, authority and purpose, the pair's stored (or default) selection.
+func (s *Service) of(ctx context.Context, world string, owner kernel.Address) (*kernel.Turn, string, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	actx := h.Turn.Context()
+	actx.World, actx.Owner = world, owner
+	sel, stored, err := h.Store.Selection(ctx, world, owner)
+	if err != nil {
+		return nil, "", s.stateErr(err)
+	}
+	actx.EnabledToolNamespaces = sel
+	t, err := h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{AuthorityResolvedOnce: true})
+	if err != nil {
+		return nil, "", &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err}
+	}
+	return t, map[bool]string{true: "stored", false: "default"}[stored], nil
+}
+
+// NamespacesOf returns the namespace catalogue of (world, owner).
+func (s *Service) NamespacesOf(ctx context.Context, world string, owner kernel.Address) (api.Namespaces, error) {
+	t, source, err := s.of(ctx, world, owner)
+	if err != nil {
+		return api.Namespaces{}, err
+	}
+	cat, err := t.ListToolNamespaces(ctx)
+	if err != nil {
+		return api.Namespaces{}, s.kernelErr(err)
+	}
+	return api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary, EffectiveSelection: t.Context().EnabledToolNamespaces,
+		World: world, Owner: owner, SelectionSource: source}, nil
+}
+
+// UpdateNamespacesOf applies the patch to (world, owner)'s stored selection.
+func (s *Service) UpdateNamespacesOf(ctx context.Context, world string, owner kernel.Address, u kernel.ToolNamespaceUpdate) (api.NamespacesUpdated, error) {
+	t, _, err := s.of(ctx, world, owner)
+	if err != nil {
+		return api.NamespacesUpdated{}, err
+	}
+	cat, sel, err := t.UpdateToolNamespaces(ctx, u)
+	if err != nil {
+		if errors.Is(err, kernel.ErrInvalidUpdate) {
+			return api.NamespacesUpdated{}, &api.Error{Code: api.CodeInvalidRequest, Message: "invalid namespace patch: " + err.Error(), Err: err}
+		}
+		return api.NamespacesUpdated{}, s.kernelErr(err)
+	}
+	return api.NamespacesUpdated{Namespaces: api.Namespaces{Namespaces: cat.Namespaces, Summary: cat.Summary,
+		EffectiveSelection: sel, World: world, Owner: owner, SelectionSource: "stored"}}, nil
+}
+
+// AccessContext is the session's access context now: its instant and namespace
+// selection read now. It writes nothing.
+func (s *Session) AccessContext(ctx context.Context) (kernel.AccessContext, error) {
+	return s.context(ctx)
+}
