@@ -47,19 +47,6 @@ func grantFilesContext(files []*grantfile.File) (grantfile.Context, error) {
 	return out, nil
 }
 
-// tokenAddress is the value of one context flag of tokens create: the flag's when
-// given, else the grant files' (nil/"" when neither).
-func tokenAddress(flagName, flagValue string, fromFiles *kernel.Address) (*kernel.Address, error) {
-	if flagValue == "" {
-		return fromFiles, nil
-	}
-	a, err := parseAddressFlag(flagName, flagValue)
-	if err != nil {
-		return nil, err
-	}
-	return &a, nil
-}
-
 // contextFromGrantFiles completes e's context from the context of the token's grant
 // files (as every command takes its context): each field no flag gave is the files'
 // (files that disagree on a field are a usage error naming both). An actor is required
