@@ -358,6 +358,29 @@ type MessageReceiptLookup interface {
 	LookupReceipt(ctx context.Context, actx AccessContext, env MessageEnvelope) (receipt MessageDeliveryResult, same, found bool, err error)
 }
 
+// MessageAdmission is what a transport may add to refuse a message before its send
+// use is spent: AdmitMessage returns the bound env breaks (a requester with too many
+// messages in flight: messages_in_flight_exceeded) or nil; an error is a transport fault.
+// It is a check, not a reservation: two sends admitted at once may both spend, and the
+// transport's Deliver enforces the bound again, exactly, where the message is stored.
+type MessageAdmission interface {
+	AdmitMessage(ctx context.Context, actx AccessContext, env MessageEnvelope) (*MessageBoundError, error)
+}
+
+// admitMessage asks the transport's admission, when it has one.
+func (k *Kernel) admitMessage(ctx context.Context, actx AccessContext, env MessageEnvelope) (b *MessageBoundError, err error) {
+	a, ok := k.cfg.MessageTransport.(MessageAdmission)
+	if !ok {
+		return nil, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("message admission panicked: %v", r)
+		}
+	}()
+	return a.AdmitMessage(ctx, cloneContext(actx), env)
+}
+
 // keyedLocks serializes work per key (a message id), holding an entry only while in use.
 type keyedLocks struct {
 	mu    sync.Mutex
@@ -417,8 +440,9 @@ var ErrInvalidMessage = errors.New("the message envelope does not match the Shar
 // matching ErrInvalidMessage (nothing audited: there is no message to name); a sender,
 // purpose or trace that is not the context's is denied message_context_mismatch; a
 // resolver that fails, failed message_requirement_resolution_failed; no authority, denied
-// authority_unavailable; then the exact send is authorized, consuming a use (denied with
-// the decision's code); no transport is failed message_transport_not_configured; a
+// authority_unavailable; a request the transport's admission refuses (MessageAdmission:
+// too many in flight) is denied with its code before anything is spent; then the exact
+// send is authorized, consuming a use (denied with the decision's code); no transport is failed message_transport_not_configured; a
 // transport error, failed message_delivery_failed; a receipt that fails the contract or
 // names another message, failed invalid_message_receipt; otherwise the transport's
 // receipt verbatim. Every outcome writes one message.sent audit record; a refusal spends
@@ -479,6 +503,23 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 	}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
+	if env.ReplyTo == "" {
+		// a bound only the transport can count, refused before the use is spent (a send
+		// that would be refused anyway is settled below, its refusal audited)
+		if d, _ := k.authz.Settle(ctx, st.auth, t.actx, &eval, false); d.Allowed {
+			b, err := k.admitMessage(ctx, actx, env)
+			switch {
+			case err != nil:
+				res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport failed while admitting the message")
+				t.recordMessage(ctx, &env, res, "", "")
+				return res, nil
+			case b != nil:
+				res := deliveryResult(&env, actx.Now, DeliveryDenied, b.Code, b.Message)
+				t.recordMessage(ctx, &env, res, "", "")
+				return res, nil
+			}
+		}
+	}
 	d, _, _, aerr := t.settleConsuming(ctx, st.auth, ToolCall{Tool: MessageToolName}, &eval, false)
 	if aerr != nil {
 		res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeAuditUnavailable, "the decision could not be audited; the message was not sent")
@@ -647,7 +688,8 @@ func MessageToolDefinition() ToolDefinition {
 // messageTool is the messages.request handler (spec 80 §3). ResolveCall derives the
 // recipient-scoped send requirement from the arguments and the trusted context (pure; a
 // broken bound is refused there with its typed code, before anything is spent); its
-// Prepare mints the envelope — a fresh id (never the call id), sender the actor, the
+// Admit asks the transport's admission (MessageAdmission: too many requests in flight is
+// denied messages_in_flight_exceeded before the use is spent); its Prepare mints the envelope — a fresh id (never the call id), sender the actor, the
 // context's purpose and trace, createdAt its instant — after the call's use was spent,
 // and Invoke delivers exactly that envelope without authorizing again, resolves the reply
 // through the router and checks it against the request before the caller sees its
@@ -677,7 +719,14 @@ func (k *Kernel) messageTool() ToolHandler {
 			if newID == nil {
 				newID = NewMessageID
 			}
-			return Resolution{Requirement: req, Prepare: func(context.Context) (any, error) {
+			admit := func(ctx context.Context) error {
+				b, err := k.admitMessage(ctx, actx, env)
+				if b != nil {
+					return &ResolutionRefusedError{Code: b.Code, Message: b.Message}
+				}
+				return err
+			}
+			return Resolution{Requirement: req, Admit: admit, Prepare: func(context.Context) (any, error) {
 				minted := env
 				minted.ID = newID()
 				if err := minted.Validate(); err != nil {

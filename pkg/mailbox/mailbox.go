@@ -158,12 +158,38 @@ func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env 
 	case errors.Is(err, store.ErrDuplicate):
 		return receipt(env, kernel.DeliveryFailed, now, CodeMessageIDConflict, "another message was delivered under this id"), nil
 	case errors.Is(err, store.ErrInFlightExceeded):
-		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeMessagesInFlightExceeded,
-			fmt.Sprintf("the requester already has %d messages waiting for a reply", t.Config.maxInFlight())), nil
+		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeMessagesInFlightExceeded, inFlightMessage(t.Config.maxInFlight())), nil
 	case err != nil:
 		return kernel.MessageDeliveryResult{}, err
 	}
 	return receipt(env, kernel.DeliveryAccepted, rec.AcceptedAt, "", ""), nil
+}
+
+// AdmitMessage refuses a request (not a reply) whose requester already has the maximum
+// number of requests pending in the world (kernel.MessageAdmission): the kernel asks it
+// after the send would be authorized and before its use is spent, so the refusal
+// (messages_in_flight_exceeded) spends nothing. It is a check, not a reservation: when
+// two sends of one requester are admitted at once at the last free place, both spend
+// and the store's count at delivery (DeliverMessage's maxInFlight, in the delivery's
+// transaction) refuses the one that comes second — that one's use is spent and its
+// receipt denied messages_in_flight_exceeded, so the bound itself is never exceeded.
+func (t *Transport) AdmitMessage(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (*kernel.MessageBoundError, error) {
+	if env.ReplyTo != "" {
+		return nil, nil
+	}
+	max := t.Config.maxInFlight()
+	pending, err := t.Box.ListMessages(ctx, store.MessageFilter{World: actx.World, Sender: env.Sender, Status: store.MessagePending, Limit: max})
+	if err != nil {
+		return nil, err
+	}
+	if len(pending) >= max {
+		return &kernel.MessageBoundError{Code: kernel.CodeMessagesInFlightExceeded, Message: inFlightMessage(max)}, nil
+	}
+	return nil, nil
+}
+
+func inFlightMessage(max int) string {
+	return fmt.Sprintf("the requester already has %d messages waiting for a reply", max)
 }
 
 // Host codes of the mailbox's own receipts.
