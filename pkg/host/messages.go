@@ -115,7 +115,8 @@ func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, k
 	if now == nil {
 		now = time.Now
 	}
-	return &mailbox.Transport{Box: box, Config: cfg, Now: now}, &mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient}
+	claims, _ := box.(store.Idempotency)
+	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims}, &mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient}
 }
 
 // runRecipient runs an exec recipient's command as its own turn: its environment names

@@ -381,6 +381,34 @@ func (k *Kernel) admitMessage(ctx context.Context, actx AccessContext, env Messa
 	return a.AdmitMessage(ctx, cloneContext(actx), env)
 }
 
+// MessageClaimState is what MessageIDClaimer.ClaimMessageID found under a message id.
+type MessageClaimState int
+
+// The states of a claim.
+const (
+	// MessageIDClaimed: the id is this send's until it calls the claim's release.
+	MessageIDClaimed MessageClaimState = iota
+	// MessageIDBusy: another send of the same message holds the id right now.
+	MessageIDBusy
+	// MessageIDConflict: another message (other content) holds the id.
+	MessageIDConflict
+)
+
+// MessageIDClaimer is what a transport whose store is shared by several processes may
+// add so that one message id is sent — authorized, its use spent, delivered — once
+// across all of them (the kernel's per-id lock serializes the sends of one process
+// only). SendMessage claims env's id before it looks the message up and spends, and
+// releases the claim once the send is over (the delivered message then answers the id by
+// itself, MessageReceiptLookup). Of concurrent claims of one id, in any processes, exactly
+// one gets MessageIDClaimed; a busy id is failed message_send_in_progress (retryable: a
+// retry gets the first send's receipt), a conflicting one message_id_conflict, both
+// before anything is spent. A claim left by a process that died lapses after the
+// transport's lease; a send that had spent its use and died before delivering it is the
+// one case where the retry spends again (the first use bought no message).
+type MessageIDClaimer interface {
+	ClaimMessageID(ctx context.Context, actx AccessContext, env MessageEnvelope) (state MessageClaimState, release func(), err error)
+}
+
 // keyedLocks serializes work per key (a message id), holding an entry only while in use.
 type keyedLocks struct {
 	mu    sync.Mutex
@@ -467,6 +495,27 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 	// transport, without authorizing or spending again; one id is sent once at a time.
 	unlock := k.sending.lock(actx.World + "\x00" + env.ID)
 	defer unlock()
+	if claimer, ok := k.cfg.MessageTransport.(MessageIDClaimer); ok {
+		state, release, err := claimer.ClaimMessageID(ctx, cloneContext(actx), env)
+		switch {
+		case err != nil:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport failed while claiming the message id")
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		case state == MessageIDConflict:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageIDConflict, "another message was sent under this id")
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		case state != MessageIDClaimed:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageSendInProgress, "the same message is being sent by another process; retry to get its receipt")
+			res.Error.Retryable = BoolPtr(true)
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		}
+		if release != nil {
+			defer release()
+		}
+	}
 	if lookup, ok := k.cfg.MessageTransport.(MessageReceiptLookup); ok {
 		prior, same, found, err := lookup.LookupReceipt(ctx, cloneContext(actx), env)
 		switch {

@@ -9,6 +9,8 @@ package mailbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,6 +113,47 @@ type Transport struct {
 	Config *Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Claims, when set (a store shared by several processes), claims a message id across
+	// processes before a direct send spends its use (ClaimMessageID).
+	Claims store.Idempotency
+}
+
+// ClaimLease is how long a claimed message id stays claimed by a send that neither
+// released it nor delivered (its process died): far longer than a send takes.
+const ClaimLease = time.Minute
+
+// ClaimMessageID claims env's id in world across every process sharing the store
+// (kernel.MessageIDClaimer), as an idempotency record of scope "message:<world>" keyed by
+// the id, fingerprinted by the envelope's canonical encoding: claimed, busy (the same
+// message, claimed by another send less than ClaimLease ago) or conflict (other content).
+// The release abandons the claim: by then the delivered message answers the id itself.
+// Without Claims every id is claimed at once (one process: the kernel's lock suffices).
+func (t *Transport) ClaimMessageID(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageClaimState, func(), error) {
+	if t.Claims == nil {
+		return kernel.MessageIDClaimed, nil, nil
+	}
+	text, err := canonicalEnvelope(env)
+	if err != nil {
+		return 0, nil, err
+	}
+	sum := sha256.Sum256([]byte(text))
+	fp := hex.EncodeToString(sum[:])
+	key := store.IdempotencyKey{Scope: "message:" + actx.World, Key: env.ID}
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	state, _, err := t.Claims.BeginIdempotent(ctx, key, fp, now(), ClaimLease)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch state {
+	case store.IdempotencyClaimed:
+		return kernel.MessageIDClaimed, func() { _ = t.Claims.AbandonIdempotent(context.WithoutCancel(ctx), key, fp) }, nil
+	case store.IdempotencyConflict:
+		return kernel.MessageIDConflict, nil, nil
+	}
+	return kernel.MessageIDBusy, nil, nil
 }
 
 func (t *Transport) now() string {
@@ -223,24 +266,26 @@ func (t *Transport) LookupReceipt(ctx context.Context, actx kernel.AccessContext
 // sameEnvelope compares two envelopes by their encoding after a strict decode (the
 // payload canonical).
 func sameEnvelope(a, b kernel.MessageEnvelope) (bool, error) {
-	enc := func(e kernel.MessageEnvelope) (string, error) {
-		raw, err := json.Marshal(e)
-		if err != nil {
-			return "", err
-		}
-		var back kernel.MessageEnvelope
-		if err := json.Unmarshal(raw, &back); err != nil {
-			return "", err
-		}
-		raw, err = json.Marshal(back)
-		return string(raw), err
-	}
-	x, err := enc(a)
+	x, err := canonicalEnvelope(a)
 	if err != nil {
 		return false, err
 	}
-	y, err := enc(b)
+	y, err := canonicalEnvelope(b)
 	return x == y, err
+}
+
+// canonicalEnvelope is e's encoding after a strict decode (the payload canonical).
+func canonicalEnvelope(e kernel.MessageEnvelope) (string, error) {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	var back kernel.MessageEnvelope
+	if err := json.Unmarshal(raw, &back); err != nil {
+		return "", err
+	}
+	raw, err = json.Marshal(back)
+	return string(raw), err
 }
 
 // Runner starts an exec recipient's turn for a request and returns when its command
