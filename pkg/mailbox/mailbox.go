@@ -302,6 +302,11 @@ type Router struct {
 	Poll time.Duration
 	// Now is the clock of a re-attached wait's deadline (nil: time.Now).
 	Now func() time.Time
+	// Report, when set, is told why a request got no reply (an exec recipient's command
+	// that failed to start, exited non-zero or exited without answering; a timeout): the
+	// operator's log, never the requester's result, which says only
+	// message_reply_resolution_failed.
+	Report func(world string, request kernel.MessageEnvelope, why error)
 }
 
 // ErrNoReply is matched by ResolveReply's error when no reply came.
@@ -328,7 +333,11 @@ func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, re
 		exited = make(chan error, 1)
 		go func() { exited <- r.Run(ctx, route, request, actx.World) }()
 	}
-	return r.wait(ctx, actx.World, request.ID, exited)
+	reply, err := r.wait(ctx, actx.World, request.ID, exited)
+	if err != nil && r.Report != nil {
+		r.Report(actx.World, request, err)
+	}
+	return reply, err
 }
 
 // Reattach resumes waiting for the reply to request id of world, after the process that
