@@ -5,6 +5,22 @@
 // `sharedos messages reply`) or exec (sharedos runs the recipient's command as its own
 // turn). It never authorizes: the kernel decided every send before it reaches here, the
 // reply included (it is a send back under the replier's grants).
+//
+// A restarted requester re-attaches by id (`sharedos messages wait ID`: Reattach), not by
+// a sweep at start-up, by design: a `tools call` or `mcp` process that starts cannot tell
+// a request whose waiter died from one another live process of the same requester is
+// waiting on right now — the mailbox records no waiter, and several `mcp` processes of
+// one agent (an editor's windows, a CI matrix) share one state database — so a sweep
+// would either fail live requests under their waiters or have to guess. What a dead
+// waiter leaves behind is safe without one: the request stays pending and can still be
+// answered (the recipient's reply is recorded once, ReplyMessage); the requester, which
+// finds its id in its message.sent audit record (`sharedos audit list --type
+// message.sent`) or the tool result it got before the restart, re-attaches and gets that
+// reply, or — past the reply timeout counted from its acceptance — resolves it failed
+// message_reply_resolution_failed, exactly once (FailMessage refuses a resolved request,
+// and a reply that won that race is the answer). So no request is lost and none is
+// answered twice; a pending request with no waiter only counts against its requester's
+// in-flight bound until someone re-attaches to it.
 package mailbox
 
 import (
@@ -341,7 +357,7 @@ func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, re
 }
 
 // Reattach resumes waiting for the reply to request id of world, after the process that
-// waited was restarted: the reply when it is there; while the request is pending, the
+// waited was restarted (`sharedos messages wait ID`, issue 24's re-attach): the reply when it is there; while the request is pending, the
 // wait goes on until the reply timeout counted from its acceptance; past that (or when
 // ctx ends first) the request is resolved failed message_reply_resolution_failed. A
 // request already failed is ErrNoReply. It never answers a request itself.
