@@ -115,7 +115,8 @@ func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, k
 	if now == nil {
 		now = time.Now
 	}
-	return &mailbox.Transport{Box: box, Config: cfg, Now: now}, &mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient}
+	claims, _ := box.(store.Idempotency)
+	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims}, &mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient, Report: reportNoReply}
 }
 
 // runRecipient runs an exec recipient's command as its own turn: its environment names
@@ -168,6 +169,14 @@ func (p *Prepared) runRecipient(ctx context.Context, route mailbox.Route, req ke
 		return fmt.Errorf("%s: %w", route.Command[0], err)
 	}
 	return nil
+}
+
+// reportNoReply writes why a request got no reply to this process's standard error (the
+// operator's log; under `sharedos mcp` the protocol is on standard output): the requester
+// is told only message_reply_resolution_failed.
+func reportNoReply(world string, req kernel.MessageEnvelope, why error) {
+	fmt.Fprintf(os.Stderr, "sharedos: message %s to %s (world %s) got no reply: %s\n", req.ID, req.Receiver, world,
+		strings.TrimPrefix(why.Error(), mailbox.ErrNoReply.Error()+": "))
 }
 
 func lastLine(s string) string {

@@ -33,6 +33,9 @@ type mintingTool struct {
 	delivered    []any
 	failPrepare  bool
 	panicPrepare bool
+	// admit, when set, is the resolution's Admit; admits counts its calls
+	admit  func(context.Context) error
+	admits int
 }
 
 func (m *mintingTool) handler() kernel.ToolHandler {
@@ -57,7 +60,16 @@ func (m *mintingTool) handler() kernel.ToolHandler {
 			m.resolutions++
 			seq := m.resolutions
 			m.mu.Unlock()
-			return kernel.Resolution{Requirement: req("send", "to", to, strconv.Itoa(seq)),
+			var admit func(context.Context) error
+			if m.admit != nil {
+				admit = func(ctx context.Context) error {
+					m.mu.Lock()
+					m.admits++
+					m.mu.Unlock()
+					return m.admit(ctx)
+				}
+			}
+			return kernel.Resolution{Requirement: req("send", "to", to, strconv.Itoa(seq)), Admit: admit,
 				Prepare: func(context.Context) (any, error) {
 					m.mu.Lock()
 					defer m.mu.Unlock()
@@ -257,5 +269,64 @@ func TestResolveCallBesideResolveRequirement(t *testing.T) {
 	}
 	if _, err := kernel.PrepareTool(h); err == nil {
 		t.Fatal("a handler with both ResolveCall and ResolveRequirement was accepted")
+	}
+}
+
+// TestAdmitRefusesBeforeSpending: a resolution's Admit runs after the call would be
+// allowed and before its use is spent: a typed refusal denies the call with its code at
+// the request gate, any other error (or a panic) fails it tool_execution_failed without
+// its text; either way no use is spent, nothing is prepared or delivered, and the call's
+// tool.invoked record says so. A call refused by its grants is never admitted, and
+// explain never admits.
+func TestAdmitRefusesBeforeSpending(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		admit  func(context.Context) error
+		status kernel.ToolStatus
+		code   kernel.ErrorCode
+	}{
+		{"refused", func(context.Context) error {
+			return &kernel.ResolutionRefusedError{Code: "messages_in_flight_exceeded", Message: "too many in flight"}
+		}, kernel.StatusDenied, "messages_in_flight_exceeded"},
+		{"error", func(context.Context) error { return errors.New("secret store failure") }, kernel.StatusFailed, kernel.CodeToolExecutionFailed},
+		{"panic", func(context.Context) error { panic("secret admit panic") }, kernel.StatusFailed, kernel.CodeToolExecutionFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &mintingTool{admit: c.admit}
+			audit, usage := &memAudit{}, newMemUsage()
+			g := sendGrant(5, "carol")
+			k := kernel.New(kernel.Config{Grants: &grantStore{grants: []kernel.CapabilityGrant{g}}, Usage: usage, Audit: audit})
+			if err := k.RegisterTool(m.handler()); err != nil {
+				t.Fatal(err)
+			}
+			turn := mustTurn(t, k, testContext())
+			res := turn.InvokeTool(context.Background(), mintCall("c1", "carol"))
+			if res.Status != c.status || res.Error == nil || res.Error.Code != c.code || res.Gate != kernel.GateRequest || strings.Contains(res.Error.Message, "secret") {
+				t.Fatalf("%+v %+v, want %s %s at the request gate", res, res.Error, c.status, c.code)
+			}
+			if n, _ := usage.GetUsage(context.Background(), kernel.UsageKeyOf(&g)); n != 0 {
+				t.Fatalf("%d uses spent by a call refused at admission", n)
+			}
+			if _, mints, deliveries := m.counts(); mints != 0 || deliveries != 0 || m.admits != 1 {
+				t.Fatalf("admits %d, mints %d, deliveries %d; want 1, 0, 0", m.admits, mints, deliveries)
+			}
+			var invoked int
+			for _, ev := range audit.events {
+				if ev.Type == kernel.EventToolInvoked && ev.OperationID == "c1" && ev.Reason == c.code && string(ev.Outcome) == string(c.status) {
+					invoked++
+				}
+			}
+			if invoked != 1 {
+				t.Fatalf("%d tool.invoked records of the refusal, want 1: %+v", invoked, audit.events)
+			}
+			// refused by its grants: settled as usual, never admitted; explain never admits
+			if res := turn.InvokeTool(context.Background(), mintCall("c2", "mallory")); res.Status != kernel.StatusDenied || res.Error.Code == c.code {
+				t.Fatalf("no grant: %+v", res)
+			}
+			turn.ExplainCall(context.Background(), mintCall("x1", "carol"))
+			if m.admits != 1 {
+				t.Fatalf("%d admits, want 1 (a call refused by its grants or explained was admitted)", m.admits)
+			}
+		})
 	}
 }

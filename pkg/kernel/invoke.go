@@ -31,17 +31,26 @@ func (k *Kernel) InvokeTool(ctx context.Context, actx AccessContext, call ToolCa
 func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	k := t.k
 	st := t.state(ctx, true)
-	p, prepare := planCall(st, call)
+	p, hooks := planCall(st, call)
 	// A read-class tool changes nothing until its output is reported, so with a sink that
 	// can batch, its decision record (when it spent no use) is written together with its
 	// tool.invoked record in one write-ahead transaction after the read and before the
 	// result is returned; if that fails the output is withheld (audit_unavailable).
 	batch, _ := k.cfg.Audit.(WriteAheadBatchAuditSink)
 	deferOK := batch != nil && p.handler != nil && p.handler.Definition.ReadWrite == ClassRead
-	var auditErr error
+	var auditErr, admitErr error
 	var pending *AuditEvent
 	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
 		if stage == StageAuthorization {
+			if hooks.Admit != nil {
+				// admitted before anything is spent (Resolution.Admit); a call that
+				// would be refused anyway is settled below as usual, its refusal audited
+				if d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, false); d.Allowed {
+					if admitErr = admitSafely(ctx, hooks.Admit); admitErr != nil {
+						return Settled{Decision: d, Diagnostic: diag}
+					}
+				}
+			}
 			d, diag, rec, err := t.settleConsuming(ctx, st.auth, call, ev, deferOK)
 			auditErr, pending = err, rec
 			return Settled{Decision: d, Diagnostic: diag}
@@ -61,8 +70,16 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 		res.Gate = GateInfrastructure
 	case len(findings) > 0:
 		res = findings[0].Result(call, now)
+	case admitErr != nil:
+		var refused *ResolutionRefusedError
+		if errors.As(admitErr, &refused) {
+			res = DeniedResult(call, now, refused.Code, refused.Message)
+		} else {
+			res = FailedResult(call, now, CodeToolExecutionFailed, "the tool could not check the call before spending its use")
+		}
+		res.Gate = GateRequest
 	default:
-		res, ran = t.execute(ctx, p, prepare), true
+		res, ran = t.execute(ctx, p, hooks.Prepare), true
 	}
 	if ran {
 		// The effect is done (or cut short): its records are written even when the
@@ -155,6 +172,15 @@ func invokeSafely(ctx context.Context, h *ToolHandler, actx AccessContext, call 
 		}
 	}()
 	return h.Invoke(ctx, cloneContext(actx), call)
+}
+
+func admitSafely(ctx context.Context, admit func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("admit panicked: %v", r)
+		}
+	}()
+	return admit(ctx)
 }
 
 func prepareSafely(ctx context.Context, prepare preparation) (v any, err error) {

@@ -358,6 +358,57 @@ type MessageReceiptLookup interface {
 	LookupReceipt(ctx context.Context, actx AccessContext, env MessageEnvelope) (receipt MessageDeliveryResult, same, found bool, err error)
 }
 
+// MessageAdmission is what a transport may add to refuse a message before its send
+// use is spent: AdmitMessage returns the bound env breaks (a requester with too many
+// messages in flight: messages_in_flight_exceeded) or nil; an error is a transport fault.
+// It is a check, not a reservation: two sends admitted at once may both spend, and the
+// transport's Deliver enforces the bound again, exactly, where the message is stored.
+type MessageAdmission interface {
+	AdmitMessage(ctx context.Context, actx AccessContext, env MessageEnvelope) (*MessageBoundError, error)
+}
+
+// admitMessage asks the transport's admission, when it has one.
+func (k *Kernel) admitMessage(ctx context.Context, actx AccessContext, env MessageEnvelope) (b *MessageBoundError, err error) {
+	a, ok := k.cfg.MessageTransport.(MessageAdmission)
+	if !ok {
+		return nil, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("message admission panicked: %v", r)
+		}
+	}()
+	return a.AdmitMessage(ctx, cloneContext(actx), env)
+}
+
+// MessageClaimState is what MessageIDClaimer.ClaimMessageID found under a message id.
+type MessageClaimState int
+
+// The states of a claim.
+const (
+	// MessageIDClaimed: the id is this send's until it calls the claim's release.
+	MessageIDClaimed MessageClaimState = iota
+	// MessageIDBusy: another send of the same message holds the id right now.
+	MessageIDBusy
+	// MessageIDConflict: another message (other content) holds the id.
+	MessageIDConflict
+)
+
+// MessageIDClaimer is what a transport whose store is shared by several processes may
+// add so that one message id is sent — authorized, its use spent, delivered — once
+// across all of them (the kernel's per-id lock serializes the sends of one process
+// only). SendMessage claims env's id before it looks the message up and spends, and
+// releases the claim once the send is over (the delivered message then answers the id by
+// itself, MessageReceiptLookup). Of concurrent claims of one id, in any processes, exactly
+// one gets MessageIDClaimed; a busy id is failed message_send_in_progress (retryable: a
+// retry gets the first send's receipt), a conflicting one message_id_conflict, both
+// before anything is spent. A claim left by a process that died lapses after the
+// transport's lease; a send that had spent its use and died before delivering it is the
+// one case where the retry spends again (the first use bought no message).
+type MessageIDClaimer interface {
+	ClaimMessageID(ctx context.Context, actx AccessContext, env MessageEnvelope) (state MessageClaimState, release func(), err error)
+}
+
 // keyedLocks serializes work per key (a message id), holding an entry only while in use.
 type keyedLocks struct {
 	mu    sync.Mutex
@@ -417,8 +468,9 @@ var ErrInvalidMessage = errors.New("the message envelope does not match the Shar
 // matching ErrInvalidMessage (nothing audited: there is no message to name); a sender,
 // purpose or trace that is not the context's is denied message_context_mismatch; a
 // resolver that fails, failed message_requirement_resolution_failed; no authority, denied
-// authority_unavailable; then the exact send is authorized, consuming a use (denied with
-// the decision's code); no transport is failed message_transport_not_configured; a
+// authority_unavailable; a request the transport's admission refuses (MessageAdmission:
+// too many in flight) is denied with its code before anything is spent; then the exact
+// send is authorized, consuming a use (denied with the decision's code); no transport is failed message_transport_not_configured; a
 // transport error, failed message_delivery_failed; a receipt that fails the contract or
 // names another message, failed invalid_message_receipt; otherwise the transport's
 // receipt verbatim. Every outcome writes one message.sent audit record; a refusal spends
@@ -443,6 +495,27 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 	// transport, without authorizing or spending again; one id is sent once at a time.
 	unlock := k.sending.lock(actx.World + "\x00" + env.ID)
 	defer unlock()
+	if claimer, ok := k.cfg.MessageTransport.(MessageIDClaimer); ok {
+		state, release, err := claimer.ClaimMessageID(ctx, cloneContext(actx), env)
+		switch {
+		case err != nil:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport failed while claiming the message id")
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		case state == MessageIDConflict:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageIDConflict, "another message was sent under this id")
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		case state != MessageIDClaimed:
+			res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageSendInProgress, "the same message is being sent by another process; retry to get its receipt")
+			res.Error.Retryable = BoolPtr(true)
+			t.recordMessage(ctx, &env, res, "", "")
+			return res, nil
+		}
+		if release != nil {
+			defer release()
+		}
+	}
 	if lookup, ok := k.cfg.MessageTransport.(MessageReceiptLookup); ok {
 		prior, same, found, err := lookup.LookupReceipt(ctx, cloneContext(actx), env)
 		switch {
@@ -479,6 +552,23 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 	}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
+	if env.ReplyTo == "" {
+		// a bound only the transport can count, refused before the use is spent (a send
+		// that would be refused anyway is settled below, its refusal audited)
+		if d, _ := k.authz.Settle(ctx, st.auth, t.actx, &eval, false); d.Allowed {
+			b, err := k.admitMessage(ctx, actx, env)
+			switch {
+			case err != nil:
+				res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport failed while admitting the message")
+				t.recordMessage(ctx, &env, res, "", "")
+				return res, nil
+			case b != nil:
+				res := deliveryResult(&env, actx.Now, DeliveryDenied, b.Code, b.Message)
+				t.recordMessage(ctx, &env, res, "", "")
+				return res, nil
+			}
+		}
+	}
 	d, _, _, aerr := t.settleConsuming(ctx, st.auth, ToolCall{Tool: MessageToolName}, &eval, false)
 	if aerr != nil {
 		res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeAuditUnavailable, "the decision could not be audited; the message was not sent")
@@ -647,7 +737,8 @@ func MessageToolDefinition() ToolDefinition {
 // messageTool is the messages.request handler (spec 80 §3). ResolveCall derives the
 // recipient-scoped send requirement from the arguments and the trusted context (pure; a
 // broken bound is refused there with its typed code, before anything is spent); its
-// Prepare mints the envelope — a fresh id (never the call id), sender the actor, the
+// Admit asks the transport's admission (MessageAdmission: too many requests in flight is
+// denied messages_in_flight_exceeded before the use is spent); its Prepare mints the envelope — a fresh id (never the call id), sender the actor, the
 // context's purpose and trace, createdAt its instant — after the call's use was spent,
 // and Invoke delivers exactly that envelope without authorizing again, resolves the reply
 // through the router and checks it against the request before the caller sees its
@@ -677,7 +768,14 @@ func (k *Kernel) messageTool() ToolHandler {
 			if newID == nil {
 				newID = NewMessageID
 			}
-			return Resolution{Requirement: req, Prepare: func(context.Context) (any, error) {
+			admit := func(ctx context.Context) error {
+				b, err := k.admitMessage(ctx, actx, env)
+				if b != nil {
+					return &ResolutionRefusedError{Code: b.Code, Message: b.Message}
+				}
+				return err
+			}
+			return Resolution{Requirement: req, Admit: admit, Prepare: func(context.Context) (any, error) {
 				minted := env
 				minted.ID = newID()
 				if err := minted.Validate(); err != nil {

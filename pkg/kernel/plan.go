@@ -134,11 +134,12 @@ type turnState struct {
 	regErr   error
 }
 
-// planCall evaluates call against st. It is pure. prepare is the preparation of the
-// call's resolution (Resolution.Prepare; nil when none or when the call is refused before
-// or at the requirement): the plan does not hold it, so that only the caller that keeps
-// it — InvokeTool, which hands it to execute — can ever run it; the dry runs discard it.
-func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
+// planCall evaluates call against st. It is pure. hooks are the call's resolution's
+// Prepare and Admit (zero when none or when the call is refused before or at the
+// requirement): the plan does not hold them, so that only the caller that keeps them —
+// InvokeTool, which admits before it spends and hands Prepare to execute — can ever run
+// them; the dry runs discard them.
+func planCall(st *turnState, call ToolCall) (p *Plan, hooks Resolution) {
 	p = &Plan{Call: call}
 	p.steps = p.stepBuf[:0]
 	refuse := func(stage Stage, gate Gate, status ToolStatus, code ErrorCode, cause Cause, msg string, terminal bool) {
@@ -147,7 +148,7 @@ func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
 	}
 	if validIdent("id", call.ID) != nil || validIdent("tool", call.Tool) != nil {
 		refuse(StageCall, GateRequest, StatusDenied, ErrorCodeOf(ReasonInvalidRequest), "", "the tool call needs an id and a tool name", true)
-		return p, nil
+		return p, Resolution{}
 	}
 	if call.TraceID != st.actx.TraceID {
 		refuse(StageTrace, GateRequest, StatusDenied, CodeTraceMismatch, "", "the call's traceId does not match the context's", false)
@@ -155,24 +156,24 @@ func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
 	if st.auditErr != nil {
 		refuse(StageAuthority, GateInfrastructure, StatusFailed, CodeAuditUnavailable, "",
 			"the audit trail could not be written ("+st.auditErr.Error()+"); the call was refused", true)
-		return p, nil
+		return p, Resolution{}
 	}
 	if st.auth.unavailable != "" {
 		refuse(StageAuthority, GateInfrastructure, StatusDenied, ErrorCodeOf(ReasonAuthorityUnavailable), CauseOf(ReasonAuthorityUnavailable),
 			"authority could not be loaded for this context ("+st.auth.unavailable+"); the call was refused", true)
-		return p, nil
+		return p, Resolution{}
 	}
 	if st.regErr != nil {
 		refuse(StageCatalogue, GateInfrastructure, StatusFailed, CodeToolCatalogUnavailable, "",
 			"the tool catalogue could not be resolved for this context: "+st.regErr.Error(), true)
-		return p, nil
+		return p, Resolution{}
 	}
 	p.catalogHash = st.reg.hash
 	h := st.reg.byName[call.Tool]
 	if h == nil {
 		refuse(StageRegistration, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNotRegistered,
 			"no tool of this name is registered for this context", true)
-		return p, nil
+		return p, Resolution{}
 	}
 	p.handler = &h.handler
 	p.tool = h.handler.Definition
@@ -191,19 +192,19 @@ func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
 	if perr != nil {
 		p.ArgumentsError = perr.Error()
 		refuse(StageArguments, GateRequest, StatusFailed, CodeInvalidToolArguments, "", "invalid tool arguments: "+perr.Error(), true)
-		return p, nil
+		return p, Resolution{}
 	}
 	p.parsed = ParsedToolCall{ToolCall: call, Parsed: parsed}
 	res, rerr := resolveRequirement(p.handler, st.actx, p.parsed)
 	var refused *ResolutionRefusedError
 	if errors.As(rerr, &refused) {
 		refuse(StageRequirement, GateRequest, StatusDenied, refused.Code, "", refused.Message, true)
-		return p, nil
+		return p, Resolution{}
 	}
 	if rerr != nil {
 		refuse(StageRequirement, GateRequest, StatusFailed, CodeToolRequirementResolutionFailed, "",
 			"the tool could not resolve what this call requires", true)
-		return p, nil
+		return p, Resolution{}
 	}
 	req := res.Requirement
 	p.requirement = req
@@ -214,15 +215,15 @@ func planCall(st *turnState, call ToolCall) (p *Plan, prepare preparation) {
 		// The authorizer's pre-check refuses it (invalid_request); it is settled and
 		// audited like any authorization, without consuming.
 		p.steps = append(p.steps, step{stage: StageOwner, pending: p.Execution, terminal: true})
-		return p, nil
+		return p, Resolution{}
 	}
 	if !WithinDeclaredBound(req, def.RequiredCapability, st.actx.Owner) {
 		refuse(StageDeclaredBound, GateRequest, StatusFailed, CodeInvalidToolRequirement, "",
 			"the tool resolved a requirement outside its declared bound", true)
-		return p, nil
+		return p, Resolution{}
 	}
 	p.steps = append(p.steps, step{stage: StageAuthorization, pending: p.Execution})
-	return p, res.Prepare
+	return p, Resolution{Prepare: res.Prepare, Admit: res.Admit}
 }
 
 // preparation is a Resolution's Prepare.

@@ -64,6 +64,9 @@ const (
 	CodeMessageRecipientIsSender           ErrorCode = "message_recipient_is_sender"
 	CodeMessagesInFlightExceeded           ErrorCode = "messages_in_flight_exceeded"
 	CodeMessageIDConflict                  ErrorCode = "message_id_conflict"
+	// CodeMessageSendInProgress: another process is sending the same message (its id
+	// claimed, MessageIDClaimer) right now; retryable — a retry gets its receipt.
+	CodeMessageSendInProgress ErrorCode = "message_send_in_progress"
 )
 
 // Cause is the hidden cause of a tool_unavailable refusal, recorded in audit and carried

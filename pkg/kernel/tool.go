@@ -255,9 +255,21 @@ type ToolHandler struct {
 // refused call is never prepared, and the dry runs (ExplainCall) never prepare: they
 // drop Prepare unread. An error or a panic of Prepare fails the call
 // tool_execution_failed, without Invoke, its text never shown to callers.
+//
+// Admit, when set, is called by InvokeTool alone, at most once per call: after every
+// gate passed and the execution authorization would be allowed, just before it is
+// settled consuming — so that a call over a bound only the store can count (a
+// requester's messages in flight) is refused before its use is spent. A
+// *ResolutionRefusedError denies the call with its code at the requirement gate; any
+// other error (or a panic) fails it tool_execution_failed; either way nothing is spent,
+// nothing is prepared, and the call's tool.invoked record says so. The dry runs never
+// admit. Admit is a check, not a reservation: what it counted may change before the use
+// is spent, so a tool whose bound must hold exactly checks it again where it takes
+// effect.
 type Resolution struct {
 	Requirement CapabilityRequirement
 	Prepare     func(ctx context.Context) (any, error)
+	Admit       func(ctx context.Context) error
 }
 
 // PublishedToolDefinition is the model-facing projection of a definition: it never

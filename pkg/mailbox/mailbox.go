@@ -5,10 +5,28 @@
 // `sharedos messages reply`) or exec (sharedos runs the recipient's command as its own
 // turn). It never authorizes: the kernel decided every send before it reaches here, the
 // reply included (it is a send back under the replier's grants).
+//
+// A restarted requester re-attaches by id (`sharedos messages wait ID`: Reattach), not by
+// a sweep at start-up, by design: a `tools call` or `mcp` process that starts cannot tell
+// a request whose waiter died from one another live process of the same requester is
+// waiting on right now — the mailbox records no waiter, and several `mcp` processes of
+// one agent (an editor's windows, a CI matrix) share one state database — so a sweep
+// would either fail live requests under their waiters or have to guess. What a dead
+// waiter leaves behind is safe without one: the request stays pending and can still be
+// answered (the recipient's reply is recorded once, ReplyMessage); the requester, which
+// finds its id in its message.sent audit record (`sharedos audit list --type
+// message.sent`) or the tool result it got before the restart, re-attaches and gets that
+// reply, or — past the reply timeout counted from its acceptance — resolves it failed
+// message_reply_resolution_failed, exactly once (FailMessage refuses a resolved request,
+// and a reply that won that race is the answer). So no request is lost and none is
+// answered twice; a pending request with no waiter only counts against its requester's
+// in-flight bound until someone re-attaches to it.
 package mailbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,6 +129,47 @@ type Transport struct {
 	Config *Config
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Claims, when set (a store shared by several processes), claims a message id across
+	// processes before a direct send spends its use (ClaimMessageID).
+	Claims store.Idempotency
+}
+
+// ClaimLease is how long a claimed message id stays claimed by a send that neither
+// released it nor delivered (its process died): far longer than a send takes.
+const ClaimLease = time.Minute
+
+// ClaimMessageID claims env's id in world across every process sharing the store
+// (kernel.MessageIDClaimer), as an idempotency record of scope "message:<world>" keyed by
+// the id, fingerprinted by the envelope's canonical encoding: claimed, busy (the same
+// message, claimed by another send less than ClaimLease ago) or conflict (other content).
+// The release abandons the claim: by then the delivered message answers the id itself.
+// Without Claims every id is claimed at once (one process: the kernel's lock suffices).
+func (t *Transport) ClaimMessageID(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageClaimState, func(), error) {
+	if t.Claims == nil {
+		return kernel.MessageIDClaimed, nil, nil
+	}
+	text, err := canonicalEnvelope(env)
+	if err != nil {
+		return 0, nil, err
+	}
+	sum := sha256.Sum256([]byte(text))
+	fp := hex.EncodeToString(sum[:])
+	key := store.IdempotencyKey{Scope: "message:" + actx.World, Key: env.ID}
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	state, _, err := t.Claims.BeginIdempotent(ctx, key, fp, now(), ClaimLease)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch state {
+	case store.IdempotencyClaimed:
+		return kernel.MessageIDClaimed, func() { _ = t.Claims.AbandonIdempotent(context.WithoutCancel(ctx), key, fp) }, nil
+	case store.IdempotencyConflict:
+		return kernel.MessageIDConflict, nil, nil
+	}
+	return kernel.MessageIDBusy, nil, nil
 }
 
 func (t *Transport) now() string {
@@ -158,12 +217,38 @@ func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env 
 	case errors.Is(err, store.ErrDuplicate):
 		return receipt(env, kernel.DeliveryFailed, now, CodeMessageIDConflict, "another message was delivered under this id"), nil
 	case errors.Is(err, store.ErrInFlightExceeded):
-		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeMessagesInFlightExceeded,
-			fmt.Sprintf("the requester already has %d messages waiting for a reply", t.Config.maxInFlight())), nil
+		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeMessagesInFlightExceeded, inFlightMessage(t.Config.maxInFlight())), nil
 	case err != nil:
 		return kernel.MessageDeliveryResult{}, err
 	}
 	return receipt(env, kernel.DeliveryAccepted, rec.AcceptedAt, "", ""), nil
+}
+
+// AdmitMessage refuses a request (not a reply) whose requester already has the maximum
+// number of requests pending in the world (kernel.MessageAdmission): the kernel asks it
+// after the send would be authorized and before its use is spent, so the refusal
+// (messages_in_flight_exceeded) spends nothing. It is a check, not a reservation: when
+// two sends of one requester are admitted at once at the last free place, both spend
+// and the store's count at delivery (DeliverMessage's maxInFlight, in the delivery's
+// transaction) refuses the one that comes second — that one's use is spent and its
+// receipt denied messages_in_flight_exceeded, so the bound itself is never exceeded.
+func (t *Transport) AdmitMessage(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (*kernel.MessageBoundError, error) {
+	if env.ReplyTo != "" {
+		return nil, nil
+	}
+	max := t.Config.maxInFlight()
+	pending, err := t.Box.ListMessages(ctx, store.MessageFilter{World: actx.World, Sender: env.Sender, Status: store.MessagePending, Limit: max})
+	if err != nil {
+		return nil, err
+	}
+	if len(pending) >= max {
+		return &kernel.MessageBoundError{Code: kernel.CodeMessagesInFlightExceeded, Message: inFlightMessage(max)}, nil
+	}
+	return nil, nil
+}
+
+func inFlightMessage(max int) string {
+	return fmt.Sprintf("the requester already has %d messages waiting for a reply", max)
 }
 
 // Host codes of the mailbox's own receipts.
@@ -197,24 +282,26 @@ func (t *Transport) LookupReceipt(ctx context.Context, actx kernel.AccessContext
 // sameEnvelope compares two envelopes by their encoding after a strict decode (the
 // payload canonical).
 func sameEnvelope(a, b kernel.MessageEnvelope) (bool, error) {
-	enc := func(e kernel.MessageEnvelope) (string, error) {
-		raw, err := json.Marshal(e)
-		if err != nil {
-			return "", err
-		}
-		var back kernel.MessageEnvelope
-		if err := json.Unmarshal(raw, &back); err != nil {
-			return "", err
-		}
-		raw, err = json.Marshal(back)
-		return string(raw), err
-	}
-	x, err := enc(a)
+	x, err := canonicalEnvelope(a)
 	if err != nil {
 		return false, err
 	}
-	y, err := enc(b)
+	y, err := canonicalEnvelope(b)
 	return x == y, err
+}
+
+// canonicalEnvelope is e's encoding after a strict decode (the payload canonical).
+func canonicalEnvelope(e kernel.MessageEnvelope) (string, error) {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	var back kernel.MessageEnvelope
+	if err := json.Unmarshal(raw, &back); err != nil {
+		return "", err
+	}
+	raw, err = json.Marshal(back)
+	return string(raw), err
 }
 
 // Runner starts an exec recipient's turn for a request and returns when its command
@@ -231,6 +318,11 @@ type Router struct {
 	Poll time.Duration
 	// Now is the clock of a re-attached wait's deadline (nil: time.Now).
 	Now func() time.Time
+	// Report, when set, is told why a request got no reply (an exec recipient's command
+	// that failed to start, exited non-zero or exited without answering; a timeout): the
+	// operator's log, never the requester's result, which says only
+	// message_reply_resolution_failed.
+	Report func(world string, request kernel.MessageEnvelope, why error)
 }
 
 // ErrNoReply is matched by ResolveReply's error when no reply came.
@@ -257,11 +349,15 @@ func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, re
 		exited = make(chan error, 1)
 		go func() { exited <- r.Run(ctx, route, request, actx.World) }()
 	}
-	return r.wait(ctx, actx.World, request.ID, exited)
+	reply, err := r.wait(ctx, actx.World, request.ID, exited)
+	if err != nil && r.Report != nil {
+		r.Report(actx.World, request, err)
+	}
+	return reply, err
 }
 
 // Reattach resumes waiting for the reply to request id of world, after the process that
-// waited was restarted: the reply when it is there; while the request is pending, the
+// waited was restarted (`sharedos messages wait ID`, issue 24's re-attach): the reply when it is there; while the request is pending, the
 // wait goes on until the reply timeout counted from its acceptance; past that (or when
 // ctx ends first) the request is resolved failed message_reply_resolution_failed. A
 // request already failed is ErrNoReply. It never answers a request itself.

@@ -212,6 +212,9 @@ func TestMain(m *testing.M) {
 	if db := os.Getenv("MAILBOX_WAITER"); db != "" {
 		os.Exit(waiterMain(db))
 	}
+	if db := os.Getenv("MAILBOX_SENDER"); db != "" {
+		os.Exit(senderMain(db))
+	}
 	os.Exit(m.Run())
 }
 
