@@ -81,6 +81,14 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 		if err != nil {
 			return serviceError(err)
 		}
+		// a namespace whose MCP server could not be listed is one row "ns.*"; the
+		// operator at the terminal sees why (the embedded backend's description holds
+		// the provider and its cause; the audit trail has it too)
+		for _, s := range statuses {
+			if s.Cause == kernel.Cause(kernel.CodeToolCatalogUnavailable) && s.Definition.Description != "" {
+				warn(opts.IO, "%s", s.Definition.Description)
+			}
+		}
 		if p.format != FormatTable {
 			return p.data(statuses)
 		}
