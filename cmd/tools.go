@@ -616,7 +616,7 @@ func failureHint(res kernel.ToolResult) string {
 	case kernel.CodeInvalidToolArguments:
 		return fmt.Sprintf("correct the arguments; 'sharedos tools describe %s' shows what the tool takes", res.Tool)
 	case kernel.CodeToolCatalogUnavailable:
-		return "a tool provider failed; no partial catalogue is served"
+		return "a tool provider could not list its tools; 'sharedos tools list --all' says which and why"
 	case kernel.CodeEscalationNotTerminated:
 		return "sharedos.escalate ends a turn and is never executed"
 	}
