@@ -11,9 +11,6 @@
 //	crash             writes to stderr and exits 3 before answering anything
 //	hang              reads its input and never answers
 //
-// When FAKEMCP_STARTS names a file, every start appends one line to it ("start MODE"):
-// a test counts the connections a gateway opened.
-//
 // It is test support only: nothing in the product imports it.
 package fakemcp
 
@@ -36,17 +33,8 @@ import (
 // ModeEnv selects the behaviour.
 const ModeEnv = "FAKEMCP_MODE"
 
-// StartsEnv names a file the server appends one line to each time it starts.
-const StartsEnv = "FAKEMCP_STARTS"
-
 // Main runs the fake server on stdio and returns its exit code.
 func Main() int {
-	if p := os.Getenv(StartsEnv); p != "" {
-		if f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			fmt.Fprintf(f, "start %s\n", os.Getenv(ModeEnv))
-			_ = f.Close()
-		}
-	}
 	switch os.Getenv(ModeEnv) {
 	case "crash":
 		// a crash that prints its credential: the gateway must redact it
