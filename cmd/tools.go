@@ -81,6 +81,14 @@ func runToolsList(ctx context.Context, opts *ToolsListOptions) error {
 		if err != nil {
 			return serviceError(err)
 		}
+		// a namespace whose MCP server could not be listed is one row "ns.*"; the
+		// operator at the terminal sees why (the embedded backend's description holds
+		// the provider and its cause; the audit trail has it too)
+		for _, s := range statuses {
+			if s.Cause == kernel.Cause(kernel.CodeToolCatalogUnavailable) && s.Definition.Description != "" {
+				warn(opts.IO, "%s", s.Definition.Description)
+			}
+		}
 		if p.format != FormatTable {
 			return p.data(statuses)
 		}
@@ -608,7 +616,7 @@ func failureHint(res kernel.ToolResult) string {
 	case kernel.CodeInvalidToolArguments:
 		return fmt.Sprintf("correct the arguments; 'sharedos tools describe %s' shows what the tool takes", res.Tool)
 	case kernel.CodeToolCatalogUnavailable:
-		return "a tool provider failed; no partial catalogue is served"
+		return "a tool provider could not list its tools; 'sharedos tools list --all' says which and why"
 	case kernel.CodeEscalationNotTerminated:
 		return "sharedos.escalate ends a turn and is never executed"
 	}

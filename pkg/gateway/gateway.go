@@ -216,8 +216,11 @@ type provider struct {
 func (p *provider) ID() string { return p.s.ID }
 
 // ListTools returns the server's published tools for the context's owner: none when the
-// owner is not among the server's owners; an error (the whole catalogue fails
-// tool_catalog_unavailable) when the upstream cannot be started, reached or listed.
+// owner is not among the server's owners. When the upstream cannot be started, reached
+// or listed (within connectTimeout) the error is a *kernel.ProviderUnavailableError
+// naming the server's tool namespace: only that namespace is unavailable, the rest of
+// the catalogue is served (docs/gateway.md, issue 25 item 12). Any other error (the
+// gateway is closed) fails the whole catalogue.
 func (p *provider) ListTools(ctx context.Context, actx kernel.AccessContext) ([]kernel.ToolHandler, error) {
 	if !p.s.ServesOwner(actx.Owner) {
 		return nil, nil
@@ -225,6 +228,10 @@ func (p *provider) ListTools(ctx context.Context, actx kernel.AccessContext) ([]
 	c := p.g.conn(p.s, actx.Owner)
 	cat, err := c.catalog(ctx, false)
 	if err != nil {
+		var ue *unavailableError
+		if errors.As(err, &ue) {
+			return nil, &kernel.ProviderUnavailableError{Namespaces: []string{p.s.Namespace}, Cause: ue.err}
+		}
 		return nil, err
 	}
 	out := make([]kernel.ToolHandler, 0, len(cat.byName))
@@ -278,7 +285,20 @@ type conn struct {
 	closed  bool
 	retry   bool  // a reconnect loop is running (held connections only)
 	lastErr error // why the last connection attempt failed
+
+	// failedAt is when a listing of a CLI process (not held) last failed to start, reach
+	// or list the upstream, and failErr why: until connectTimeout has passed since, a
+	// listing fails at once with failErr instead of waiting again.
+	failedAt time.Time
+	failErr  error
 }
+
+// unavailableError is an upstream that could not be started, reached or listed: the
+// failure a provider confines to its server's namespace.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
 
 func (c *conn) cacheKey() string { return c.s.Digest() + "|" + c.owner.String() }
 
@@ -307,14 +327,29 @@ func (c *conn) catalog(ctx context.Context, fresh bool) (*catalog, error) {
 	if c.g.opts.NoConnect {
 		return &catalog{byName: map[string]*Entry{}}, nil
 	}
-	if err := c.ensureLocked(ctx); err != nil {
-		return nil, err
+	hold := c.g.opts.Hold
+	if !hold && !fresh && c.failErr != nil && c.g.opts.Clock().Sub(c.failedAt) < c.s.ConnectTimeout {
+		// one wait per connectTimeout, not one per listing
+		return nil, &unavailableError{fmt.Errorf("%w (not tried again before its connectTimeout of %s has passed)", c.failErr, c.s.ConnectTimeout)}
 	}
-	if err := c.relistLocked(ctx); err != nil {
-		c.dropLocked()
-		c.failedLocked(err)
-		return nil, err
+	err := c.ensureLocked(ctx)
+	if err == nil {
+		if err = c.relistLocked(ctx); err != nil {
+			c.dropLocked()
+			c.failedLocked(err)
+		}
 	}
+	if err != nil {
+		if ctx.Err() != nil {
+			// the caller gave up: not the server's failure
+			return nil, err
+		}
+		if !hold {
+			c.failedAt, c.failErr = c.g.opts.Clock(), err
+		}
+		return nil, &unavailableError{err}
+	}
+	c.failedAt, c.failErr = time.Time{}, nil
 	return c.cat, nil
 }
 

@@ -225,23 +225,47 @@ func TestPerResourceGating(t *testing.T) {
 	}
 }
 
-// An upstream that crashes at start fails the whole catalogue (planes included), naming
-// the server; the cause (its stderr, the credential redacted) is in the audit trail.
-func TestCrashFailsCatalogue(t *testing.T) {
+// unavailableCause is the cause `tools list --all` shows for the tool namespace ns of
+// h's turn (its row "ns.*", cause tool_catalog_unavailable), "" when ns is available.
+func unavailableCause(t *testing.T, h *host.Host, ns string) string {
+	t.Helper()
+	all, err := h.Turn.AllTools(context.Background())
+	if err != nil {
+		t.Fatalf("AllTools = %v", err)
+	}
+	for _, s := range all {
+		if s.Definition.Name == ns+".*" && s.Cause == kernel.Cause(kernel.CodeToolCatalogUnavailable) && !s.Usable {
+			return s.Definition.Description
+		}
+	}
+	return ""
+}
+
+// An upstream that crashes at start makes its own namespace unavailable, naming the
+// server; the rest of the catalogue (the planes) is served. The cause (its stderr, the
+// credential redacted) is in the audit trail, the listing's and the call's.
+func TestCrashConfinedToItsNamespace(t *testing.T) {
 	e := newEnv(t, fakeServer(t, "github", "crash", githubTools))
 	h := e.open(host.Needs{})
-	_, err := h.Turn.ListTools(context.Background())
-	var ce *kernel.CatalogError
-	if !errors.Is(err, kernel.ErrToolCatalogUnavailable) || !errors.As(err, &ce) || ce.Provider != "github" ||
-		!strings.Contains(err.Error(), `"github"`) {
-		t.Fatalf("ListTools = %v", err)
+	defs, err := h.Turn.ListTools(context.Background())
+	if err != nil || len(defs) == 0 {
+		t.Fatalf("ListTools = %d tools, %v", len(defs), err)
 	}
-	if !strings.Contains(ce.Cause.Error(), "missing configuration") || strings.Contains(ce.Cause.Error(), secret) {
-		t.Errorf("cause = %v", ce.Cause)
+	for _, d := range defs {
+		if d.Namespace == "github" {
+			t.Errorf("listed %s of the crashed server", d.Name)
+		}
 	}
-	r := invoke(h, "files.read", `{"path":["x"]}`)
+	cause := unavailableCause(t, h, "github")
+	if !strings.Contains(cause, `provider "github"`) || !strings.Contains(cause, "missing configuration") || strings.Contains(cause, secret) {
+		t.Errorf("cause = %q", cause)
+	}
+	r := invoke(h, "github.search_code", `{"query":"q"}`)
 	if code(r) != "failed tool_catalog_unavailable" || !strings.Contains(r.Error.Message, "github") || strings.Contains(r.Error.Message, "missing configuration") {
-		t.Errorf("files.read = %s %v", code(r), r.Error)
+		t.Errorf("github.search_code = %s %v", code(r), r.Error)
+	}
+	if r := invoke(h, "files.read", `{"path":["x"]}`); r.Error != nil && r.Error.Code == kernel.CodeToolCatalogUnavailable {
+		t.Errorf("files.read = %s %v, want it decided as usual", code(r), r.Error)
 	}
 	evs, err := h.Store.ListAudit(context.Background(), sqlitestore.AuditFilter{})
 	if err != nil {
@@ -251,6 +275,11 @@ func TestCrashFailsCatalogue(t *testing.T) {
 	for _, ev := range evs {
 		if c, _ := ev.Metadata["catalogError"].(string); strings.Contains(c, "missing configuration") {
 			found++
+		}
+		if un, _ := ev.Metadata["unavailableNamespaces"].(map[string]any); un != nil {
+			if c, _ := un["github"].(string); strings.Contains(c, "missing configuration") {
+				found++
+			}
 		}
 		b, _ := json.Marshal(ev)
 		if strings.Contains(string(b), secret) {
@@ -262,18 +291,16 @@ func TestCrashFailsCatalogue(t *testing.T) {
 	}
 }
 
-// A server that never answers is given up after connectTimeout.
+// A server that never answers is given up after connectTimeout, and named with it.
 func TestHangTimesOut(t *testing.T) {
 	e := newEnv(t, fakeServer(t, "github", "hang", "    connectTimeout: 300ms\n"+githubTools))
 	h := e.open(host.Needs{})
 	start := time.Now()
-	_, err := h.Turn.ListTools(context.Background())
-	if !errors.Is(err, kernel.ErrToolCatalogUnavailable) {
+	if _, err := h.Turn.ListTools(context.Background()); err != nil {
 		t.Fatalf("ListTools = %v", err)
 	}
-	var ce *kernel.CatalogError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Cause.Error(), "no answer within 300ms") {
-		t.Errorf("cause = %v", err)
+	if c := unavailableCause(t, h, "github"); !strings.Contains(c, "no answer within 300ms") {
+		t.Errorf("cause = %q", c)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %s", d)
@@ -434,8 +461,8 @@ func TestCatalogCache(t *testing.T) {
 	}
 	// the held surface reads the live list, never the cache
 	h3 := e.open(host.Needs{HoldConnections: true})
-	if _, err := h3.Turn.ListTools(context.Background()); !errors.Is(err, kernel.ErrToolCatalogUnavailable) {
-		t.Errorf("held ListTools = %v", err)
+	if _, err := h3.Turn.ListTools(context.Background()); err != nil || unavailableCause(t, h3, "github") == "" {
+		t.Errorf("held ListTools = %v, want github unavailable", err)
 	}
 	// nothing secret is in the database
 	_ = h3.Close()
@@ -587,15 +614,14 @@ func TestHTTPUpstream(t *testing.T) {
 	bad := newEnv(t, strings.ReplaceAll(servers, "HTTP_TOKEN", "WRONG_TOKEN"))
 	hb := bad.open(host.Needs{})
 	_, err := hb.Turn.ListTools(context.Background())
-	if !errors.Is(err, kernel.ErrToolCatalogUnavailable) || strings.Contains(fmt.Sprint(errors.Unwrap(err)), "nope") {
-		t.Errorf("wrong token: %v", err)
+	if c := unavailableCause(t, hb, "github"); err != nil || c == "" || strings.Contains(c, "nope") {
+		t.Errorf("wrong token: %v, %q", err, c)
 	}
 	missing := newEnv(t, strings.ReplaceAll(servers, "HTTP_TOKEN", "UNSET_TOKEN_VAR"))
 	hm := missing.open(host.Needs{})
 	_, err = hm.Turn.ListTools(context.Background())
-	var ce *kernel.CatalogError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Cause.Error(), "UNSET_TOKEN_VAR is not set") {
-		t.Errorf("missing credential: %v", err)
+	if c := unavailableCause(t, hm, "github"); err != nil || !strings.Contains(c, "UNSET_TOKEN_VAR is not set") {
+		t.Errorf("missing credential: %v, %q", err, c)
 	}
 }
 

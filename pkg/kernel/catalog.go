@@ -21,7 +21,9 @@ func (k *Kernel) ListTools(ctx context.Context, actx AccessContext) ([]ToolDefin
 // ListTools is the filtered catalogue: every registered tool whose namespace is enabled
 // and whose declared bound some grant can discover, sorted by name. An authority outage
 // yields an empty catalogue (fail-closed), not an error; an unresolvable registry yields
-// an error matching ErrToolCatalogUnavailable; a listing whose audit record cannot be
+// an error matching ErrToolCatalogUnavailable; the tools of a namespace whose provider
+// confined its failure to it (ProviderUnavailableError) are absent, and the listing's
+// audit record names the namespace with its cause (unavailableNamespaces); a listing whose audit record cannot be
 // written fails.
 func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 	k := t.k
@@ -70,6 +72,9 @@ func (t *Turn) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		ev.FailClosed = outage
 		ev.Metadata = map[string]any{"catalogHash": st.reg.hash, "enabledNamespaces": t.actx.EnabledToolNamespaces,
 			"withheldCount": withheld}
+		if len(st.reg.unavailable) > 0 {
+			ev.Metadata["unavailableNamespaces"] = unavailableMetadata(st.reg.unavailable)
+		}
 		if err := t.auditWriteAhead(ctx, ev); err != nil {
 			return nil, fmt.Errorf("write audit: %w", err)
 		}
@@ -83,4 +88,14 @@ func (t *Turn) discover(ctx context.Context, auth *Authority, def *ToolDefinitio
 	evaluateInto(ev, auth, &t.actx, t.instant, t.instant, wall, def.RequiredCapability, true)
 	d, _ := t.k.authz.Settle(ctx, auth, t.actx, ev, false)
 	return d
+}
+
+// unavailableMetadata is the audit record's unavailableNamespaces: each unavailable
+// namespace with its provider's failure, cause included.
+func unavailableMetadata(us []UnavailableNamespace) map[string]any {
+	m := make(map[string]any, len(us))
+	for i := range us {
+		m[us[i].Namespace] = us[i].AuditCause()
+	}
+	return m
 }

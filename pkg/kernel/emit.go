@@ -159,6 +159,11 @@ func (t *Turn) invokedEvent(st *turnState, p *Plan, res *ToolResult) AuditEvent 
 			ev.Metadata = map[string]any{}
 		}
 		ev.Metadata["catalogError"] = catalogCause(st.regErr)
+	} else if p.unavailable != nil {
+		if ev.Metadata == nil {
+			ev.Metadata = map[string]any{}
+		}
+		ev.Metadata["catalogError"] = p.unavailable.AuditCause()
 	}
 	return ev
 }

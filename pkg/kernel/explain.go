@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"slices"
+	"sort"
 )
 
 // CallExplanation is the result of ExplainCall: what InvokeTool would do with a call, and
@@ -78,7 +79,9 @@ type ToolGateStatus struct {
 // AllTools lists every registered tool of the context with the first gate that hides it,
 // sorted by name: the namespace off (registration, namespace_disabled), an authority
 // outage (infrastructure), then no discovering grant (the gate and code of the discovery
-// decision: grant, ceiling or infrastructure). It is a dry run: nothing is audited.
+// decision: grant, ceiling or infrastructure). A namespace whose provider could not list
+// its tools (ProviderUnavailableError) is one row, "<namespace>.*", gate registration,
+// cause tool_catalog_unavailable. It is a dry run: nothing is audited.
 func (t *Turn) AllTools(ctx context.Context) ([]ToolGateStatus, error) {
 	st := t.state(ctx, false)
 	if st.regErr != nil {
@@ -109,7 +112,23 @@ func (t *Turn) AllTools(ctx context.Context) ([]ToolGateStatus, error) {
 		}
 		out = append(out, s)
 	}
+	for _, u := range st.reg.unavailable {
+		out = append(out, unavailableStatus(&u))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Definition.Name < out[j].Definition.Name })
 	return out, nil
+}
+
+// unavailableStatus is the row of an unavailable namespace in AllTools: tool
+// "<namespace>.*", gate registration, cause tool_catalog_unavailable, and a description
+// naming the provider and its failure (AllTools is the operator's view; the cause is
+// host detail the operator needs).
+func unavailableStatus(u *UnavailableNamespace) ToolGateStatus {
+	return ToolGateStatus{
+		Definition: ToolDefinition{Name: u.Namespace + ".*", Namespace: u.Namespace, Description: u.AuditCause()},
+		Gate:       GateRegistration,
+		Cause:      Cause(CodeToolCatalogUnavailable),
+	}
 }
 
 // String returns the code as a string.

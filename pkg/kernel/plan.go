@@ -111,6 +111,7 @@ type Plan struct {
 	handler     *ToolHandler
 	parsed      ParsedToolCall
 	catalogHash string
+	unavailable *UnavailableNamespace // the call's tool is in this unavailable namespace
 
 	// storage for the pointers above, so that a plan is one allocation
 	tool                 ToolDefinition
@@ -171,6 +172,11 @@ func planCall(st *turnState, call ToolCall) (p *Plan, hooks Resolution) {
 	p.catalogHash = st.reg.hash
 	h := st.reg.byName[call.Tool]
 	if h == nil {
+		if u := st.reg.unavailableFor(call.Tool); u != nil {
+			p.unavailable = u
+			refuse(StageCatalogue, GateRegistration, StatusFailed, CodeToolCatalogUnavailable, "", u.Message(), true)
+			return p, nil
+		}
 		refuse(StageRegistration, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNotRegistered,
 			"no tool of this name is registered for this context", true)
 		return p, Resolution{}

@@ -3,6 +3,8 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // GrantSource loads the grants of one context: exactly those with the context's
@@ -168,7 +170,9 @@ type WriteAheadBatchAuditSink interface {
 
 // ContextToolProvider supplies the tools of exactly one trusted context (a user's MCP
 // servers, say). It is called once per operation (or turn) and must never mutate shared
-// state. An error fails the whole catalogue with tool_catalog_unavailable.
+// state. An error fails the whole catalogue with tool_catalog_unavailable, unless it is
+// a *ProviderUnavailableError naming the provider's own tool namespaces: then only those
+// namespaces are unavailable (see ProviderUnavailableError).
 type ContextToolProvider interface {
 	ID() string
 	ListTools(ctx context.Context, actx AccessContext) ([]ToolHandler, error)
@@ -202,6 +206,52 @@ func (e *CatalogError) Is(target error) bool { return target == ErrToolCatalogUn
 
 // Unwrap returns the provider's error, if any.
 func (e *CatalogError) Unwrap() error { return e.Cause }
+
+// ProviderUnavailableError is the error a ContextToolProvider returns to confine its
+// failure to its own tool namespaces (a gateway server that cannot be started, reached
+// or listed in time): the turn's catalogue is resolved without its tools, each of
+// Namespaces is reported unavailable (the listing's audit record names it with the
+// cause, `tools list --all` shows it), a call of a tool named "<namespace>.…" fails
+// tool_catalog_unavailable naming the provider, and every other tool is decided as
+// usual. A provider may confine its failure only to namespaces no other tool of the
+// catalogue uses: when one does, or Namespaces is empty, the whole catalogue fails as
+// for any other error.
+type ProviderUnavailableError struct {
+	Namespaces []string
+	Cause      error
+}
+
+func (e *ProviderUnavailableError) Error() string {
+	if e.Cause == nil {
+		return "tool namespaces " + strings.Join(e.Namespaces, ", ") + " are unavailable"
+	}
+	return e.Cause.Error()
+}
+
+// Unwrap returns the provider's cause.
+func (e *ProviderUnavailableError) Unwrap() error { return e.Cause }
+
+// UnavailableNamespace is a tool namespace whose provider could not list its tools in
+// this turn (see ProviderUnavailableError).
+type UnavailableNamespace struct {
+	Namespace string
+	Provider  string
+	Cause     error
+}
+
+// Message is the one line a caller is shown: the namespace and its provider, never the
+// cause (host detail, in the audit trail).
+func (u *UnavailableNamespace) Message() string {
+	return fmt.Sprintf("tool namespace %q is unavailable: context tool provider %q failed to resolve its catalog", u.Namespace, u.Provider)
+}
+
+// AuditCause is what the audit trail records: the message and the provider's error.
+func (u *UnavailableNamespace) AuditCause() string {
+	if u.Cause == nil {
+		return u.Message()
+	}
+	return u.Message() + ": " + u.Cause.Error()
+}
 
 // catalogCause is what the audit trail records of a catalogue failure: the message, and
 // the provider's error when there is one.

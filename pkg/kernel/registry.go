@@ -9,12 +9,14 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"maps"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
@@ -254,8 +256,23 @@ type registry struct {
 	names  []string
 	hash   string
 
+	// unavailable holds the tool namespaces whose provider could not list its tools (a
+	// ProviderUnavailableError), sorted by namespace; their tools are absent.
+	unavailable []UnavailableNamespace
+
 	nsOnce     sync.Once
 	namespaces []ToolNamespaceDescriptor // namespaceSummary
+}
+
+// unavailableFor is the unavailable namespace a tool name falls in ("<namespace>.…"), or nil.
+func (r *registry) unavailableFor(name string) *UnavailableNamespace {
+	for i := range r.unavailable {
+		u := &r.unavailable[i]
+		if strings.HasPrefix(name, u.Namespace+".") {
+			return u
+		}
+	}
+	return nil
 }
 
 func newRegistry(byName map[string]*registered) *registry {
@@ -296,11 +313,19 @@ func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*regi
 		return static, nil
 	}
 	byName := maps.Clone(static.byName)
+	var unavailable []UnavailableNamespace
 	for _, p := range providers {
 		hs, err := p.ListTools(ctx, cloneContext(actx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			var pu *ProviderUnavailableError
+			if errors.As(err, &pu) && len(pu.Namespaces) > 0 && !slices.Contains(pu.Namespaces, "") {
+				for _, ns := range pu.Namespaces {
+					unavailable = append(unavailable, UnavailableNamespace{Namespace: ns, Provider: p.ID(), Cause: pu.Cause})
+				}
+				continue
 			}
 			return nil, &CatalogError{Provider: p.ID(), Cause: err,
 				msg: fmt.Sprintf("context tool provider %q failed to resolve its catalog", p.ID())}
@@ -321,7 +346,34 @@ func (k *Kernel) resolveRegistry(ctx context.Context, actx AccessContext) (*regi
 			byName[h.Definition.Name] = &registered{handler: h, digest: digestDefinition(&h.Definition), from: p.ID()}
 		}
 	}
-	return newRegistry(byName), nil
+	if len(unavailable) == 0 {
+		return newRegistry(byName), nil
+	}
+	// a confined failure must not hide a tool another provider (or the host) offers in
+	// the namespace, nor take a name one of them could take: such a namespace fails the
+	// whole catalogue, as any provider error does
+	sort.SliceStable(unavailable, func(i, j int) bool { return unavailable[i].Namespace < unavailable[j].Namespace })
+	for i, u := range unavailable {
+		if i > 0 && unavailable[i-1].Namespace == u.Namespace {
+			return nil, &CatalogError{Provider: u.Provider, Cause: u.Cause,
+				msg: fmt.Sprintf("tool namespace %q is reported unavailable by both provider %q and provider %q", u.Namespace, unavailable[i-1].Provider, u.Provider)}
+		}
+		for name, r := range byName {
+			if r.handler.Definition.Namespace == u.Namespace || strings.HasPrefix(name, u.Namespace+".") {
+				return nil, &CatalogError{Provider: u.Provider, Cause: u.Cause,
+					msg: fmt.Sprintf("context tool provider %q failed to resolve its catalog (its tool namespace %q is also used by tool %q)", u.Provider, u.Namespace, name)}
+			}
+		}
+	}
+	r := newRegistry(byName)
+	r.unavailable = unavailable
+	hs := sha256.New()
+	hs.Write([]byte(r.hash))
+	for _, u := range unavailable {
+		hs.Write([]byte("\x00unavailable\x00" + u.Namespace))
+	}
+	r.hash = hex.EncodeToString(hs.Sum(nil))
+	return r, nil
 }
 
 func cloneContext(actx AccessContext) AccessContext {
