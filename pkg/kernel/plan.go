@@ -175,7 +175,7 @@ func planCall(st *turnState, call ToolCall) (p *Plan, hooks Resolution) {
 		if u := st.reg.unavailableFor(call.Tool); u != nil {
 			p.unavailable = u
 			refuse(StageCatalogue, GateRegistration, StatusFailed, CodeToolCatalogUnavailable, "", u.Message(), true)
-			return p, nil
+			return p, Resolution{}
 		}
 		refuse(StageRegistration, GateRegistration, StatusDenied, CodeToolUnavailable, CauseNotRegistered,
 			"no tool of this name is registered for this context", true)
