@@ -92,7 +92,10 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
-	Header  http.Header
+	// Hint is how to fix it ("" when none): the envelope's hint, our extension of spec
+	// 30 §2.6, so a --server command prints the "hint:" line the embedded one prints.
+	Hint   string
+	Header http.Header
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -448,6 +451,7 @@ type envelopeBody struct {
 	Code      string `json:"code"`
 	Message   string `json:"message"`
 	RequestID string `json:"requestId,omitempty"`
+	Hint      string `json:"hint,omitempty"`
 }
 
 // fail writes err as the error envelope.
@@ -458,7 +462,7 @@ func (h *handler) fail(w http.ResponseWriter, rq *request, err error) {
 			w.Header().Add(k, v)
 		}
 	}
-	writeJSON(w, e.Status, envelope{envelopeBody{Code: e.Code, Message: e.Message, RequestID: rq.id}})
+	writeJSON(w, e.Status, envelope{envelopeBody{Code: e.Code, Message: e.Message, RequestID: rq.id, Hint: e.Hint}})
 }
 
 // httpError maps an error to its status and envelope.
@@ -471,9 +475,9 @@ func (h *handler) httpError(rq *request, err error) *Error {
 	if errors.As(err, &ae) {
 		switch ae.Code {
 		case api.CodeInvalidRequest:
-			return &Error{Status: http.StatusBadRequest, Code: ae.Code, Message: ae.Message}
+			return &Error{Status: http.StatusBadRequest, Code: ae.Code, Message: ae.Message, Hint: ae.Hint}
 		case api.CodeNotFound:
-			return &Error{Status: http.StatusNotFound, Code: ae.Code, Message: ae.Message}
+			return &Error{Status: http.StatusNotFound, Code: ae.Code, Message: ae.Message, Hint: ae.Hint}
 		case api.CodeToolCatalogUnavailable:
 			h.log.Warn("tool catalogue unavailable", "requestId", rq.id, "err", err)
 			return &Error{Status: http.StatusServiceUnavailable, Code: ae.Code, Message: "The tool catalogue could not be resolved."}
