@@ -36,6 +36,7 @@ go build -o "$out/sharedos" .
   printf '  - id: g-notes\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [notes]}\n        actions: [read, list, stat]\n        scope: descendants\n'
 } > "$out/etc/grants.yaml"
 token="sharedos_bench$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s\n' "$token" > "$out/token" # for bench/serve-start.py and bench/remote.sh
 cat > "$out/etc/tokens.yaml" <<YAML
 version: 1
 tokens:

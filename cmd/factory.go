@@ -32,6 +32,12 @@ type Factory struct {
 	prepErr     error
 	host        *Host
 	svc         *host.Service
+
+	// harness: the testscripts' remote mode (MainRemoteHarness); harnessStop undoes
+	// what it started.
+	harness     bool
+	harnessStop []func()
+	harnessSvc  api.Service
 }
 
 // service returns the run's backend (once; the first caller's needs decide, as for
@@ -44,6 +50,16 @@ func (f *Factory) service(needs host.Needs) (api.Service, error) {
 	}
 	if svc, ok, err := f.remote(); ok { // --server: the remote backend (cmd/remote.go)
 		return svc, err
+	}
+	if f.harness {
+		if f.harnessSvc == nil {
+			svc, err := f.harnessService(needs)
+			if err != nil {
+				return nil, err
+			}
+			f.harnessSvc = svc
+		}
+		return f.harnessSvc, nil
 	}
 	s, err := f.Settings()
 	if err != nil {
@@ -163,6 +179,9 @@ func (f *Factory) state(ctx context.Context) (store.State, error) {
 // close releases everything the run opened: the host (planes and state database) and a
 // state database opened without a host.
 func (f *Factory) close() {
+	for i := len(f.harnessStop) - 1; i >= 0; i-- {
+		f.harnessStop[i]()
+	}
 	if f.prep != nil {
 		_ = f.prep.Close()
 	}

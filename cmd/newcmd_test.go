@@ -392,6 +392,11 @@ func TestNewCmdTokensCreate(t *testing.T) {
 		{global: GlobalOptions{As: "agent:x", Purpose: "p "}, argv: []string{"--id", "r"}, wantErr: `invalid --purpose "p "`},
 		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "r", "--expires", "soon"}, wantErr: `invalid --expires "soon"`},
 		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "r", "--expires", "-3h"}, wantErr: `invalid --expires "-3h"`},
+		{global: GlobalOptions{As: "agent:helper"}, argv: []string{"--id", "ops", "--role", "operator"},
+			want: proj{Entry: tokens.NewEntry{ID: "ops", Context: tokens.Context{Actor: agent}, Role: tokens.RoleOperator}}},
+		{global: GlobalOptions{As: "agent:helper"}, argv: []string{"--id", "bot", "--role", "agent"},
+			want: proj{Entry: tokens.NewEntry{ID: "bot", Context: tokens.Context{Actor: agent}}}},
+		{global: GlobalOptions{As: "agent:x"}, argv: []string{"--id", "r", "--role", "admin"}, wantErr: `invalid --role "admin"`},
 	} {
 		got, err := parseArgv(t, newTokensCreateCmd, tc.argv, func(f *Factory) { f.Global = tc.global })
 		if tc.wantErr != "" {

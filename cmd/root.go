@@ -77,7 +77,11 @@ func MainWith(args []string, ios *IOStreams, env func(string) string) int {
 // mainWith is MainWith; tuneGC sets the collector's pacing for the command (Main only:
 // tests keep the test binary's).
 func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC bool) int {
-	f := &Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}
+	return runFactory(&Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}, args, tuneGC)
+}
+
+// runFactory runs the command line with args over f.
+func runFactory(f *Factory, args []string, tuneGC bool) int {
 	root := NewRootCmd(f)
 	if tuneGC {
 		gcPolicy(root, args)
@@ -105,7 +109,7 @@ func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC boo
 		// Cobra's own errors: unknown command or flag, wrong argument count.
 		err = usageError("run 'sharedos --help' (or 'sharedos COMMAND --help') for usage", "%v", err)
 	}
-	printError(ios, f.Format(), err)
+	printError(f.IOStreams, f.Format(), err)
 	if interrupted {
 		return ExitInterrupted
 	}

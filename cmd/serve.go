@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/httpapi"
@@ -29,6 +30,8 @@ type ServeOptions struct {
 	MCP bool
 	// IdempotencyWindow is how long an Idempotency-Key's response is kept.
 	IdempotencyWindow time.Duration
+	// OTelTraces is the file of the OpenTelemetry spans ("": no tracing; openTraces).
+	OTelTraces string
 }
 
 func newServeCmd(f *Factory, runF func(context.Context, *ServeOptions) error) *cobra.Command {
@@ -66,7 +69,11 @@ x-request-id and cache-control: no-store.
 
 With --mcp the same process also serves MCP over streamable HTTP at /mcp, with the same
 tokens. Off loopback it needs --tls-cert and --tls-key (or --insecure-listen). SIGTERM or
-SIGINT lets in-flight requests finish (up to 10 s) and stops.`,
+SIGINT lets in-flight requests finish (up to 10 s) and stops.
+
+--otel-traces FILE (off by default) appends one OpenTelemetry span per request to FILE
+(JSON); a request's W3C traceparent is its parent, and the kernel's trace id, when the
+request names none, is the span's trace id, so audit records and traces join.`,
 		Example: `  sharedos --root ~/project serve --listen 127.0.0.1:8080 --tokens ~/.config/sharedos/tokens.yaml
   sharedos --root ~/project serve --listen 127.0.0.1:8080 --tokens tokens.yaml --mcp`,
 		Args: noArgs,
@@ -98,6 +105,7 @@ SIGINT lets in-flight requests finish (up to 10 s) and stops.`,
 	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
 	c.Flags().BoolVar(&opts.MCP, "mcp", false, "also serve MCP over streamable HTTP at /mcp, with the same tokens")
 	c.Flags().DurationVar(&opts.IdempotencyWindow, "idempotency-window", httpapi.DefaultIdempotencyWindow, "how long the response of a POST /v1/tools/invoke with an Idempotency-Key is kept and replayed")
+	c.Flags().StringVar(&opts.OTelTraces, "otel-traces", "", "append an OpenTelemetry span per request (JSON, W3C traceparent honoured) to this file (default: no tracing)")
 	c.Flags().IntVar(&opts.HTTP.MaxSessions, "max-sessions", 0, "open MCP sessions per token with --mcp (default: config mcp.maxSessions, else 64)")
 	return c
 }
@@ -112,13 +120,22 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 	if s, err := opts.Settings(); err == nil {
 		s.GatewayLogger = log
 	}
+	var tracer trace.Tracer
+	if opts.OTelTraces != "" {
+		t, stop, err := openTraces(opts.OTelTraces)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = stop(context.WithoutCancel(ctx)) }()
+		tracer = t
+	}
 	env := listenEnv{IO: opts.IO, Settings: opts.Settings, Getwd: opts.Getwd, Clock: opts.Clock, Prepare: opts.Prepare}
 	return listenAndServe(ctx, env, &opts.HTTP, log, httpSurface{
 		what: "serving the HTTP /v1 API", path: "/v1",
 		handler: func(srv *mcphttp.Server) http.Handler {
 			authenticate, enter := httpapi.Tokens(srv)
 			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: opts.Clock,
-				Ready: srv.Ready, Metrics: httpapi.NewMetrics()}
+				Ready: srv.Ready, Metrics: httpapi.NewMetrics(), Tracer: tracer}
 			if opts.MCP {
 				cfg.MCP = srv.Handler()
 			}

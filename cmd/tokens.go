@@ -68,6 +68,8 @@ type TokensCreateOptions struct {
 	TokensOptions
 	ID      string
 	Expires string
+	// Role is --role as given: agent (the default) or operator (the /v1/admin routes).
+	Role string
 	// Grants are the token's grant files as given (--grants).
 	Grants []string
 
@@ -80,7 +82,7 @@ type TokensCreateOptions struct {
 func newTokensCreateCmd(f *Factory, runF func(*TokensCreateOptions) error) *cobra.Command {
 	opts := &TokensCreateOptions{TokensOptions: tokensOptions(f)}
 	c := &cobra.Command{
-		Use:   "create --id ID [--as ADDR] [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] --tokens FILE",
+		Use:   "create --id ID [--as ADDR] [--owner …] [--authority …] [--world …] [--purpose …] [--grants FILE…] [--expires …] [--role agent|operator] --tokens FILE",
 		Short: "Mint a token, append its hashed entry to the tokens file, and print the token once",
 		Long: `Mint a 256-bit random token and append its entry (the SHA-256 of the token, never the
 token) to the tokens file, creating the file (mode 0600) if needed; every other byte of the
@@ -93,8 +95,11 @@ invocation, and for each one not given, from the context of the grant files --gr
 environment or the config file: a token's context is explicit. An actor is required;
 --grants names the token's grant files (they must exist and parse; written relative to the
 tokens file when they lie under its folder). --expires takes an RFC 3339 instant or a
-duration from now (90m, 12h, 30d).`,
+duration from now (90m, 12h, 30d). --role operator mints a token that may also use serve's
+/v1/admin routes (escalations, the audit, any context's namespaces); the default, agent,
+may not.`,
 		Example: `  sharedos tokens create --id alice-laptop --as agent:helper --owner human:alice --grants grants/alice.yaml --expires 30d --tokens tokens.yaml
+  sharedos tokens create --id ops --as human:alice --role operator --tokens tokens.yaml
   sharedos tokens create --id ci --as service:ci --grants ci.yaml --tokens tokens.yaml -o json | jq -r .token`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -103,6 +108,13 @@ duration from now (90m, 12h, 30d).`,
 				return err
 			}
 			opts.Grants = f.Global.Grants
+			switch opts.Role {
+			case "", tokens.RoleAgent:
+			case tokens.RoleOperator:
+				opts.Entry.Role = tokens.RoleOperator
+			default:
+				return usageError("pass --role agent (the default) or --role operator", "invalid --role %q", opts.Role)
+			}
 			if opts.Expires != "" {
 				if _, err := parseExpiry(opts.Expires, time.Time{}); err != nil {
 					return expiresError(opts.Expires, err)
@@ -116,6 +128,7 @@ duration from now (90m, 12h, 30d).`,
 	}
 	c.Flags().StringVar(&opts.ID, "id", "", "the token's id (letters, digits, '.', '_', '-'), shown in logs and audit")
 	c.Flags().StringVar(&opts.Expires, "expires", "", "expiry: an RFC 3339 instant or a duration from now (90m, 12h, 30d)")
+	c.Flags().StringVar(&opts.Role, "role", "", "the token's role: agent (default) or operator (may also use the /v1/admin routes)")
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
@@ -304,6 +317,8 @@ type tokenRow struct {
 	Grants    []string `json:"grants"`
 	ExpiresAt string   `json:"expiresAt,omitempty"`
 	Status    string   `json:"status"`
+	// Role is the entry's role: agent or operator.
+	Role string `json:"role"`
 }
 
 func runTokensList(opts *TokensOptions) error {
@@ -322,7 +337,7 @@ func runTokensList(opts *TokensOptions) error {
 	rows := make([]tokenRow, len(file.Entries))
 	for i, e := range file.Entries {
 		r := tokenRow{ID: e.ID, SHA256: e.SHA256[:12], Actor: e.Context.Actor.String(), World: e.Context.World,
-			Purpose: e.Context.Purpose, Grants: e.Grants, Status: "active"}
+			Purpose: e.Context.Purpose, Grants: e.Grants, Status: "active", Role: e.Role}
 		if r.Grants == nil {
 			r.Grants = []string{}
 		}
@@ -347,7 +362,7 @@ func runTokensList(opts *TokensOptions) error {
 		return p.empty("no tokens in " + path + " ('sharedos tokens create' adds one)")
 	}
 	st := p.st()
-	t := p.table("ID", "ACTOR", "OWNER", "WORLD", "EXPIRES", "STATUS", "SHA256", "GRANTS").flexible(7)
+	t := p.table("ID", "ROLE", "ACTOR", "OWNER", "WORLD", "EXPIRES", "STATUS", "SHA256", "GRANTS").flexible(8)
 	for _, r := range rows {
 		status := cell{text: r.Status, style: &st.ok}
 		if r.Status == "expired" {
@@ -357,7 +372,7 @@ func runTokensList(opts *TokensOptions) error {
 		if exp == "" {
 			exp = "never"
 		}
-		t.rowCells(cell{text: r.ID}, cell{text: r.Actor}, cell{text: r.Owner}, cell{text: r.World}, cell{text: exp}, status,
+		t.rowCells(cell{text: r.ID}, cell{text: r.Role}, cell{text: r.Actor}, cell{text: r.Owner}, cell{text: r.World}, cell{text: exp}, status,
 			cell{text: r.SHA256}, cell{text: strings.Join(r.Grants, ",")})
 	}
 	return t.render()

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -17,7 +18,12 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"sharedos": func() { os.Exit(cmd.Main()) },
+		"sharedos": func() {
+			if os.Getenv(remoteEnv) == "1" {
+				os.Exit(cmd.MainRemoteHarness())
+			}
+			os.Exit(cmd.Main())
+		},
 		// fakemcp: the gateway's fake upstream MCP server (FAKEMCP_MODE picks it)
 		"fakemcp": func() { os.Exit(fakemcp.Main()) },
 	})
@@ -30,6 +36,44 @@ func TestScripts(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			t.Parallel()
 			testscript.Run(t, params(dir))
+		})
+	}
+}
+
+// remoteEnv, set to 1 by TestScriptsRemote, makes the scripts' sharedos command run
+// against an in-process serve (cmd.MainRemoteHarness).
+const remoteEnv = "SHAREDOS_SCRIPTS_REMOTE"
+
+// remoteDirs are the folders of scripts of the commands that talk to the kernel (issue 22
+// item 7): TestScriptsRemote runs each of their scripts a second time, every command that
+// obtains its backend from the factory going through --server of an in-process serve,
+// against the same golden output. `test` is not among them: it runs scenario files over
+// hosts of its own, never the factory's backend.
+var remoteDirs = []string{"tools", "explain", "namespaces", "escalations", "audit"}
+
+// remoteExcluded are the scripts of remoteDirs that cannot run remotely, each with why.
+var remoteExcluded = map[string]string{
+	"tools/interrupt": "Ctrl-C cancels the HTTP request: the client never reads the server's cancelled result, " +
+		"so --server prints the cancellation as an error where embedded prints the failed result",
+}
+
+// TestScriptsRemote runs the scripts of remoteDirs with every kernel command going through
+// an in-process serve (see remoteEnv), with the same golden output as TestScripts.
+func TestScriptsRemote(t *testing.T) {
+	for _, dir := range remoteDirs {
+		t.Run(dir, func(t *testing.T) {
+			t.Parallel()
+			p := params(dir)
+			setup := p.Setup
+			p.Setup = func(env *testscript.Env) error {
+				if reason, ok := remoteExcluded[dir+"/"+strings.TrimPrefix(filepath.Base(env.WorkDir), "script-")]; ok {
+					env.T().Skip("embedded only: " + reason)
+				}
+				env.Setenv(remoteEnv, "1")
+				return setup(env)
+			}
+			p.UpdateScripts = false
+			testscript.Run(t, p)
 		})
 	}
 }

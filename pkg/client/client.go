@@ -82,6 +82,8 @@ type Error struct {
 	Code      string
 	Message   string
 	RequestID string
+	// Hint is the envelope's hint: how to fix it ("" when the server gave none).
+	Hint string
 }
 
 func (e *Error) Error() string {
@@ -158,11 +160,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	e := &Error{Status: resp.StatusCode, Code: "request_failed", Message: strings.TrimSpace(string(b)), RequestID: resp.Header.Get("X-Request-Id")}
 	var env struct {
 		Error struct {
-			Code, Message, RequestID string
+			Code, Message, RequestID, Hint string
 		} `json:"error"`
 	}
 	if json.Unmarshal(b, &env) == nil && env.Error.Code != "" {
-		e.Code, e.Message = env.Error.Code, env.Error.Message
+		e.Code, e.Message, e.Hint = env.Error.Code, env.Error.Message, env.Error.Hint
 		if env.Error.RequestID != "" {
 			e.RequestID = env.Error.RequestID
 		}
@@ -177,7 +179,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	return nil, &api.Error{Code: apiCode(e), Message: msg, Hint: hint(e), Err: e}
 }
 
+// hint is the api.Error's hint: the server's, else ours for the refusals of the token.
 func hint(e *Error) string {
+	if e.Hint != "" {
+		return e.Hint
+	}
 	switch e.Code {
 	case "unauthorized":
 		return "set the token in the environment variable --token-env names (default SHAREDOS_TOKEN)"

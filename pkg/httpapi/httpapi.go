@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	openapi "github.com/sharedos/sharedos/api"
@@ -92,7 +93,10 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
-	Header  http.Header
+	// Hint is how to fix it ("" when none): the envelope's hint, our extension of spec
+	// 30 §2.6, so a --server command prints the "hint:" line the embedded one prints.
+	Hint   string
+	Header http.Header
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -120,6 +124,9 @@ type Config struct {
 	Clock             func() time.Time
 	// Ready reports whether the state database is reachable (GET /readyz); nil: always.
 	Ready func(ctx context.Context) error
+	// Tracer, when set, traces each request as an OpenTelemetry server span, a child of
+	// the request's W3C traceparent (see startTrace); nil: no spans (off by default).
+	Tracer trace.Tracer
 	// Metrics are served at GET /metrics and counted by every request (nil: none).
 	Metrics *Metrics
 }
@@ -245,6 +252,8 @@ type request struct {
 	// decision is what the request decided; storeFailed that the store failed it.
 	decision    decision
 	storeFailed bool
+	// trace is the kernel's trace id when the request names none (startTrace).
+	trace string
 }
 
 // match matches a path against a route's pattern, whose {name} segments match any one
@@ -302,11 +311,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq := &request{r: r, id: h.requestID(r)}
+	ctx, span, traceID := h.startTrace(r)
+	if ctx != r.Context() {
+		rq.r = r.WithContext(ctx)
+	}
+	rq.trace = traceID
 	w.Header().Set(HeaderRequestID, rq.id)
 	rec := &recorder{ResponseWriter: w}
 	w = rec
 	label := "unknown" // the route's pattern once known: a bounded metrics label
-	defer func(start time.Time) { h.observe(rq, rec, label, start) }(time.Now())
+	defer func(start time.Time) {
+		h.observe(rq, rec, label, start)
+		endTrace(span, rq, label, rec.status)
+	}(time.Now())
 	switch r.URL.Path {
 	case "/health", "/healthz", "/readyz", "/metrics", "/v1/openapi.json":
 		label = r.URL.Path
@@ -448,6 +465,7 @@ type envelopeBody struct {
 	Code      string `json:"code"`
 	Message   string `json:"message"`
 	RequestID string `json:"requestId,omitempty"`
+	Hint      string `json:"hint,omitempty"`
 }
 
 // fail writes err as the error envelope.
@@ -458,7 +476,7 @@ func (h *handler) fail(w http.ResponseWriter, rq *request, err error) {
 			w.Header().Add(k, v)
 		}
 	}
-	writeJSON(w, e.Status, envelope{envelopeBody{Code: e.Code, Message: e.Message, RequestID: rq.id}})
+	writeJSON(w, e.Status, envelope{envelopeBody{Code: e.Code, Message: e.Message, RequestID: rq.id, Hint: e.Hint}})
 }
 
 // httpError maps an error to its status and envelope.
@@ -471,9 +489,9 @@ func (h *handler) httpError(rq *request, err error) *Error {
 	if errors.As(err, &ae) {
 		switch ae.Code {
 		case api.CodeInvalidRequest:
-			return &Error{Status: http.StatusBadRequest, Code: ae.Code, Message: ae.Message}
+			return &Error{Status: http.StatusBadRequest, Code: ae.Code, Message: ae.Message, Hint: ae.Hint}
 		case api.CodeNotFound:
-			return &Error{Status: http.StatusNotFound, Code: ae.Code, Message: ae.Message}
+			return &Error{Status: http.StatusNotFound, Code: ae.Code, Message: ae.Message, Hint: ae.Hint}
 		case api.CodeToolCatalogUnavailable:
 			h.log.Warn("tool catalogue unavailable", "requestId", rq.id, "err", err)
 			return &Error{Status: http.StatusServiceUnavailable, Code: ae.Code, Message: "The tool catalogue could not be resolved."}
@@ -512,6 +530,9 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 func (rq *request) service(trace string) Backend {
 	if t := rq.r.Header.Get(HeaderTraceID); t != "" {
 		trace = t
+	}
+	if trace == "" {
+		trace = rq.trace // the traceparent's, or the request's span's (startTrace)
 	}
 	meta := map[string]any{"surface": "http", "token": rq.p.ID(), "requestId": rq.id}
 	return rq.p.Service(meta, trace)

@@ -166,6 +166,41 @@ func (e *Escalation) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// UnmarshalJSON decodes an EscalationRecord: its own keys, and the strict Escalation of
+// the rest (without it, Escalation's UnmarshalJSON, promoted, would take the whole
+// object and refuse the record's keys as unknown).
+func (r *EscalationRecord) UnmarshalJSON(data []byte) error {
+	var own struct {
+		ID         int64                 `json:"id"`
+		World      string                `json:"world"`
+		Owner      Address               `json:"owner"`
+		TraceID    string                `json:"traceId"`
+		CallID     string                `json:"callId"`
+		Resolution *EscalationResolution `json:"resolution"`
+	}
+	if err := json.Unmarshal(data, &own); err != nil {
+		return err
+	}
+	var rest map[string]json.RawMessage
+	if err := json.Unmarshal(data, &rest); err != nil {
+		return err
+	}
+	for _, k := range []string{"id", "world", "owner", "traceId", "callId", "resolution"} {
+		delete(rest, k)
+	}
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	var e Escalation
+	if err := json.Unmarshal(b, &e); err != nil {
+		return err
+	}
+	*r = EscalationRecord{ID: own.ID, Escalation: e, World: own.World, Owner: own.Owner, TraceID: own.TraceID,
+		CallID: own.CallID, Resolution: own.Resolution}
+	return nil
+}
+
 // UnmarshalJSON decodes a strict CapabilityRequest.
 func (r *CapabilityRequest) UnmarshalJSON(data []byte) error {
 	type plain CapabilityRequest
