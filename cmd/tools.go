@@ -131,18 +131,6 @@ func unknownToolMessage(defs []kernel.ToolDefinition, name string) string {
 	return msg
 }
 
-// kernelError maps an error of a kernel listing: the catalogue could not be resolved
-// (tool_catalog_unavailable) or the audit record could not be written (state).
-func kernelError(err error, h *Host) error {
-	if errors.Is(err, kernel.ErrToolCatalogUnavailable) {
-		return catalogError(err)
-	}
-	if errors.Is(err, kernel.ErrInvalidContext) {
-		return usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
-	}
-	return stateError(err, stateHint(h.Settings.State))
-}
-
 func dash(s string) string {
 	if s == "" {
 		return "-"
