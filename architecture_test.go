@@ -149,3 +149,86 @@ func dedupe(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+// envReaders are the files that may read the process's environment (os.Getenv,
+// os.LookupEnv, os.Environ — a call or the function as a value): cmd's Main, the
+// library default of a caller that names no environment (internal/procenv), and
+// programs and fixtures of their own (the test servers and the bench driver).
+// Everything else reads it through an Env func it is given (the factory's Env,
+// host.Settings.Env and ProcessEnv, gateway.Options.Getenv, scenario.Options.Getenv).
+var envReaders = []string{
+	"cmd/root.go",
+	"cmd/remote_harness.go", // the testscripts' remote-mode Main (MainRemoteHarness), a Main of its own
+	"internal/procenv/procenv.go",
+	"internal/pgtest/pgtest.go",   // the tests' PostgreSQL cluster (its DSN and switch)
+	"internal/fakemcp/fakemcp.go", // a fake upstream MCP server, a program of its own
+	"bench/mcpfloor/main.go",      // a benchmark program of its own
+}
+
+// TestEnvironmentReadOnlyThroughEnv: no non-test file outside envReaders reads the
+// process's environment by name.
+func TestEnvironmentReadOnlyThroughEnv(t *testing.T) {
+	t.Parallel()
+	var found []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != "." && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || slices.Contains(envReaders, filepath.ToSlash(path)) {
+			return nil
+		}
+		for _, r := range envReads(t, path) {
+			found = append(found, filepath.ToSlash(path)+": "+r)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Errorf("%s reads the process's environment: take an Env func instead (or add the file to envReaders, with why)", f)
+	}
+}
+
+// envReads are the os.Getenv, os.LookupEnv and os.Environ of file (by the name it gives
+// package os).
+func envReads(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	osName := ""
+	for _, imp := range f.Imports {
+		if path, _ := strconv.Unquote(imp.Path.Value); path == "os" {
+			osName = "os"
+			if imp.Name != nil {
+				osName = imp.Name.Name
+			}
+		}
+	}
+	if osName == "" {
+		return nil
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if id, ok := sel.X.(*ast.Ident); ok && id.Name == osName {
+			switch sel.Sel.Name {
+			case "Getenv", "LookupEnv", "Environ":
+				out = append(out, "os."+sel.Sel.Name)
+			}
+		}
+		return true
+	})
+	return out
+}

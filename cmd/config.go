@@ -142,7 +142,8 @@ func configPath(g *GlobalOptions, flags *pflag.FlagSet, env func(string) string)
 
 // loadConfigFile reads and validates a configuration file into a nested map for viper,
 // with relative paths resolved against the file's folder.
-func loadConfigFile(path string) (map[string]any, error) {
+// home expands an MCP server's "~/" fromFile path (the factory's Env's HOME).
+func loadConfigFile(path, home string) (map[string]any, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -161,7 +162,7 @@ func loadConfigFile(path string) (map[string]any, error) {
 		return map[string]any{}, nil
 	}
 	dir := filepath.Dir(path)
-	return decodeConfigMap(path, dir, doc.Content[0], configSchema, "")
+	return decodeConfigMap(path, dir, home, doc.Content[0], configSchema, "")
 }
 
 func unwrapPathErr(err error) error {
@@ -172,7 +173,7 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, prefix string) (map[string]any, error) {
+func decodeConfigMap(file, dir, home string, n *yaml.Node, schema map[string]keySpec, prefix string) (map[string]any, error) {
 	if n.Kind != yaml.MappingNode {
 		what := "the file"
 		if prefix != "" {
@@ -248,13 +249,13 @@ func decodeConfigMap(file, dir string, n *yaml.Node, schema map[string]keySpec, 
 			}
 			out[k.Value] = n
 		case kMap:
-			m, err := decodeConfigMap(file, dir, v, spec.children, name+".")
+			m, err := decodeConfigMap(file, dir, home, v, spec.children, name+".")
 			if err != nil {
 				return nil, err
 			}
 			out[k.Value] = m
 		case kMCPServers:
-			cfg, err := gateway.ParseNode(file, v, gateway.ParseOptions{})
+			cfg, err := gateway.ParseNode(file, v, gateway.ParseOptions{Home: home})
 			if err != nil {
 				return nil, configError("fix the mcpServers section ('sharedos gateway lint' checks it); docs/gateway.md describes it",
 					"config file %v", err)
@@ -308,7 +309,7 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 			return nil, configError("", "config file %s: %v", cfgPath, err)
 		}
 		s.ConfigFile = abs
-		if fileCfg, err = loadConfigFile(abs); err != nil {
+		if fileCfg, err = loadConfigFile(abs, env("HOME")); err != nil {
 			return nil, err
 		}
 		s.ConfigKeys = make(map[string]bool, len(fileCfg))

@@ -79,7 +79,7 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err := loadConfigFile(path)
+		m, err := loadConfigFile(path, "")
 		if err != nil {
 			if m != nil {
 				t.Fatalf("a result beside the error %v", err)

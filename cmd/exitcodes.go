@@ -76,21 +76,6 @@ func internalError(err error) *ExitError {
 	return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeInternalError, Message: err.Error(), Err: err}
 }
 
-// catalogError maps a kernel catalogue failure: tool_catalog_unavailable, exit 1.
-func catalogError(err error) *ExitError {
-	if errors.Is(err, kernel.ErrToolCatalogUnavailable) {
-		hint := "a tool provider failed or two tools share a name; no partial catalogue is served"
-		var ce *kernel.CatalogError
-		if errors.As(err, &ce) && ce.Cause != nil {
-			// the operator at the terminal sees the cause (the audit trail has it too)
-			hint = ce.Cause.Error() + "; no partial catalogue is served"
-		}
-		return &ExitError{ExitCode: ExitCommandFailed, ErrorCode: CodeToolCatalogUnavailable, Message: err.Error(),
-			Hint: hint, Err: err}
-	}
-	return internalError(err)
-}
-
 // resultExit ends a command whose result was already printed, with a non-zero code
 // and nothing more on stderr.
 type resultExit struct{ code int }

@@ -19,9 +19,14 @@ import (
 type Factory struct {
 	IOStreams *IOStreams
 	Env       func(string) string
-	Getwd     func() (string, error)
-	Clock     func() time.Time
-	Global    GlobalOptions
+	// ProcessEnv and Environ are the process's environment, which the processes a run
+	// starts (MCP servers, exec recipients) inherit (host.Settings.ProcessEnv and
+	// Environ); nil: the library's default, the process's. Main's is the one read.
+	ProcessEnv func(string) string
+	Environ    func() []string
+	Getwd      func() (string, error)
+	Clock      func() time.Time
+	Global     GlobalOptions
 
 	flags       *pflag.FlagSet
 	settings    *Settings
@@ -103,6 +108,9 @@ func (f *Factory) Settings() (*Settings, error) {
 	if !f.settingsOK {
 		f.settingsOK = true
 		f.settings, f.settingsErr = resolveSettings(&f.Global, f.flags, f.Env, f.Getwd)
+		if f.settings != nil {
+			f.settings.ProcessEnv, f.settings.Environ = f.ProcessEnv, f.Environ
+		}
 	}
 	return f.settings, f.settingsErr
 }

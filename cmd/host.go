@@ -114,5 +114,3 @@ func hostError(err error) error {
 func warnGrants(ios *IOStreams, err error) {
 	warn(ios, "grant files refused, authority is unavailable (every tool hidden, every call denied): %v", err)
 }
-
-func stateHint(path string) string { return host.StateHint(path) }

@@ -120,10 +120,10 @@ func TestNewCmdToolsCall(t *testing.T) {
 	} {
 		checkParse(t, newToolsCallCmd, tc.argv, project, tc.want, tc.wantErr)
 	}
-	// the escalate branch's host is built lazily too
+	// the escalate branch needs nothing but the service either
 	got, err := parseArgv(t, newToolsCallCmd, []string{"sharedos.escalate"})
-	if err != nil || got.Host == nil {
-		t.Fatalf("tools call: err %v, host func %v", err, got != nil && got.Host != nil)
+	if err != nil || got.Service == nil {
+		t.Fatalf("tools call: err %v, service func %v", err, got != nil && got.Service != nil)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // binary calls it.
 func MainRemoteHarness() int {
 	env := os.Getenv
-	f := &Factory{IOStreams: System(env), Env: env, Getwd: os.Getwd, Clock: time.Now, harness: true}
+	f := &Factory{IOStreams: System(env), Env: env, ProcessEnv: os.Getenv, Environ: os.Environ, Getwd: os.Getwd, Clock: time.Now, harness: true}
 	return runFactory(f, os.Args[1:], false)
 }
 

@@ -77,7 +77,8 @@ func MainWith(args []string, ios *IOStreams, env func(string) string) int {
 // mainWith is MainWith; tuneGC sets the collector's pacing for the command (Main only:
 // tests keep the test binary's).
 func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC bool) int {
-	return runFactory(&Factory{IOStreams: ios, Env: env, Getwd: os.Getwd, Clock: time.Now}, args, tuneGC)
+	// the processes a run starts inherit the process's own environment, whatever env is
+	return runFactory(&Factory{IOStreams: ios, Env: env, ProcessEnv: os.Getenv, Environ: os.Environ, Getwd: os.Getwd, Clock: time.Now}, args, tuneGC)
 }
 
 // runFactory runs the command line with args over f.

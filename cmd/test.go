@@ -137,7 +137,7 @@ func runTest(ctx context.Context, opts *TestOptions) error {
 		hint := "name scenario files, directories or globs (default: ./sharedos-tests/**/*.yaml)"
 		return usageError(hint, "%v", err)
 	}
-	rep := scenario.RunFiles(ctx, paths, scenario.Options{Run: re, Clock: opts.Clock, Explain: opts.Verbose || format == FormatJSON})
+	rep := scenario.RunFiles(ctx, paths, scenario.Options{Run: re, Clock: opts.Clock, Getenv: opts.Env, Explain: opts.Verbose || format == FormatJSON})
 
 	if opts.Update {
 		changed, err := scenario.Update(rep)

@@ -139,18 +139,6 @@ func unknownToolMessage(defs []kernel.ToolDefinition, name string) string {
 	return msg
 }
 
-// kernelError maps an error of a kernel listing: the catalogue could not be resolved
-// (tool_catalog_unavailable) or the audit record could not be written (state).
-func kernelError(err error, h *Host) error {
-	if errors.Is(err, kernel.ErrToolCatalogUnavailable) {
-		return catalogError(err)
-	}
-	if errors.Is(err, kernel.ErrInvalidContext) {
-		return usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
-	}
-	return stateError(err, stateHint(h.Settings.State))
-}
-
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -313,9 +301,6 @@ type ToolsCallOptions struct {
 	IO      *IOStreams
 	Printer func() (*printer, error)
 	Service func() (api.Service, error)
-	// Host is the opened embedded host: only the sharedos.escalate branch reaches it,
-	// until that branch becomes the escalation service's one call (issue 21, item 4).
-	Host func(context.Context) (*Host, error)
 
 	Name string
 	Args ArgsOptions
@@ -324,8 +309,7 @@ type ToolsCallOptions struct {
 // newToolsCallCmd builds `tools call`; runF, when set, replaces the run.
 func newToolsCallCmd(f *Factory, runF func(*ToolsCallOptions) error) *cobra.Command {
 	opts := &ToolsCallOptions{IO: f.IOStreams, Printer: f.Printer,
-		Service: func() (api.Service, error) { return f.service(callNeeds) },
-		Host:    func(ctx context.Context) (*Host, error) { return f.Host(ctx, callNeeds) }}
+		Service: func() (api.Service, error) { return f.service(callNeeds) }}
 	c := &cobra.Command{
 		Use:   "call NAME",
 		Short: "Call a tool once, fully authorized",
@@ -425,17 +409,15 @@ func runToolsCall(ctx context.Context, opts *ToolsCallOptions) error {
 	if err != nil {
 		return err
 	}
-	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn. Only
-	// that tool opens the embedded host here (so any other call runs on the service
-	// alone, a remote one included).
+	// The CLI is the turn's driver: an offered sharedos.escalate ends the turn (the
+	// service records it, not runs it); one that is not offered is invoked as any other.
 	if opts.Name == kernel.EscalationToolName {
-		h, err := opts.Host(ctx)
+		out, err := svc.Escalate(ctx, api.EscalateRequest{Call: kernel.ToolCall{Tool: opts.Name, Arguments: args}, IfOffered: true})
 		if err != nil {
-			return err
+			return serviceError(err)
 		}
-		call := kernel.ToolCall{ID: h.CallID, Tool: opts.Name, Arguments: args, TraceID: h.Ctx.TraceID, RequestedAt: h.Ctx.Now}
-		if esc, escalated, err := h.Escalations().EscalateIfOffered(ctx, h.Turn, call); escalated {
-			return escalate(p, h, call, esc, err)
+		if !out.NotOffered {
+			return escalate(ctx, p, svc, out)
 		}
 	}
 
@@ -515,24 +497,24 @@ type escalationOutput struct {
 	Escalation kernel.Escalation `json:"escalation"`
 }
 
-// escalate prints the outcome of an offered escalation (host.Escalations.EscalateIfOffered).
-func escalate(p *printer, h *Host, call kernel.ToolCall, esc kernel.Escalation, err error) error {
-	var refused *kernel.EscalationRefusedError
-	var catalogue *host.CatalogueError
-	switch {
-	case errors.As(err, &catalogue):
-		return kernelError(catalogue.Err, h)
-	case errors.As(err, &refused):
+// escalate prints the outcome of an offered escalation (api.Service.Escalate with
+// IfOffered): recorded, or refused by its own authorization (a denied result).
+func escalate(ctx context.Context, p *printer, svc api.Service, r api.EscalateResult) error {
+	if r.Denied != nil {
 		// the escalation's own authorization refused it: its grant's uses are spent
-		res := kernel.DeniedResult(call, h.Ctx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
-		res.Gate = kernel.GateOf(refused.Code)
-		if err := printResult(p, h.Definition(call.Tool), res); err != nil {
+		def, err := svc.Definition(ctx, kernel.EscalationToolName, false)
+		if err != nil {
+			return serviceError(err)
+		}
+		if err := printResult(p, def, *r.Denied); err != nil {
 			return err
 		}
-		return exitResult(res)
-	case err != nil:
-		return stateError(err, stateHint(h.Settings.State))
+		return exitResult(*r.Denied)
 	}
+	if r.Escalation == nil {
+		return internalError(errors.New("the service recorded no escalation and refused none"))
+	}
+	esc := *r.Escalation
 	out := escalationOutput{Status: "escalated", Escalation: esc}
 	if p.format != FormatTable {
 		if err := p.data(out); err != nil {

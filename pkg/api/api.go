@@ -152,16 +152,26 @@ type NamespacesUpdated struct {
 }
 
 // EscalateRequest asks for a human decision: the call of sharedos.escalate the context
-// made.
+// made. The call's tool is always sharedos.escalate; its id and trace are the service's
+// when empty, as Invoke's, and its instant is always the service's.
 type EscalateRequest struct {
 	Call kernel.ToolCall `json:"call"`
+	// IfOffered is the turn's driver's branch (the CLI's `tools call sharedos.escalate`,
+	// HTTP's POST /v1/tools/escalate): the escalation is recorded only when the
+	// context's catalogue offers sharedos.escalate; when it does not, nothing is recorded
+	// and the result is NotOffered (the caller then invokes the call as any other tool,
+	// and the kernel refuses it).
+	IfOffered bool `json:"ifOffered,omitempty"`
 }
 
 // EscalateResult is a recorded escalation, or — when the escalation's own authorization
-// refused it — the denied result of the call (Escalation is then nil).
+// refused it — the denied result of the call (Escalation is then nil), or, for an
+// IfOffered request whose context's catalogue does not offer sharedos.escalate,
+// NotOffered (both nil).
 type EscalateResult struct {
 	Escalation *kernel.Escalation `json:"escalation,omitempty"`
 	Denied     *kernel.ToolResult `json:"denied,omitempty"`
+	NotOffered bool               `json:"notOffered,omitempty"`
 }
 
 // EscalationQuery selects escalations: those of the context's (world, owner), or with

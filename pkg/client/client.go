@@ -346,10 +346,17 @@ func (c *Client) UpdateNamespaces(ctx context.Context, u kernel.ToolNamespaceUpd
 	return n, c.send(ctx, http.MethodPut, "/v1/tools/namespaces", nil, u, &n)
 }
 
-// Escalate is not offered over HTTP: an agent escalates by calling sharedos.escalate.
-func (c *Client) Escalate(context.Context, api.EscalateRequest) (api.EscalateResult, error) {
-	return api.EscalateResult{}, &api.Error{Code: api.CodeInvalidRequest, Message: "escalate is not offered by the server's API",
-		Hint: "call the tool sharedos.escalate instead"}
+// Escalate is POST /v1/tools/escalate: the server records the escalation only when the
+// context's catalogue offers sharedos.escalate (the server's API offers nothing but
+// IfOffered; the call's id, trace and instant are the client's, as Invoke's).
+func (c *Client) Escalate(ctx context.Context, req api.EscalateRequest) (api.EscalateResult, error) {
+	var out api.EscalateResult
+	if !req.IfOffered {
+		return out, &api.Error{Code: api.CodeInvalidRequest, Message: "the server's API records an escalation only when sharedos.escalate is offered",
+			Hint: "call the tool sharedos.escalate instead"}
+	}
+	call := c.call(api.InvokeRequest{Tool: kernel.EscalationToolName, Arguments: req.Call.Arguments, ID: req.Call.ID, TraceID: req.Call.TraceID})
+	return out, c.send(ctx, http.MethodPost, "/v1/tools/escalate", nil, call, &out)
 }
 
 // ListEscalations is GET /v1/admin/escalations (an operator token).

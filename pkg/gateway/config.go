@@ -27,6 +27,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sharedos/sharedos/internal/procenv"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -146,7 +147,8 @@ func (e *ConfigError) Error() string {
 
 // ParseOptions say how to read a configuration.
 type ParseOptions struct {
-	// Home expands a fromFile path that starts with "~/" (default: $HOME).
+	// Home expands a fromFile path that starts with "~/" ("": the process's $HOME,
+	// internal/procenv; the command line passes its Env's).
 	Home string
 }
 
@@ -223,7 +225,7 @@ func parseServers(file string, n *yaml.Node, opts ParseOptions) ([]*Server, erro
 		return nil, &ConfigError{file, n.Line, "mcpServers must be a list of servers (or the name of a file that holds them)"}
 	}
 	if opts.Home == "" {
-		opts.Home = os.Getenv("HOME")
+		opts.Home = procenv.Getenv("HOME")
 	}
 	p := &parser{file: file, opts: opts}
 	var out []*Server

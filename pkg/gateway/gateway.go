@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharedos/sharedos/internal/procenv"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -41,8 +41,8 @@ type Options struct {
 	// the upstream says they changed; the cache is not read (the live list is), only
 	// written.
 	Hold bool
-	// Getenv reads the process environment: credentials fromEnv, and PATH and HOME for
-	// stdio servers (default os.Getenv).
+	// Getenv reads the environment the servers are started with: credentials fromEnv,
+	// and PATH and HOME for stdio servers (nil: the process's, internal/procenv).
 	Getenv func(string) string
 	// Clock is the cache's clock (default time.Now).
 	Clock func() time.Time
@@ -78,7 +78,7 @@ func New(cfg *Config, opts Options) *Gateway {
 		cfg = &Config{}
 	}
 	if opts.Getenv == nil {
-		opts.Getenv = os.Getenv
+		opts.Getenv = procenv.Getenv
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/internal/par"
+	"github.com/sharedos/sharedos/internal/procenv"
 	"github.com/sharedos/sharedos/pkg/fsplane"
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/grantfile"
@@ -46,8 +47,15 @@ import (
 type Settings struct {
 	ConfigFile string // "" when no configuration file was read
 	// Env reads the environment the host may consult (HOME and XDG_CONFIG_HOME, for the
-	// user's global git ignore file); nil: the process's.
+	// user's global git ignore file); nil: the process's (internal/procenv).
 	Env func(string) string
+	// ProcessEnv and Environ are the environment of the processes the host starts: an
+	// MCP server's credentials fromEnv, PATH and HOME (ProcessEnv, gateway.Options.Getenv)
+	// and an exec recipient's environment (Environ, its SHAREDOS_ variables left out).
+	// nil: the process's (internal/procenv). The command line passes the process's own,
+	// read in cmd's Main.
+	ProcessEnv func(string) string
+	Environ    func() []string
 
 	Root  string
 	State string
@@ -516,7 +524,7 @@ func (p *Prepared) open(ctx context.Context, shared store.State) (*Host, error) 
 		}
 	}
 	// shell completion (unaudited) never starts a server: cached lists only
-	p.gw = gateway.New(s.MCPServers, gateway.Options{Cache: st, Hold: p.needs.HoldConnections, Logger: s.GatewayLogger,
+	p.gw = gateway.New(s.MCPServers, gateway.Options{Cache: st, Hold: p.needs.HoldConnections, Logger: s.GatewayLogger, Getenv: s.ProcessEnv,
 		NoConnect: p.needs.Unaudited})
 	p.closers = append(p.closers, p.gw)
 	if err := registerProviders(h.Kernel, p.gw); err != nil {
@@ -949,7 +957,7 @@ func repoExcludes(s *Settings) []string {
 	}
 	getenv := s.Env
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = procenv.Getenv
 	}
 	f := repoplane.DefaultExcludesFile(getenv)
 	if f == "" {

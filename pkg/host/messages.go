@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sharedos/sharedos/internal/procenv"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mailbox"
@@ -129,8 +130,12 @@ func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, k
 // reaches it. It answers with `sharedos messages reply "$SHAREDOS_MESSAGE_ID" …`.
 func (p *Prepared) runRecipient(ctx context.Context, route mailbox.Route, req kernel.MessageEnvelope, world string) error {
 	s := p.Settings
+	environ := s.Environ
+	if environ == nil {
+		environ = procenv.Environ
+	}
 	env := []string{}
-	for _, kv := range os.Environ() {
+	for _, kv := range environ() {
 		if !strings.HasPrefix(kv, "SHAREDOS_") {
 			env = append(env, kv)
 		}

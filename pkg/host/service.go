@@ -286,22 +286,36 @@ func (s *Service) UpdateNamespaces(ctx context.Context, u kernel.ToolNamespaceUp
 }
 
 // Escalate records the escalation of the call in the turn (kernel.Turn.RecordEscalation)
-// and in the store.
+// and in the store; with req.IfOffered, only when the turn's catalogue offers
+// sharedos.escalate (Escalations.EscalateIfOffered, the one "offered ⇒ record, do not
+// run" branch), else the result is NotOffered and nothing is recorded.
 func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.EscalateResult, error) {
 	h, err := s.open(ctx)
 	if err != nil {
 		return api.EscalateResult{}, err
 	}
 	actx := s.context(h)
-	esc, err := h.Escalations().Escalate(ctx, s.turn(h), req.Call)
+	call := s.call(h, api.InvokeRequest{Tool: kernel.EscalationToolName, Arguments: req.Call.Arguments, ID: req.Call.ID, TraceID: req.Call.TraceID})
+	var esc kernel.Escalation
+	if req.IfOffered {
+		var escalated bool
+		if esc, escalated, err = h.Escalations().EscalateIfOffered(ctx, s.turn(h), call); !escalated {
+			return api.EscalateResult{NotOffered: true}, nil
+		}
+	} else {
+		esc, err = h.Escalations().Escalate(ctx, s.turn(h), call)
+	}
 	var refused *kernel.EscalationRefusedError
-	if errors.As(err, &refused) {
+	var catalogue *CatalogueError
+	switch {
+	case errors.As(err, &catalogue):
+		return api.EscalateResult{}, s.kernelErr(catalogue.Err)
+	case errors.As(err, &refused):
 		// the escalation's own authorization refused it: its grant's uses are spent
-		res := kernel.DeniedResult(req.Call, actx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
+		res := kernel.DeniedResult(call, actx.Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
 		res.Gate = kernel.GateOf(refused.Code)
 		return api.EscalateResult{Denied: &res}, nil
-	}
-	if err != nil {
+	case err != nil:
 		return api.EscalateResult{}, s.stateErr(err)
 	}
 	return api.EscalateResult{Escalation: &esc}, nil

@@ -198,6 +198,32 @@ func TestServiceNamespaces(t *testing.T) {
 	}
 }
 
+// TestServiceEscalateIfOffered: the driver's branch records an offered escalation with
+// the service's call id and trace (the request names neither) and, once the grant's one
+// use is spent (no longer offered), is NotOffered and records nothing.
+func TestServiceEscalateIfOffered(t *testing.T) {
+	t.Parallel()
+	fx := newServiceFixture(t, sessionGrants)
+	ctx := context.Background()
+	req := api.EscalateRequest{Call: kernel.ToolCall{Arguments: args(t, map[string]any{"reason": "may I?"})}, IfOffered: true}
+	res, err := fx.svc.Escalate(ctx, req)
+	if err != nil || res.NotOffered || res.Escalation == nil || res.Escalation.Reason != "may I?" {
+		t.Fatalf("offered: %v %+v", err, res)
+	}
+	h, _ := fx.svc.open(ctx)
+	recs, err := fx.svc.ListEscalations(ctx, api.EscalationQuery{})
+	if err != nil || len(recs) != 1 || recs[0].CallID != h.CallID || recs[0].TraceID != h.Prepared.Context.TraceID {
+		t.Fatalf("recorded: %v %+v", err, recs)
+	}
+	res, err = fx.svc.Escalate(ctx, req)
+	if err != nil || !res.NotOffered || res.Escalation != nil || res.Denied != nil {
+		t.Fatalf("no longer offered: %v %+v", err, res)
+	}
+	if recs, err := fx.svc.ListEscalations(ctx, api.EscalationQuery{All: true}); err != nil || len(recs) != 1 {
+		t.Fatalf("the not-offered escalation recorded something: %v %+v", err, recs)
+	}
+}
+
 // TestServiceEscalations: record, list (the context's and all), resolve once, again
 // with the same decision (unchanged), with another (refused), an unknown id.
 func TestServiceEscalations(t *testing.T) {

@@ -207,6 +207,7 @@ var agentRoutes = []Route{
 	{Method: http.MethodPut, Path: "/v1/tools/namespaces", Body: true, handle: (*handler).updateNamespaces},
 	{Method: http.MethodPost, Path: "/v1/tools/invoke", Body: true, handle: (*handler).invoke},
 	{Method: http.MethodPost, Path: "/v1/tools/explain", Body: true, handle: (*handler).explain},
+	{Method: http.MethodPost, Path: "/v1/tools/escalate", Body: true, handle: (*handler).escalate},
 	{Method: http.MethodPost, Path: "/v1/authorize", Body: true, Query: true, handle: (*handler).authorize},
 	{Method: http.MethodGet, Path: "/v1/reach", handle: (*handler).reach},
 }
@@ -609,6 +610,26 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 	res, err := run()
 	if err != nil {
 		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+// escalate is the turn's driver's sharedos.escalate (the CLI's `tools call` over
+// --server): recorded when the context's catalogue offers it, not run
+// (api.EscalateRequest.IfOffered); notOffered when it is not (the caller then invokes
+// the call). It takes no Idempotency-Key: a second request is refused by the escalation
+// grant's uses, never recorded twice unchecked.
+func (h *handler) escalate(rq *request) (int, any, error) {
+	c, err := decodeCall(rq.body)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := rq.service(c.TraceID).Escalate(rq.r.Context(), api.EscalateRequest{Call: c, IfOffered: true})
+	if err != nil {
+		return 0, nil, err
+	}
+	if res.Denied != nil {
+		rq.decision = resultDecision(*res.Denied)
 	}
 	return http.StatusOK, res, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/sharedos/sharedos/internal/jscompat"
+	"github.com/sharedos/sharedos/internal/procenv"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -42,6 +43,9 @@ type Options struct {
 	Clock func() time.Time
 	// Parallel is how many tests run at once (0: GOMAXPROCS). Results keep file order.
 	Parallel int
+	// Getenv reads the environment (TMPDIR, for TempDir's default; nil: the
+	// process's, internal/procenv). The command line passes its factory's Env.
+	Getenv func(string) string
 	// Explain keeps the explanation of every call and explain step, not only of the
 	// failed ones, and every step's audit records (for -v and -o json).
 	Explain bool
@@ -214,7 +218,7 @@ func run(ctx context.Context, paths []string, files []*File, errs []*Error, opts
 	// the grant files' content) and the content-addressed snapshot blobs are shared by the
 	// run's tests (each test's state database — usage, namespaces, audit, snapshot index
 	// — is its own).
-	runDir, err := os.MkdirTemp(defaultTempDir(opts.TempDir), "sharedos-test-")
+	runDir, err := os.MkdirTemp(defaultTempDir(opts.TempDir, opts.Getenv), "sharedos-test-")
 	if err != nil {
 		for _, j := range jobs {
 			j.res.Outcome, j.res.Reason = Errored, fmt.Sprintf("temporary directory: %v", err)
@@ -987,10 +991,16 @@ func initRepo(dir string, instant time.Time) error {
 	return err
 }
 
-// defaultTempDir is dir, or the default of Options.TempDir.
-func defaultTempDir(dir string) string {
-	if dir != "" || os.Getenv("TMPDIR") != "" {
+// defaultTempDir is dir, or the default of Options.TempDir (getenv: Options.Getenv).
+func defaultTempDir(dir string, getenv func(string) string) string {
+	if getenv == nil {
+		getenv = procenv.Getenv
+	}
+	if dir != "" {
 		return dir
+	}
+	if tmp := getenv("TMPDIR"); tmp != "" {
+		return tmp
 	}
 	const shm = "/dev/shm"
 	if fi, err := os.Stat(shm); err == nil && fi.IsDir() {
