@@ -2,8 +2,8 @@
 // file, kept in one PostgreSQL database that several hosts (replicas of `sharedos serve`,
 // command-line runs) share at once. It implements store.State and the kernel's optional
 // extensions (kernel.ReservingUsageStore, kernel.AuditedSettingsStore,
-// kernel.WriteAheadAuditSink, kernel.WriteAheadBatchAuditSink) and passes
-// pkg/store/storetest unchanged.
+// kernel.WriteAheadAuditSink, kernel.WriteAheadBatchAuditSink), store.Idempotency and
+// store.Mailbox, and passes pkg/store/storetest unchanged (every area runs).
 //
 // It is built on github.com/jackc/pgx/v5's pool (pgxpool), without database/sql: only
 // the migrations go through database/sql (stdlib.OpenDBFromPool), because goose runs on
