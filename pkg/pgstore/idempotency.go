@@ -33,16 +33,18 @@ func (s *Store) BeginIdempotent(ctx context.Context, key store.IdempotencyKey, f
 		err := tx.QueryRow(ctx, `INSERT INTO idempotency AS i (scope, key, fingerprint, claimed_ms, status) VALUES ($1, $2, $3, $4, 0)
 			ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, claimed_ms = EXCLUDED.claimed_ms, status = 0, body = NULL
 			WHERE i.claimed_ms < $5
-			RETURNING true`, key.Scope, key.Key, fp, now.UnixMilli(), cutoff).Scan(&claimed)
+			RETURNING true`, []byte(key.Scope), key.Key, []byte(fp), now.UnixMilli(), cutoff).Scan(&claimed)
 		switch {
 		case err == nil:
 			state, rec = store.IdempotencyClaimed, store.IdempotencyRecord{Fingerprint: fp, ClaimedAt: time.UnixMilli(now.UnixMilli())}
 		case errors.Is(err, pgx.ErrNoRows):
 			var ms int64
+			var fp0 []byte
 			if err := tx.QueryRow(ctx, `SELECT fingerprint, claimed_ms, status, body FROM idempotency WHERE scope = $1 AND key = $2`,
-				key.Scope, key.Key).Scan(&rec.Fingerprint, &ms, &rec.Status, &rec.Body); err != nil {
+				[]byte(key.Scope), key.Key).Scan(&fp0, &ms, &rec.Status, &rec.Body); err != nil {
 				return err
 			}
+			rec.Fingerprint = string(fp0)
 			rec.ClaimedAt = time.UnixMilli(ms)
 			state = idempotencyState(rec, fp)
 		default:
@@ -67,7 +69,7 @@ func (s *Store) CompleteIdempotent(ctx context.Context, key store.IdempotencyKey
 		body = []byte{}
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE idempotency SET status = $1, body = $2 WHERE scope = $3 AND key = $4 AND fingerprint = $5 AND status = 0`,
-		status, body, key.Scope, key.Key, fp)
+		status, body, []byte(key.Scope), key.Key, []byte(fp))
 	if err != nil {
 		return fail("complete idempotency key", err)
 	}
@@ -80,7 +82,7 @@ func (s *Store) CompleteIdempotent(ctx context.Context, key store.IdempotencyKey
 // AbandonIdempotent deletes a pending claim of fp; anything else is left as it is.
 func (s *Store) AbandonIdempotent(ctx context.Context, key store.IdempotencyKey, fp string) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency WHERE scope = $1 AND key = $2 AND fingerprint = $3 AND status = 0`,
-		key.Scope, key.Key, fp); err != nil {
+		[]byte(key.Scope), key.Key, []byte(fp)); err != nil {
 		return fail("abandon idempotency key", err)
 	}
 	return nil

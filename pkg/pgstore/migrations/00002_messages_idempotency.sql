@@ -20,11 +20,12 @@ CREATE INDEX messages_receiver ON messages (world, receiver, status);
 CREATE INDEX messages_sender ON messages (world, sender, status);
 
 -- The responses of requests sent with an Idempotency-Key, by (scope, key); status 0 while
--- the first request runs.
+-- the first request runs. scope and fingerprint are bytes: a scope may hold NUL
+-- separators, which text cannot.
 CREATE TABLE idempotency (
-	scope       text NOT NULL,
+	scope       bytea NOT NULL,
 	key         text NOT NULL,
-	fingerprint text NOT NULL,
+	fingerprint bytea NOT NULL,
 	claimed_ms  bigint NOT NULL,
 	status      integer NOT NULL,
 	body        bytea,
