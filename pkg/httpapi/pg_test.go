@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,7 +54,7 @@ func pgReplicas(t *testing.T, dsn, grants string) (start func() (*servetest.Serv
 		n++
 		srv, err := servetest.Start(context.Background(), host.Settings{Root: f.root, State: dsn,
 			StateDir: filepath.Join(f.dir, "local", string(rune('a'+n))), DefaultNamespaces: []string{"files", "sharedos"}},
-			f.tokensPath, nil, func(hc *httpapi.Config) { hc.Logger = testLogger(t) })
+			f.tokensPath, nil, func(hc *httpapi.Config) { hc.Logger = slog.New(slog.DiscardHandler) })
 		must(t, err)
 		t.Cleanup(srv.Close)
 		g := *f
