@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +49,6 @@ func TestReplicasSeeADisableAtOnce(t *testing.T) {
 		}
 	}
 	slices.Sort(delays)
-	t.Log(fmt.Sprintf("disable through A → refused by B, %d trials: p50 %v, p99 %v, max %v", trials,
-		delays[trials/2], delays[trials*99/100], delays[trials-1]))
+	t.Logf("disable through A → refused by B, %d trials: p50 %v, p99 %v, max %v", trials,
+		delays[trials/2], delays[trials*99/100], delays[trials-1])
 }
