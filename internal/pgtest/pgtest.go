@@ -88,6 +88,83 @@ type Cluster struct {
 	// admin is the DSN of its maintenance database (where databases are created).
 	admin string
 	stop  func() error
+	// server stops the server alone; restart starts it again on its port and data; dir
+	// is the cluster's directory (a started cluster's).
+	server  func() error
+	restart func() (*Cluster, error)
+	dir     string
+}
+
+// Private is a throwaway cluster of one test's own, which the test may stop and start
+// (a database outage): see StartPrivate.
+type Private struct {
+	c       *Cluster
+	stopped bool
+}
+
+// StartPrivate starts a throwaway cluster for t alone (from the Debian binaries; it
+// skips t without them, fails it under SHAREDOS_TEST_POSTGRES_REQUIRED), removed when t
+// ends. An existing server (SHAREDOS_TEST_POSTGRES) is not used: the test stops it.
+func StartPrivate(t testing.TB) *Private {
+	t.Helper()
+	bin := findBin()
+	if bin == "" {
+		if os.Getenv(EnvRequired) != "" {
+			t.Fatalf("pgtest: %s is set: %s", EnvRequired, skipHint)
+		}
+		t.Skip(skipHint)
+	}
+	c, err := startCluster(bin)
+	if err != nil {
+		t.Fatalf("pgtest: start a private PostgreSQL cluster: %v", err)
+	}
+	p := &Private{c: c}
+	t.Cleanup(func() {
+		var err error
+		if !p.stopped {
+			err = p.c.server()
+		}
+		if err = errors.Join(err, os.RemoveAll(p.c.dir)); err != nil {
+			t.Errorf("pgtest: stop the private cluster: %v", err)
+		}
+	})
+	return p
+}
+
+// DSN returns the DSN of a fresh database of the private cluster.
+func (p *Private) DSN(t testing.TB) string {
+	t.Helper()
+	dsn, _, err := p.c.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return dsn
+}
+
+// Stop stops the server (an immediate shutdown: every connection is dropped), keeping
+// its data.
+func (p *Private) Stop(t testing.TB) {
+	t.Helper()
+	if p.stopped {
+		return
+	}
+	if err := p.c.server(); err != nil {
+		t.Fatalf("pgtest: stop the private cluster: %v", err)
+	}
+	p.stopped = true
+}
+
+// Restart starts the stopped server again on the same port and data.
+func (p *Private) Restart(t testing.TB) {
+	t.Helper()
+	if !p.stopped {
+		return
+	}
+	c2, err := p.c.restart()
+	if err != nil {
+		t.Fatalf("pgtest: restart the private cluster: %v", err)
+	}
+	p.c.server, p.stopped = c2.stop, false
 }
 
 // Start returns the binary's server, starting the throwaway cluster on first use. It
@@ -267,6 +344,8 @@ func startCluster(bin string) (*Cluster, error) {
 		c, err := serve(command, data, dir, port)
 		if err == nil {
 			ok = true
+			c.restart = func() (*Cluster, error) { return serve(command, data, dir, port) }
+			c.server, c.dir = c.stop, dir
 			stop := c.stop
 			c.stop = func() error { return errors.Join(stop(), os.RemoveAll(dir)) }
 			return c, nil

@@ -39,7 +39,7 @@ const (
 // opened is an *Error of KindState; an invalid defaultNamespaces one of KindConfig.
 func OpenState(ctx context.Context, s *Settings, w Workload) (store.State, error) {
 	if IsPostgresState(s.State) {
-		return openPostgresState(ctx, s)
+		return openPostgresState(ctx, s, w)
 	}
 	spool := sqlitestore.SpoolNone
 	switch w {

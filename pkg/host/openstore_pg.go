@@ -24,8 +24,13 @@ const postgresStateHint = "check that the PostgreSQL server is reachable and its
 // openPostgresState opens the PostgreSQL store of s. It does not migrate: a schema behind
 // this build's (or newer) is refused (sharedos store migrate). A store that could not be
 // opened is an *Error of KindState; an invalid defaultNamespaces one of KindConfig.
-func openPostgresState(ctx context.Context, s *Settings) (store.State, error) {
-	st, err := pgstore.Open(ctx, s.State, pgstore.Options{DefaultNamespaces: s.DefaultNamespaces})
+//
+// A long-lived server (WorkloadServer: serve, mcp --listen, mcp) opens a schema behind
+// this build's all the same: its /readyz names the pending migrations (503) until
+// `sharedos store migrate` applies them, and it is ready then without a restart — a new
+// build rolled out before the migration waits for it instead of crash-looping.
+func openPostgresState(ctx context.Context, s *Settings, w Workload) (store.State, error) {
+	st, err := pgstore.Open(ctx, s.State, pgstore.Options{DefaultNamespaces: s.DefaultNamespaces, AllowPending: w == WorkloadServer})
 	if err != nil {
 		if !errors.Is(err, store.ErrUnavailable) {
 			return nil, &Error{Kind: KindConfig, Hint: "defaultNamespaces must list namespace identifiers", Message: err.Error(), Err: err}

@@ -37,7 +37,7 @@ func TestPostgresState(t *testing.T) {
 	dsn := withPassword(t, pgtest.DSN(t))
 	s := &Settings{State: dsn, StateDir: t.TempDir(), DefaultNamespaces: []string{"files"}}
 
-	_, err := openPostgresState(ctx, s)
+	_, err := openPostgresState(ctx, s, WorkloadCommand)
 	var he *Error
 	if !errors.As(err, &he) || he.Kind != KindState || !strings.Contains(he.Hint, "sharedos store migrate") {
 		t.Fatalf("open of an unmigrated database = %v; want a KindState error whose hint says to migrate", err)
@@ -53,7 +53,7 @@ func TestPostgresState(t *testing.T) {
 	if res.From != 0 || res.To < 1 || len(res.Applied) == 0 || strings.Contains(res.State, "s3cret-pw") {
 		t.Errorf("MigrateState = %+v; want from 0, migrations applied, the DSN without its password", res)
 	}
-	st, err := openPostgresState(ctx, s)
+	st, err := openPostgresState(ctx, s, WorkloadCommand)
 	if err != nil {
 		t.Fatalf("open after migrating: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // Metrics are the server's Prometheus metrics. Every label set is bounded: the route is
@@ -135,7 +136,11 @@ func (h *handler) ready(w http.ResponseWriter, rq *request) {
 			err = errors.New("the state database did not answer within 2 s")
 		}
 		h.log.Warn("not ready", "requestId", rq.id, "err", err)
-		h.fail(w, rq, &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "The state database is unavailable."})
+		msg := "The state database is unavailable."
+		if errors.Is(err, store.ErrMigrationPending) {
+			msg = "The state database is not ready: " + err.Error() // names the migrations, no secret
+		}
+		h.fail(w, rq, &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: msg})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,6 +13,8 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // VersionTable is the table of the schema's migration history (goose's version table).
@@ -144,9 +147,22 @@ func checkSchema(ctx context.Context, q querier) error {
 	case v > SchemaVersion:
 		return newerError(v)
 	case v < SchemaVersion:
-		return fmt.Errorf("its schema version is %d and this build needs %d: run `sharedos store migrate --state …` first", v, SchemaVersion)
+		return pendingError(v)
 	}
 	return nil
+}
+
+// pendingMigrations are the file names of the embedded migrations after version v, in
+// order.
+func pendingMigrations(v int64) []string {
+	entries, _ := fs.ReadDir(migrationFiles, "migrations") // read at init (SchemaVersion)
+	var out []string
+	for _, e := range entries {
+		if n, err := goose.NumericComponent(e.Name()); err == nil && n > v {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // ErrSchemaNewer is wrapped when the database's schema is newer than this build's.
@@ -154,4 +170,11 @@ var ErrSchemaNewer = errors.New("schema is newer than this build")
 
 func newerError(v int64) error {
 	return fmt.Errorf("its %w (version %d, this build knows up to %d): upgrade sharedos", ErrSchemaNewer, v, SchemaVersion)
+}
+
+// pendingError is the error of a schema at version v, behind this build's: it wraps
+// store.ErrMigrationPending and names the pending migrations, in one line.
+func pendingError(v int64) error {
+	return fmt.Errorf("%w: %s (schema version %d, this build needs %d): run `sharedos store migrate --state …`",
+		store.ErrMigrationPending, strings.Join(pendingMigrations(v), ", "), v, SchemaVersion)
 }

@@ -2,8 +2,8 @@
 // file, kept in one PostgreSQL database that several hosts (replicas of `sharedos serve`,
 // command-line runs) share at once. It implements store.State and the kernel's optional
 // extensions (kernel.ReservingUsageStore, kernel.AuditedSettingsStore,
-// kernel.WriteAheadAuditSink, kernel.WriteAheadBatchAuditSink) and passes
-// pkg/store/storetest unchanged.
+// kernel.WriteAheadAuditSink, kernel.WriteAheadBatchAuditSink), store.Idempotency and
+// store.Mailbox, and passes pkg/store/storetest unchanged (every area runs).
 //
 // It is built on github.com/jackc/pgx/v5's pool (pgxpool), without database/sql: only
 // the migrations go through database/sql (stdlib.OpenDBFromPool), because goose runs on
@@ -83,6 +83,12 @@ type Options struct {
 	// several replicas share, the schema changes when an operator says so, not when one
 	// command of a newer build happens to run.
 	Migrate bool
+	// AllowPending opens a database whose schema is behind this build's instead of
+	// refusing it (a newer one is still refused): a long-lived server (`serve`) starts,
+	// and Ready reports the pending migrations (503 on /readyz, so a load balancer sends
+	// it nothing) until `sharedos store migrate` applies them — then it is ready without
+	// a restart. A call that needs a table of a pending migration fails meanwhile.
+	AllowPending bool
 }
 
 // Store is an open PostgreSQL state database. It is safe for concurrent use, and its
@@ -138,7 +144,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, unavailable(name, err)
 		}
 	}
-	if err := checkSchema(ctx, pool); err != nil {
+	if err := checkSchema(ctx, pool); err != nil && !(opts.AllowPending && errors.Is(err, store.ErrMigrationPending)) {
 		pool.Close()
 		return nil, unavailable(name, err)
 	}

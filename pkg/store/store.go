@@ -90,6 +90,10 @@ import (
 // read, reached or migrated.
 var ErrUnavailable = errors.New("state database unavailable")
 
+// ErrMigrationPending is wrapped by a store's Ready when its schema lacks migrations
+// this build has (they are named in the message, which holds no secret: /readyz shows it).
+var ErrMigrationPending = errors.New("migration pending")
+
 // ErrDuplicate is wrapped when a record that must be unique already exists: a snapshot
 // with the same (world, owner, root, path, id), or an audit event id already recorded with
 // other content.

@@ -59,6 +59,10 @@ func testIdempotency(t T, c Config) {
 	}
 	begin("a completed key is not abandoned", k, "fp-1", t0.Add(3*time.Second), store.IdempotencyDone)
 	begin("another scope", store.IdempotencyKey{Scope: "ctx-b", Key: "key-1"}, "fp-2", t0, store.IdempotencyClaimed)
+	// a scope or a fingerprint may hold any bytes (a host joins a scope's parts with NUL)
+	kb := store.IdempotencyKey{Scope: "ctx\x00b\xff", Key: "key-1"}
+	begin("a scope of any bytes", kb, "fp\x00\xfe", t0, store.IdempotencyClaimed)
+	begin("a fingerprint of any bytes", kb, "fp\x00\xfe", t0, store.IdempotencyPending)
 	begin("after the window", k, "fp-2", t0.Add(window+time.Second), store.IdempotencyClaimed)
 
 	k2 := store.IdempotencyKey{Scope: "ctx-a", Key: "key-2"}

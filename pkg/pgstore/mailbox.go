@@ -1,0 +1,245 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
+)
+
+var _ store.Mailbox = (*Store)(nil)
+
+// mailboxLock is the first key of the transaction-level advisory lock a delivery takes on
+// (world, sender), the second a hash of the pair: the count of the sender's pending
+// messages and the insert are then one step for every process, so the in-flight bound
+// holds across replicas. Two pairs whose hashes collide only wait for each other.
+const mailboxLock = 0x73684f4d // "shOM"
+
+// encodeEnvelope is the stored text of env: its encoding after a strict decode (so the
+// payload is canonical and two envelopes of the same content store the same text).
+func encodeEnvelope(env kernel.MessageEnvelope) (string, kernel.MessageEnvelope, error) {
+	if err := env.Validate(); err != nil {
+		return "", env, err
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return "", env, err
+	}
+	var back kernel.MessageEnvelope
+	if err := json.Unmarshal(b, &back); err != nil {
+		return "", env, fmt.Errorf("it would not read back: %w", err)
+	}
+	b, err = json.Marshal(back)
+	return string(b), back, err
+}
+
+// DeliverMessage stores env for its receiver in one durable transaction (see
+// store.Mailbox).
+func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.MessageEnvelope, acceptedAt string, maxInFlight int) (store.MessageRecord, bool, error) {
+	if world == "" {
+		return store.MessageRecord{}, false, errors.New("deliver message: the world is required")
+	}
+	if env.ReplyTo != "" {
+		return store.MessageRecord{}, false, errors.New("deliver message: a reply is recorded with ReplyMessage")
+	}
+	text, env, err := encodeEnvelope(env)
+	if err != nil {
+		return store.MessageRecord{}, false, fmt.Errorf("deliver message: %w", err)
+	}
+	if _, err := kernel.ParseTimestamp(acceptedAt); err != nil {
+		return store.MessageRecord{}, false, fmt.Errorf("deliver message: accepted at %q is not a timestamp", acceptedAt)
+	}
+	var rec store.MessageRecord
+	var created bool
+	sender := env.Sender.String()
+	err = s.inTx(ctx, false, func(tx pgx.Tx) error {
+		created = false
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2 || ' ' || $3))", int32(mailboxLock), world, sender); err != nil {
+			return err
+		}
+		found, err := existingMessage(ctx, tx, world, env.ID, text)
+		if err != nil {
+			return err
+		}
+		if found {
+			rec, err = scanMessage(tx.QueryRow(ctx, messageByID, world, env.ID))
+			return err
+		}
+		if maxInFlight > 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM messages WHERE world = $1 AND sender = $2 AND status = 'pending'`,
+				world, sender).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxInFlight {
+				return fmt.Errorf("%s has %d pending: %w", env.Sender, n, store.ErrInFlightExceeded)
+			}
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO messages (world, id, sender, receiver, envelope, accepted_at) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (world, id) DO NOTHING`, world, env.ID, sender, env.Receiver.String(), text, acceptedAt)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			// Another sender's delivery of this id committed meanwhile: compare with it.
+			if _, err := existingMessage(ctx, tx, world, env.ID, text); err != nil {
+				return err
+			}
+			rec, err = scanMessage(tx.QueryRow(ctx, messageByID, world, env.ID))
+			return err
+		}
+		created = true
+		rec = store.MessageRecord{World: world, Envelope: env, Status: store.MessagePending, AcceptedAt: acceptedAt}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrDuplicate) || errors.Is(err, store.ErrInFlightExceeded) {
+			return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: %w", env.ID, err)
+		}
+		return store.MessageRecord{}, false, fail("deliver message "+env.ID, err)
+	}
+	return rec, created, nil
+}
+
+// existingMessage reports whether message id of world is stored; stored with another
+// envelope than text, it is an error wrapping store.ErrDuplicate.
+func existingMessage(ctx context.Context, q querier, world, id, text string) (bool, error) {
+	var stored string
+	err := q.QueryRow(ctx, `SELECT envelope FROM messages WHERE world = $1 AND id = $2`, world, id).Scan(&stored)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	case stored != text:
+		return true, fmt.Errorf("message %s is %w with other content", id, store.ErrDuplicate)
+	}
+	return true, nil
+}
+
+const messageColumns = `SELECT world, envelope, accepted_at, status, reply, failed_code, resolved_at FROM messages`
+
+const messageByID = messageColumns + ` WHERE world = $1 AND id = $2`
+
+func scanMessage(row pgx.Row) (store.MessageRecord, error) {
+	var rec store.MessageRecord
+	var env string
+	var reply, code, at *string
+	if err := row.Scan(&rec.World, &env, &rec.AcceptedAt, &rec.Status, &reply, &code, &at); err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal([]byte(env), &rec.Envelope); err != nil {
+		return rec, fmt.Errorf("decode message: %w", err)
+	}
+	if reply != nil {
+		var r kernel.MessageEnvelope
+		if err := json.Unmarshal([]byte(*reply), &r); err != nil {
+			return rec, fmt.Errorf("decode the reply to %s: %w", rec.Envelope.ID, err)
+		}
+		rec.Reply = &r
+	}
+	if code != nil {
+		rec.FailedCode = kernel.ErrorCode(*code)
+	}
+	if at != nil {
+		rec.ResolvedAt = *at
+	}
+	return rec, nil
+}
+
+// GetMessage returns message id of world.
+func (s *Store) GetMessage(ctx context.Context, world, id string) (store.MessageRecord, error) {
+	rec, err := scanMessage(s.pool.QueryRow(ctx, messageByID, world, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.MessageRecord{}, fmt.Errorf("message %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.MessageRecord{}, fail("read message "+id, err)
+	}
+	return rec, nil
+}
+
+// ListMessages returns the messages f selects, the most recently delivered first.
+func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]store.MessageRecord, error) {
+	var w where
+	w.eq("world", f.World)
+	if !f.Receiver.IsZero() {
+		w.add("receiver = ?", f.Receiver.String())
+	}
+	if !f.Sender.IsZero() {
+		w.add("sender = ?", f.Sender.String())
+	}
+	switch f.Status {
+	case "":
+	case store.MessagePending, store.MessageAnswered, store.MessageFailed:
+		w.add("status = ?", f.Status)
+	default:
+		return nil, fmt.Errorf("list messages: unknown status %q (want pending, answered or failed)", f.Status)
+	}
+	q := messageColumns + w.String() + " ORDER BY seq DESC"
+	if f.Limit > 0 {
+		q += " LIMIT " + w.next(f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return nil, fail("list messages", err)
+	}
+	defer rows.Close()
+	var out []store.MessageRecord
+	for rows.Next() {
+		rec, err := scanMessage(rows)
+		if err != nil {
+			return nil, fail("list messages", err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list messages", err)
+	}
+	return out, nil
+}
+
+// resolveMessage sets the outcome of pending message id with one conditional update
+// (status = 'pending'), durable: of concurrent resolutions in any processes one wins.
+func (s *Store) resolveMessage(ctx context.Context, world, id, status string, reply *string, code *string, at string) (store.MessageRecord, error) {
+	rec, err := scanMessage(s.pool.QueryRow(ctx, `UPDATE messages SET status = $3, reply = $4, failed_code = $5, resolved_at = $6
+		WHERE world = $1 AND id = $2 AND status = 'pending'
+		RETURNING world, envelope, accepted_at, status, reply, failed_code, resolved_at`, world, id, status, reply, code, at))
+	if err == nil {
+		return rec, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return store.MessageRecord{}, fail("resolve message "+id, err)
+	}
+	rec, err = s.GetMessage(ctx, world, id)
+	if err != nil {
+		return store.MessageRecord{}, err
+	}
+	return rec, fmt.Errorf("message %s was %w (%s at %s)", id, store.ErrAlreadyResolved, rec.Status, rec.ResolvedAt)
+}
+
+// ReplyMessage records reply as the answer to its request (see store.Mailbox).
+func (s *Store) ReplyMessage(ctx context.Context, world string, reply kernel.MessageEnvelope, at string) (store.MessageRecord, error) {
+	if reply.ReplyTo == "" {
+		return store.MessageRecord{}, errors.New("reply message: the reply names no request (replyTo)")
+	}
+	text, _, err := encodeEnvelope(reply)
+	if err != nil {
+		return store.MessageRecord{}, fmt.Errorf("reply message: %w", err)
+	}
+	return s.resolveMessage(ctx, world, reply.ReplyTo, store.MessageAnswered, &text, nil, at)
+}
+
+// FailMessage resolves pending message id failed with code.
+func (s *Store) FailMessage(ctx context.Context, world, id string, code kernel.ErrorCode, at string) (store.MessageRecord, error) {
+	if code == "" {
+		return store.MessageRecord{}, fmt.Errorf("fail message %s: a code is required", id)
+	}
+	c := string(code)
+	return s.resolveMessage(ctx, world, id, store.MessageFailed, nil, &c, at)
+}
