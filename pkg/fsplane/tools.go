@@ -289,7 +289,7 @@ func toolSpecs() []toolSpec {
 		{name: "files.grep", action: ActionGrep, read: true, minPath: 0,
 			props: map[string]any{
 				"pattern": map[string]any{"type": "string", "minLength": 1, "maxLength": maxPatternLen,
-					"description": "A literal string, or a regular expression in Go RE2 syntax when mode is \"regex\", e.g. \"TODO\" or \"func [A-Z]\\\\w*\"."},
+					"description": "A literal string, or a regular expression in Go RE2 syntax when mode is \"regex\", e.g. \"http.Client\" or \"func [A-Z]\\\\w*\"."},
 				"mode": map[string]any{"type": "string", "enum": []any{ModeLiteral, ModeRegex}, "default": ModeLiteral,
 					"description": "How pattern is read: \"literal\" (default) matches it as a substring, \"regex\" as a Go RE2 regular expression, e.g. \"regex\"."},
 				"caseSensitive": map[string]any{"type": "boolean", "default": false,
