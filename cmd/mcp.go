@@ -135,15 +135,22 @@ func (opts *MCPOptions) check() error {
 	return nil
 }
 
-func runMCP(ctx context.Context, opts *MCPOptions) error {
-	var handler slog.Handler = slog.NewTextHandler(opts.IO.ErrOut, nil)
-	if opts.LogFormat == "json" {
-		handler = slog.NewJSONHandler(opts.IO.ErrOut, nil)
+// serverLogger is the log of a long-lived surface (mcp, serve) on w, as text or JSON by
+// format, also given to the settings' gateway for the MCP servers' connection events.
+func serverLogger(w io.Writer, format string, settings func() (*Settings, error)) *slog.Logger {
+	var handler slog.Handler = slog.NewTextHandler(w, nil)
+	if format == "json" {
+		handler = slog.NewJSONHandler(w, nil)
 	}
 	log := slog.New(handler)
-	if s, err := opts.Settings(); err == nil {
-		s.GatewayLogger = log // the MCP servers' connection events
+	if s, err := settings(); err == nil {
+		s.GatewayLogger = log
 	}
+	return log
+}
+
+func runMCP(ctx context.Context, opts *MCPOptions) error {
+	log := serverLogger(opts.IO.ErrOut, opts.LogFormat, opts.Settings)
 	if opts.HTTP.Listen != "" {
 		return runMCPHTTP(ctx, opts, log)
 	}

@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -112,14 +111,7 @@ request names none, is the span's trace id, so audit records and traces join.`,
 
 // runServe serves /v1 (and /mcp) until SIGTERM or SIGINT, then drains.
 func runServe(ctx context.Context, opts *ServeOptions) error {
-	var handler slog.Handler = slog.NewJSONHandler(opts.IO.ErrOut, nil)
-	if opts.LogFormat == "text" {
-		handler = slog.NewTextHandler(opts.IO.ErrOut, nil)
-	}
-	log := slog.New(handler)
-	if s, err := opts.Settings(); err == nil {
-		s.GatewayLogger = log
-	}
+	log := serverLogger(opts.IO.ErrOut, opts.LogFormat, opts.Settings)
 	var tracer trace.Tracer
 	if opts.OTelTraces != "" {
 		t, stop, err := openTraces(opts.OTelTraces)
