@@ -585,8 +585,17 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 		return 0, nil, err
 	}
 	svc := rq.service(c.TraceID)
+	ctx := rq.r.Context()
+	_, keyed := rq.r.Header[HeaderIdempotencyKey]
+	if keyed {
+		// A call with an Idempotency-Key runs to its end even when its client leaves
+		// (or this server stops, letting it finish): its answer is kept for the
+		// client's retry, so it must be the call's own, not an interruption's — a use
+		// spent and recorded is answered succeeded, never failed.
+		ctx = context.WithoutCancel(ctx)
+	}
 	run := func() (any, error) {
-		res, err := svc.Invoke(rq.r.Context(), api.InvokeRequest{Tool: c.Tool, Arguments: c.Arguments, ID: c.ID, TraceID: c.TraceID})
+		res, err := svc.Invoke(ctx, api.InvokeRequest{Tool: c.Tool, Arguments: c.Arguments, ID: c.ID, TraceID: c.TraceID})
 		if err != nil {
 			return nil, err
 		}
@@ -600,7 +609,7 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 		}
 		return res.Result, nil
 	}
-	if key, ok := rq.r.Header[HeaderIdempotencyKey]; ok {
+	if key := rq.r.Header[HeaderIdempotencyKey]; keyed {
 		trace := rq.r.Header.Get(HeaderTraceID)
 		if trace == "" {
 			trace = c.TraceID

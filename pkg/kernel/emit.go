@@ -96,12 +96,14 @@ const AuditUnavailableKey = "sharedos/auditUnavailable"
 // finish writes the call's tool.invoked audit record, durably when the call may have
 // changed state (a tool of any class but read ran). When it cannot be written
 // OnAuditError is told, and, when the tool ran, the result is marked
-// (AuditUnavailableKey): a refusal whose record is missing took no effect, and marking it
-// would make the host report an effect that never happened.
-func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult, ran, durable bool) {
+// (AuditUnavailableKey). A refusal whose record is missing took no effect, and marking it
+// would make the host report an effect that never happened: finish returns the error,
+// and InvokeTool answers a refusal that has no other record failed audit_unavailable
+// (every refusal reaches audit before it is answered).
+func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResult, ran, durable bool) error {
 	k := t.k
 	if k.cfg.Audit == nil {
-		return
+		return nil
 	}
 	ev := t.invokedEvent(st, p, res)
 	write := t.auditWriteAhead
@@ -113,7 +115,7 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResu
 			k.cfg.OnAuditError(err)
 		}
 		if !ran {
-			return
+			return err
 		}
 		meta := make(map[string]any, len(res.Metadata)+1)
 		for key, v := range res.Metadata {
@@ -121,7 +123,9 @@ func (t *Turn) finish(ctx context.Context, st *turnState, p *Plan, res *ToolResu
 		}
 		meta[AuditUnavailableKey] = err.Error()
 		res.Metadata = meta
+		return err
 	}
+	return nil
 }
 
 // invokedEvent is the call's tool.invoked record for res.

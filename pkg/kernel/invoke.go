@@ -40,6 +40,7 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	deferOK := batch != nil && p.handler != nil && p.handler.Definition.ReadWrite == ClassRead
 	var auditErr, admitErr error
 	var pending *AuditEvent
+	decided := false // a refusal's decision record was written
 	findings, _, _ := p.resolve(func(stage Stage, ev *Evaluation) Settled {
 		if stage == StageAuthorization {
 			if hooks.Admit != nil {
@@ -53,11 +54,22 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 			}
 			d, diag, rec, err := t.settleConsuming(ctx, st.auth, call, ev, deferOK)
 			auditErr, pending = err, rec
+			decided = err == nil && rec == nil && !d.Allowed
 			return Settled{Decision: d, Diagnostic: diag}
 		}
 		d, diag := k.authz.Settle(ctx, st.auth, t.actx, ev, false)
 		if k.cfg.Audit != nil && (stage != StageDiscovery || !d.Allowed) {
-			t.auditAfter(ctx, t.decisionEvent(st.auth, call, ev.Requirement, d, diag, false), false)
+			// A refusal is answered only once its record is written (every refusal
+			// reaches audit): a record that cannot be written turns the answer into
+			// failed audit_unavailable, like an authorization's below.
+			if err := t.auditWriteAhead(ctx, t.decisionEvent(st.auth, call, ev.Requirement, d, diag, false)); err != nil {
+				if k.cfg.OnAuditError != nil {
+					k.cfg.OnAuditError(err)
+				}
+				auditErr = err
+			} else if !d.Allowed {
+				decided = true
+			}
 		}
 		return Settled{Decision: d, Diagnostic: diag}
 	}, false)
@@ -98,7 +110,14 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 		}
 		return res
 	}
-	t.finish(ctx, st, p, &res, ran, ran && p.handler.Definition.ReadWrite != ClassRead)
+	if err := t.finish(ctx, st, p, &res, ran, ran && p.handler.Definition.ReadWrite != ClassRead); err != nil && !ran && !decided &&
+		(res.Error == nil || res.Error.Code != CodeAuditUnavailable) {
+		// A refusal with no decision record (refused before any authorization, such as
+		// an unknown tool or a disabled namespace): its tool.invoked record is its only
+		// trace, so it is not answered as a refusal without it.
+		res = FailedResult(call, now, CodeAuditUnavailable, "the refusal could not be audited; the call was refused")
+		res.Gate = GateInfrastructure
+	}
 	return res
 }
 
