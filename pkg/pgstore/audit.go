@@ -277,29 +277,51 @@ func auditWhere(w *where, f store.AuditFilter) string {
 // ListAudit returns the audit events f selects, newest first unless f.Oldest (every
 // field applied by the query, before its limit).
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, error) {
+	evs, _, err := s.listAudit(ctx, f)
+	return evs, err
+}
+
+// ListAuditAfter returns the next page of the trail (store.AuditCursor): at most f.Limit
+// events recorded after f.AfterSeq, oldest first, read by the primary key's range (seq
+// is assigned in the order of commit, so a page read later misses nothing committed
+// before it).
+func (s *Store) ListAuditAfter(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
+	if f.Limit <= 0 {
+		return nil, 0, errors.New("list audit events: a page needs a limit")
+	}
+	f.ByInstant, f.Oldest = false, true
+	evs, last, err := s.listAudit(ctx, f)
+	if last == 0 {
+		last = f.AfterSeq
+	}
+	return evs, last, err
+}
+
+// listAudit is ListAudit that also returns the sequence number of the last event read.
+func (s *Store) listAudit(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
 	q, args := auditQuery(f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fail("list audit events", err)
+		return nil, 0, fail("list audit events", err)
 	}
 	defer rows.Close()
 	var out []kernel.AuditEvent
+	var seq int64
 	for rows.Next() {
-		var seq int64
 		var text string
 		if err := rows.Scan(&seq, &text); err != nil {
-			return nil, fail("list audit events", err)
+			return nil, 0, fail("list audit events", err)
 		}
 		var ev kernel.AuditEvent
 		if err := json.Unmarshal([]byte(text), &ev); err != nil {
-			return nil, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
+			return nil, 0, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
 		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail("list audit events", err)
+		return nil, 0, fail("list audit events", err)
 	}
-	return out, nil
+	return out, seq, nil
 }
 
 // LastAuditSeq returns the sequence number of the newest audit event (0 when there is
