@@ -469,21 +469,69 @@ func (s *Service) QueryAudit(ctx context.Context, q api.AuditQuery) ([]kernel.Au
 	return evs, nil
 }
 
-// ExportAudit returns the recorded calls q selects with their authorization records.
+// EachAudit calls fn with each event q selects, oldest first, at most q.Limit (0: all),
+// reading the store a page of page events at a time (store.EachAudit; page ≤ 0: the
+// store's default), so that an export of any size holds one page in memory. It stops at
+// fn's first error and returns it as it is; a store failure is an *api.Error.
+func (s *Service) EachAudit(ctx context.Context, q api.AuditQuery, page int, fn func(kernel.AuditEvent) error) error {
+	st, f, err := s.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	f.Limit = q.Limit
+	var fnErr error
+	err = store.EachAudit(ctx, st, f, page, func(ev kernel.AuditEvent) error {
+		fnErr = fn(ev)
+		return fnErr
+	})
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case err != nil:
+		return s.stateErr(err)
+	}
+	return nil
+}
+
+// ExportAudit returns the recorded calls q selects with their authorization records:
+// the newest q.Limit calls (0: all), oldest first. With a limit it reads the newest
+// calls only (a query of q.Limit rows, a larger one only when some selected events name
+// no tool); without one it reads the trail by pages (EachAudit).
 func (s *Service) ExportAudit(ctx context.Context, q api.AuditQuery) ([]api.AuditCall, error) {
 	q.Types = []string{string(kernel.EventToolInvoked)}
 	st, f, err := s.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	f.Oldest = true
-	calls, err := st.ListAudit(ctx, f)
-	if err != nil {
+	var calls []kernel.AuditEvent
+	hasTool := func(ev kernel.AuditEvent) bool { return ev.Tool != "" }
+	if q.Limit > 0 {
+		// newest first, by pages that grow until q.Limit calls name a tool or the
+		// trail is read
+		for n := q.Limit; ; n *= 4 {
+			f.Limit = n
+			evs, err := st.ListAudit(ctx, f)
+			if err != nil {
+				return nil, s.stateErr(err)
+			}
+			calls = calls[:0]
+			for _, ev := range evs {
+				if hasTool(ev) && len(calls) < q.Limit {
+					calls = append(calls, ev)
+				}
+			}
+			if len(calls) == q.Limit || len(evs) < n {
+				break
+			}
+		}
+		slices.Reverse(calls)
+	} else if err := store.EachAudit(ctx, st, f, 0, func(ev kernel.AuditEvent) error {
+		if hasTool(ev) {
+			calls = append(calls, ev)
+		}
+		return nil
+	}); err != nil {
 		return nil, s.stateErr(err)
-	}
-	calls = slices.DeleteFunc(calls, func(ev kernel.AuditEvent) bool { return ev.Tool == "" })
-	if q.Limit > 0 && len(calls) > q.Limit {
-		calls = calls[len(calls)-q.Limit:]
 	}
 	out := make([]api.AuditCall, len(calls))
 	for i, ev := range calls {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -437,3 +438,58 @@ func escalationOf(owner kernel.Address) storeEscalation {
 }
 
 type storeEscalation = store.EscalationRecord
+
+// limitsState records the limit and order of each ListAudit of the trail's calls.
+type limitsState struct {
+	ServiceState
+	limits []int
+}
+
+func (s *limitsState) ListAudit(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, error) {
+	if slices.Contains(f.Types, string(kernel.EventToolInvoked)) {
+		s.limits = append(s.limits, f.Limit)
+	}
+	return s.ServiceState.ListAudit(ctx, f)
+}
+
+func (s *limitsState) ListAuditAfter(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
+	return s.ServiceState.(store.AuditCursor).ListAuditAfter(ctx, f)
+}
+
+// TestExportAuditReadsItsLimit: the export of the newest 2 of 6 calls reads 2 calls from
+// the store (one query limited to 2), not the whole trail; the export of all of them
+// reads by pages (no unlimited query) and returns all 6, oldest first.
+func TestExportAuditReadsItsLimit(t *testing.T) {
+	t.Parallel()
+	fx := newServiceFixture(t, sessionGrants)
+	ctx := context.Background()
+	h, err := fx.svc.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 6 {
+		h.CallID = fmt.Sprintf("cccc%04d-0000-7000-8000-000000000001", i)
+		ids = append(ids, h.CallID)
+		if _, err := fx.svc.Invoke(ctx, api.InvokeRequest{Tool: "files.read", Arguments: args(t, map[string]any{"path": []string{"docs", "a.md"}})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &limitsState{ServiceState: h.Store}
+	svc := NewService(Backend{State: func(context.Context) (ServiceState, error) { return st, nil }})
+	exp, err := svc.ExportAudit(ctx, api.AuditQuery{Limit: 2})
+	if err != nil || len(exp) != 2 || exp[0].Call.OperationID != ids[4] || exp[1].Call.OperationID != ids[5] {
+		t.Fatalf("export of 2: %v %+v", err, exp)
+	}
+	if fmt.Sprint(st.limits) != "[2]" {
+		t.Errorf("the export of 2 calls listed the trail with limits %v, want [2]", st.limits)
+	}
+	st.limits = nil
+	all, err := svc.ExportAudit(ctx, api.AuditQuery{})
+	if err != nil || len(all) != 6 || all[0].Call.OperationID != ids[0] || all[5].Call.OperationID != ids[5] {
+		t.Fatalf("export of all: %v %d calls", err, len(all))
+	}
+	if len(st.limits) != 0 {
+		t.Errorf("the export of all calls listed the trail whole (limits %v), want pages", st.limits)
+	}
+}

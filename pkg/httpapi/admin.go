@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -190,35 +192,72 @@ func (h *handler) adminAudit(rq *request) (int, any, error) {
 	return http.StatusOK, evs, nil
 }
 
+// auditStreamer is a backend that reads the trail a page at a time (host.Service).
+type auditStreamer interface {
+	EachAudit(ctx context.Context, q api.AuditQuery, page int, fn func(kernel.AuditEvent) error) error
+}
+
 // adminAuditExport streams the events the query selects as JSON lines, oldest first
 // (application/x-ndjson: the one route whose body is not one JSON document). A client
-// resumes with since = the last line's recordedAt.
+// resumes with since = the last line's recordedAt. A backend that reads by pages
+// (auditStreamer) is read Config.AuditPage events at a time, so the route holds one page
+// whatever the size of the trail; the status is sent with the first page, so a failure
+// after it ends the stream early (logged) instead of changing the status.
 func (h *handler) adminAuditExport(rq *request) (int, any, error) {
 	aq, err := auditQuery(rq)
 	if err != nil {
 		return 0, nil, err
 	}
 	aq.Oldest = true
-	evs, err := rq.service("").QueryAudit(rq.r.Context(), aq)
-	if err != nil {
-		return 0, nil, err
-	}
 	w := rq.w
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	fl, _ := w.(http.Flusher)
-	for i := range evs {
-		if err := enc.Encode(&evs[i]); err != nil {
-			break // the client went away
-		}
-		if fl != nil && i%256 == 255 {
-			fl.Flush()
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
 		}
 	}
+	n := 0
+	write := func(ev kernel.AuditEvent) error {
+		start()
+		if err := enc.Encode(&ev); err != nil {
+			return errClientGone
+		}
+		if n++; fl != nil && n%256 == 0 {
+			fl.Flush()
+		}
+		return nil
+	}
+	svc := rq.service("")
+	if s, ok := svc.(auditStreamer); ok {
+		err = s.EachAudit(rq.r.Context(), aq, h.cfg.AuditPage, write)
+	} else {
+		var evs []kernel.AuditEvent
+		if evs, err = svc.QueryAudit(rq.r.Context(), aq); err == nil {
+			for _, ev := range evs {
+				if err = write(ev); err != nil {
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case err == nil || errors.Is(err, errClientGone):
+	case !started:
+		return 0, nil, err
+	default:
+		h.log.Error("audit export: the stream ended early", "requestId", rq.id, "err", err)
+	}
+	start()
 	return 0, streamed{}, nil
 }
+
+// errClientGone ends an export whose client went away.
+var errClientGone = errors.New("the client went away")
 
 // streamed is the body of a handler that wrote its response itself.
 type streamed struct{}

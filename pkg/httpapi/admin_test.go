@@ -3,9 +3,11 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos/pkg/httpapi"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -131,5 +133,36 @@ func TestAdminNamespaces(t *testing.T) {
 	r = f.do("GET", "/v1/admin/namespaces?world=default&owner=human:bob", "op", "")
 	if !strings.Contains(string(r.body), `"selectionSource":"stored"`) {
 		t.Fatalf("GET bob's: %s", r.body)
+	}
+}
+
+// TestAdminAuditExportPages: with pages of 2 events, the export of 7 calls (more than
+// three pages) streams every call once, oldest first; with limit=3 it stops at the
+// third.
+func TestAdminAuditExportPages(t *testing.T) {
+	f := newFixtureWith(t, func(c *httpapi.Config) { c.AuditPage = 2 })
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("p%d", i)
+		f.do("POST", "/v1/tools/invoke", "alice", call(id, "files.read", `{"path":["notes","todo.md"]}`))
+		want = append(want, id)
+	}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{{"type=tool.invoked", want}, {"type=tool.invoked&limit=3", want[:3]}} {
+		r := f.doRaw("GET", "/v1/admin/audit/export?"+c.query, "op")
+		if r.status != 200 {
+			t.Fatalf("export %s: %d %s", c.query, r.status, r.body)
+		}
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(string(r.body)), "\n") {
+			var ev kernel.AuditEvent
+			must(t, json.Unmarshal([]byte(line), &ev))
+			got = append(got, ev.OperationID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("export %s = %v, want %v (oldest first, each once)", c.query, got, c.want)
+		}
 	}
 }

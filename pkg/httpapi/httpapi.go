@@ -129,6 +129,9 @@ type Config struct {
 	Tracer trace.Tracer
 	// Metrics are served at GET /metrics and counted by every request (nil: none).
 	Metrics *Metrics
+	// AuditPage is how many events GET /v1/admin/audit/export reads from the store at a
+	// time (0: store.DefaultAuditPage).
+	AuditPage int
 }
 
 // Route is one method and path of the /v1 API.

@@ -180,11 +180,78 @@ func (w *where) String() string {
 	return " WHERE " + strings.Join(w.conds, " AND ")
 }
 
+// maxBranches bounds the branches auditQuery splits a listing into (one per pair of
+// values of Types × Outcomes); past it, one query with = ANY.
+const maxBranches = 16
+
 // auditQuery is the query of ListAudit for f and its arguments.
+//
+// A listing with a limit stays O(limit) whatever the size of the trail (migration 00004):
+// each filter of `audit list` (type, outcome, tool, owner, actor) has an index
+// (filter, at_ms DESC NULLS LAST, seq DESC), so an equality on it walks the events of
+// that value in the listing's order and stops at the limit, and since is a range of the
+// same walk. A list of several types or outcomes would be an = ANY, which no index walks
+// in order (PostgreSQL would sort every match), so a listing by instant with a limit is
+// split into one branch per value (each its own index walk, limited), merged and cut to
+// the limit. Two filters at once walk one of them and check the other on the way.
 func auditQuery(f store.AuditFilter) (string, []any) {
+	types, outcomes := f.Types, f.Outcomes
+	if len(types) == 0 {
+		types = []string{""}
+	}
+	if len(outcomes) == 0 {
+		outcomes = []string{""}
+	}
+	if f.ByInstant && f.Limit > 0 && len(types)*len(outcomes) > 1 && len(types)*len(outcomes) <= maxBranches {
+		var w where
+		var branches []string
+		for _, t := range types {
+			for _, o := range outcomes {
+				b := f
+				b.Types, b.Outcomes = nil, nil
+				if t != "" {
+					b.Types = []string{t}
+				}
+				if o != "" {
+					b.Outcomes = []string{o}
+				}
+				branches = append(branches, "(SELECT seq, event, at_ms FROM audit_events"+auditWhere(&w, b)+
+					" ORDER BY at_ms DESC NULLS LAST, seq DESC LIMIT "+w.next(f.Limit)+")")
+			}
+		}
+		return "SELECT seq, event FROM (" + strings.Join(branches, " UNION ALL ") +
+			") AS b ORDER BY at_ms DESC NULLS LAST, seq DESC LIMIT " + w.next(f.Limit), w.args
+	}
 	var w where
-	w.in("type", f.Types)
-	w.in("outcome", f.Outcomes)
+	q := "SELECT seq, event FROM audit_events" + auditWhere(&w, f)
+	switch {
+	case f.ByInstant:
+		q += " ORDER BY at_ms DESC NULLS LAST, seq DESC"
+	case f.Oldest:
+		q += " ORDER BY seq ASC"
+	default:
+		q += " ORDER BY seq DESC"
+	}
+	if f.Limit > 0 {
+		q += " LIMIT " + w.next(f.Limit)
+	}
+	return q, w.args
+}
+
+// auditWhere adds f's conditions to w and returns the WHERE clause of those it added
+// (one value of Types or Outcomes is an equality, several an = ANY).
+func auditWhere(w *where, f store.AuditFilter) string {
+	n := len(w.conds)
+	for _, l := range []struct {
+		col  string
+		vals []string
+	}{{"type", f.Types}, {"outcome", f.Outcomes}} {
+		if len(l.vals) == 1 {
+			w.eq(l.col, l.vals[0])
+		} else {
+			w.in(l.col, l.vals)
+		}
+	}
 	w.eq("tool", f.Tool)
 	w.eq("operation_id", f.OperationID)
 	w.eq("trace_id", f.TraceID)
@@ -201,47 +268,60 @@ func auditQuery(f store.AuditFilter) (string, []any) {
 	if f.AfterSeq != 0 {
 		w.add("seq > ?", f.AfterSeq)
 	}
-	q := "SELECT seq, event FROM audit_events" + w.String()
-	switch {
-	case f.ByInstant:
-		q += " ORDER BY at_ms DESC NULLS LAST, seq DESC"
-	case f.Oldest:
-		q += " ORDER BY seq ASC"
-	default:
-		q += " ORDER BY seq DESC"
+	if len(w.conds) == n {
+		return ""
 	}
-	if f.Limit > 0 {
-		q += " LIMIT " + w.next(f.Limit)
-	}
-	return q, w.args
+	return " WHERE " + strings.Join(w.conds[n:], " AND ")
 }
 
 // ListAudit returns the audit events f selects, newest first unless f.Oldest (every
 // field applied by the query, before its limit).
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, error) {
+	evs, _, err := s.listAudit(ctx, f)
+	return evs, err
+}
+
+// ListAuditAfter returns the next page of the trail (store.AuditCursor): at most f.Limit
+// events recorded after f.AfterSeq, oldest first, read by the primary key's range (seq
+// is assigned in the order of commit, so a page read later misses nothing committed
+// before it).
+func (s *Store) ListAuditAfter(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
+	if f.Limit <= 0 {
+		return nil, 0, errors.New("list audit events: a page needs a limit")
+	}
+	f.ByInstant, f.Oldest = false, true
+	evs, last, err := s.listAudit(ctx, f)
+	if last == 0 {
+		last = f.AfterSeq
+	}
+	return evs, last, err
+}
+
+// listAudit is ListAudit that also returns the sequence number of the last event read.
+func (s *Store) listAudit(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
 	q, args := auditQuery(f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fail("list audit events", err)
+		return nil, 0, fail("list audit events", err)
 	}
 	defer rows.Close()
 	var out []kernel.AuditEvent
+	var seq int64
 	for rows.Next() {
-		var seq int64
 		var text string
 		if err := rows.Scan(&seq, &text); err != nil {
-			return nil, fail("list audit events", err)
+			return nil, 0, fail("list audit events", err)
 		}
 		var ev kernel.AuditEvent
 		if err := json.Unmarshal([]byte(text), &ev); err != nil {
-			return nil, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
+			return nil, 0, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
 		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail("list audit events", err)
+		return nil, 0, fail("list audit events", err)
 	}
-	return out, nil
+	return out, seq, nil
 }
 
 // LastAuditSeq returns the sequence number of the newest audit event (0 when there is

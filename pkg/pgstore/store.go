@@ -69,6 +69,7 @@ var (
 	_ kernel.WriteAheadBatchAuditSink   = (*Store)(nil)
 	_ kernel.FileDigestCache            = (*Store)(nil)
 	_ kernel.ToolNamespaceSettingsStore = (*Store)(nil)
+	_ store.AuditCursor                 = (*Store)(nil)
 )
 
 //go:embed migrations/*.sql

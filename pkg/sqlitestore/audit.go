@@ -25,6 +25,7 @@ type execQuerier interface {
 }
 
 var _ kernel.WriteAheadAuditSink = (*Store)(nil)
+var _ store.AuditCursor = (*Store)(nil)
 
 // Append records one audit event durably (see Store: the write-ahead log is fsynced
 // before Append returns). The event must have an id and must survive a JSON round trip
@@ -248,8 +249,29 @@ func appendEvent(ctx context.Context, q execQuerier, ins *sql.Stmt, ev kernel.Au
 
 // ListAudit returns the audit events f selects, newest first unless f.Oldest.
 func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEvent, error) {
+	evs, _, err := s.listAudit(ctx, f)
+	return evs, err
+}
+
+// ListAuditAfter returns the next page of the trail (store.AuditCursor): at most f.Limit
+// events recorded after f.AfterSeq, oldest first, read by the primary key's range (one
+// writer at a time: seq is the order of commit).
+func (s *Store) ListAuditAfter(ctx context.Context, f AuditFilter) ([]kernel.AuditEvent, int64, error) {
+	if f.Limit <= 0 {
+		return nil, 0, errors.New("list audit events: a page needs a limit")
+	}
+	f.ByInstant, f.Oldest = false, true
+	evs, last, err := s.listAudit(ctx, f)
+	if last == 0 {
+		last = f.AfterSeq
+	}
+	return evs, last, err
+}
+
+// listAudit is ListAudit that also returns the sequence number of the last event read.
+func (s *Store) listAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEvent, int64, error) {
 	if err := s.syncSpools(ctx); err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
+		return nil, 0, fmt.Errorf("list audit events: %w", err)
 	}
 	var w where
 	w.in("type", f.Types)
@@ -259,10 +281,10 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 	w.eq("trace_id", f.TraceID)
 	w.eq("world", f.World)
 	if err := w.jsonAddress("event", "$.owner", f.Owner); err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
+		return nil, 0, fmt.Errorf("list audit events: %w", err)
 	}
 	if err := w.jsonAddress("event", "$.actor", f.Actor); err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
+		return nil, 0, fmt.Errorf("list audit events: %w", err)
 	}
 	if f.SinceMillis != 0 {
 		w.add("at_ms >= ?", f.SinceMillis)
@@ -286,26 +308,26 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
+		return nil, 0, fmt.Errorf("list audit events: %w", err)
 	}
 	defer rows.Close()
 	var out []kernel.AuditEvent
+	var seq int64
 	for rows.Next() {
-		var seq int64
 		var text string
 		if err := rows.Scan(&seq, &text); err != nil {
-			return nil, fmt.Errorf("list audit events: %w", err)
+			return nil, 0, fmt.Errorf("list audit events: %w", err)
 		}
 		var ev kernel.AuditEvent
 		if err := json.Unmarshal([]byte(text), &ev); err != nil {
-			return nil, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
+			return nil, 0, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
 		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
+		return nil, 0, fmt.Errorf("list audit events: %w", err)
 	}
-	return out, nil
+	return out, seq, nil
 }
 
 // LastAuditSeq returns the sequence number of the newest audit event (0 when there is

@@ -90,6 +90,7 @@ var subtests = []subtest{
 	{name: "WriteAheadAudit", run: testWriteAheadAudit},
 	{name: "WriteAheadBatchAudit", run: testWriteAheadBatch},
 	{name: "AuditQuery", run: testAuditQuery},
+	{name: "AuditCursor", run: testAuditCursor},
 	{name: "Escalations", run: testEscalations},
 	{name: "EscalationResolve", run: testEscalationResolve},
 	{name: "Snapshots", run: testSnapshots},

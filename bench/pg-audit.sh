@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench/pg-audit.sh — `sharedos audit list --limit 20` over PostgreSQL at 10 million audit
+# events (issue 23: ≤ 50 ms), with no filter and with each filter of the command.
+#
+# A throwaway cluster is started from the Debian binaries (/usr/lib/postgresql/*/bin, as
+# the postgres user when run as root; fsync off: the bench reads) and stopped at the end.
+# The trail is filled in SQL, not through the API: the schema is migrated by
+# `sharedos store migrate`, the secondary indexes of audit_events are dropped, EVENTS rows
+# are inserted by one INSERT … SELECT generate_series (each a copy of one real event
+# under its own id; type, outcome, tool, owner, actor and instant spread so that each
+# filter below selects a rare value: about 1 event in 100,000), and the indexes are
+# built again as the migrations define them (faster than maintaining them row by row).
+#
+# Prints, per case: the server's execution time of the store's query (EXPLAIN ANALYZE,
+# median of 5, the process start and the connection excluded), then the whole command
+# timed by bench/interleave.py (median wall and CPU time over RUNS runs, interleaved, and
+# the ratio to `sharedos version`, the process's own start), and the load average.
+#
+#   bench/pg-audit.sh                 # 10,000,000 events (minutes to fill)
+#   EVENTS=1000000 RUNS=10 bench/pg-audit.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+events=${EVENTS:-10000000}
+runs=${RUNS:-15}
+out=$(pwd)/bench/out-pg-audit
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[ -x "$bin/initdb" ] || { echo "no PostgreSQL binaries under /usr/lib/postgresql: apt-get install postgresql" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out/root" "$out/home" "$out/xdg/config" "$out/xdg/state" "$out/pg"
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[ "$(id -u)" = 0 ] && chown postgres "$out/pg"
+pgport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
+as_pg "$bin/initdb" -D "$out/pg/data" -U postgres --auth=trust -E UTF8 --no-instructions >/dev/null
+as_pg timeout 120 "$bin/pg_ctl" -D "$out/pg/data" -l "$out/pg/log" -w -t 100 -o "-p $pgport -k $out/pg -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c maintenance_work_mem=256MB -c max_wal_size=4GB -c shared_buffers=256MB" start >/dev/null
+cleanup() { as_pg timeout 60 "$bin/pg_ctl" -D "$out/pg/data" -m immediate -t 30 stop >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+psql() { timeout "${PSQL_TIMEOUT:-3600}" "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pgport" -U postgres -d sharedos "$@"; }
+timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
+dsn="postgres://postgres@127.0.0.1:$pgport/sharedos?sslmode=disable"
+
+go build -o "$out/sharedos" .
+sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
+sos store migrate --state "$dsn" >/dev/null
+# one real event (a namespace selection's record), the template of every row
+sos --root "$out/root" --state "$dsn" --owner human:alice namespaces enable files >/dev/null
+
+echo "load average before the fill: $(cut -d' ' -f1-3 /proc/loadavg)"
+t0=$(date +%s)
+psql <<SQL
+CREATE TEMP TABLE idx AS SELECT indexname, indexdef FROM pg_indexes
+	WHERE tablename = 'audit_events' AND indexname NOT IN ('audit_events_pkey', 'audit_events_id_key');
+DO \$\$ DECLARE r record; BEGIN
+	FOR r IN SELECT indexname FROM idx LOOP EXECUTE 'DROP INDEX ' || quote_ident(r.indexname); END LOOP;
+END \$\$;
+INSERT INTO audit_events (id, type, outcome, at, at_ms, tool, operation_id, trace_id, world, owner, actor, event)
+SELECT 'b' || i,
+	CASE WHEN i % 100000 = 7 THEN 'escalation.requested' WHEN i % 3 = 0 THEN 'tool.invoked' ELSE 'authorization.checked' END,
+	CASE WHEN i % 100000 = 9 THEN 'error' WHEN i % 7 = 0 THEN 'denied' ELSE 'allowed' END,
+	to_char(to_timestamp((1700000000000 + i * 100) / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+	1700000000000 + i * 100,
+	CASE WHEN i % 100000 = 10 THEN 'rare.tool' ELSE 'files.read' END,
+	'c' || i, 't' || (i / 3), 'default',
+	CASE WHEN i % 100000 = 11 THEN 'human:rare' ELSE 'human:u' || (i % 100) END,
+	CASE WHEN i % 100000 = 12 THEN 'agent:rare' ELSE 'agent:a' || (i % 50) END,
+	jsonb_set(t.event::jsonb, '{id}', to_jsonb('b' || i))::text
+FROM generate_series(1, $events) AS i, (SELECT event FROM audit_events ORDER BY seq LIMIT 1) AS t;
+DO \$\$ DECLARE r record; BEGIN
+	FOR r IN SELECT indexdef FROM idx LOOP EXECUTE r.indexdef; END LOOP;
+END \$\$;
+VACUUM ANALYZE audit_events;
+SQL
+n=$(psql -At -c "SELECT count(*) FROM audit_events")
+echo "filled $n events in $(( $(date +%s) - t0 )) s; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+since=$(python3 -c "import datetime;print(datetime.datetime.fromtimestamp((1700000000000+$events*100-60000)/1000,datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'))")
+cases=(
+  "no filter|"
+  "--type escalation.requested|--type escalation.requested"
+  "--type 2 types|--type escalation.requested,turn.ended"
+  "--outcome error|--outcome error"
+  "--tool rare.tool|--tool rare.tool"
+  "--owner human:rare|--owner human:rare"
+  "--actor agent:rare|--actor agent:rare"
+  "--since (last minute)|--since $since"
+  "--calls --since|--calls --since $since"
+)
+# The store's query, by the server (the exact SQL of pgstore's auditQuery is not
+# reproduced here: the command's own query is what -o json times below; this row is its
+# lower bound, the walk of the index).
+printf '\n%-24s %12s\n' "query (server)" "exec_ms"
+for c in "${cases[@]}"; do
+  name=${c%%|*}; flags=${c#*|}
+  where="true"
+  case "$flags" in
+    *escalation.requested,turn.ended*) where="type = ANY('{escalation.requested,turn.ended}')";;
+    *escalation.requested*) where="type = 'escalation.requested'";;
+    *"--outcome error"*) where="outcome = 'error'";;
+    *rare.tool*) where="tool = 'rare.tool'";;
+    *human:rare*) where="owner = 'human:rare'";;
+    *agent:rare*) where="actor = 'agent:rare'";;
+  esac
+  case "$flags" in
+    *--calls*) where="type = 'tool.invoked' AND at_ms >= $(( 1700000000000 + events * 100 - 60000 ))";;
+    *--since*) where="at_ms >= $(( 1700000000000 + events * 100 - 60000 ))";;
+  esac
+  ms=$(for _ in 1 2 3 4 5; do
+    psql -At -c "EXPLAIN (ANALYZE, FORMAT JSON) SELECT seq, event FROM audit_events WHERE $where ORDER BY at_ms DESC NULLS LAST, seq DESC LIMIT 20" |
+      python3 -c 'import json,sys;print(json.load(sys.stdin)[0]["Execution Time"])'
+  done | sort -n | sed -n 3p)
+  printf '%-24s %12s\n' "$name" "$ms"
+done
+echo "(two types: the store splits it into one limited walk per type; this row is the = ANY form, for comparison)"
+
+echo
+args=(--peer "sharedos version" "$out/sharedos version")
+for c in "${cases[@]}"; do
+  name=${c%%|*}; flags=${c#*|}
+  args+=(--cmd "audit list $name" "env HOME=$out/home XDG_CONFIG_HOME=$out/xdg/config XDG_STATE_HOME=$out/xdg/state $out/sharedos --root $out/root --state $dsn audit list --limit 20 -o json $flags")
+done
+# each listing returns its events (checked once, untimed)
+for c in "${cases[@]}"; do
+  flags=${c#*|}
+  # shellcheck disable=SC2086
+  got=$(sos --root "$out/root" --state "$dsn" audit list --limit 20 -o json $flags | python3 -c 'import json,sys;print(len(json.load(sys.stdin)))')
+  [ "$got" -gt 0 ] || { echo "audit list $flags returned no events" >&2; exit 1; }
+done
+timeout 1800 python3 bench/interleave.py --runs "$runs" --warmup 2 "${args[@]}"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
