@@ -49,7 +49,7 @@ const remoteEnv = "SHAREDOS_SCRIPTS_REMOTE"
 // obtains its backend from the factory going through --server of an in-process serve,
 // against the same golden output. `test` is not among them: it runs scenario files over
 // hosts of its own, never the factory's backend.
-var remoteDirs = []string{"tools", "explain", "namespaces", "escalations", "audit"}
+var remoteDirs = []string{"tools", "explain", "namespaces", "escalations", "audit", "messages"}
 
 // remoteExcluded are the scripts of remoteDirs that cannot run remotely, each with why.
 var remoteExcluded = map[string]string{

@@ -8,8 +8,15 @@ import (
 )
 
 // Messaging is the mailbox of the context's actor (spec 80 §4): send a message, list
-// the inbox, show one message, answer one. It sits beside Service until every backend
-// implements it (the remote client does not yet); a surface type-asserts it.
+// the inbox, show one message, answer one, re-attach to a request. Both backends
+// implement it — the embedded host (host.Service) and the remote client (client.Client,
+// over POST /v1/messages, /v1/messages/{id}/wait and the operator's /v1/admin/messages
+// routes) — and serve's request backend includes it (httpapi.Backend).
+//
+// It stays an interface of its own beside Service, by decision: a surface that needs it
+// asks for it (cmd's messaging type-asserts it, and every backend passes), while a
+// program that implements Service — a test double, a driver of its own turns — is not
+// made to grow five mailbox operations it has no store for.
 //
 // A refusal (no grant to send, an unreachable recipient, an answer by someone who is not
 // the receiver) is a receipt that is not accepted, never an error; an unknown message id

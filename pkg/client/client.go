@@ -43,9 +43,10 @@ type Client struct {
 }
 
 var (
-	_ api.Service = (*Client)(nil)
-	_ api.Checks  = (*Client)(nil)
-	_ api.Admin   = (*Client)(nil)
+	_ api.Service   = (*Client)(nil)
+	_ api.Checks    = (*Client)(nil)
+	_ api.Admin     = (*Client)(nil)
+	_ api.Messaging = (*Client)(nil)
 )
 
 // Options configure New.
@@ -454,4 +455,73 @@ func (c *Client) NamespacesOf(ctx context.Context, world string, owner kernel.Ad
 func (c *Client) UpdateNamespacesOf(ctx context.Context, world string, owner kernel.Address, u kernel.ToolNamespaceUpdate) (api.NamespacesUpdated, error) {
 	var n api.NamespacesUpdated
 	return n, c.send(ctx, http.MethodPut, "/v1/admin/namespaces", url.Values{"world": {world}, "owner": {owner.String()}}, u, &n)
+}
+
+// SendMessage is POST /v1/messages: 202 when accepted, 200 with the refused receipt
+// (denied, failed) otherwise — a refusal is a result, never an error.
+func (c *Client) SendMessage(ctx context.Context, req api.SendMessageRequest) (api.MessageSent, error) {
+	return c.SendMessageIdempotent(ctx, req, "")
+}
+
+// SendMessageIdempotent is SendMessage with an Idempotency-Key ("" : none): the same key
+// and send return the stored response without sending or spending again.
+func (c *Client) SendMessageIdempotent(ctx context.Context, req api.SendMessageRequest, key string) (api.MessageSent, error) {
+	hdr := map[string]string{}
+	if key != "" {
+		hdr["Idempotency-Key"] = key
+	}
+	if c.trace != "" {
+		hdr["X-Sharedos-Trace-Id"] = c.trace
+	}
+	body := struct {
+		To      kernel.Address  `json:"to"`
+		Payload json.RawMessage `json:"payload"`
+	}{req.To, req.Payload}
+	var out api.MessageSent
+	r, err := c.do(ctx, http.MethodPost, "/v1/messages", nil, body, hdr)
+	if err != nil {
+		return out, err
+	}
+	return out, decode(r, &out)
+}
+
+// Inbox is GET /v1/admin/messages (an operator token): the token's actor's inbox.
+func (c *Client) Inbox(ctx context.Context, q api.InboxQuery) ([]api.Message, error) {
+	v := url.Values{}
+	if q.Status != "" {
+		v.Set("status", q.Status)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out []api.Message
+	return out, c.get(ctx, "/v1/admin/messages", v, &out)
+}
+
+// ShowMessage is GET /v1/admin/messages/{id} (an operator token).
+func (c *Client) ShowMessage(ctx context.Context, id string) (api.Message, error) {
+	var out api.Message
+	return out, c.get(ctx, "/v1/admin/messages/"+url.PathEscape(id), nil, &out)
+}
+
+// ReplyMessage is POST /v1/admin/messages/{id}/reply (an operator token): the receipt
+// of the answer, delivered or refused.
+func (c *Client) ReplyMessage(ctx context.Context, req api.ReplyMessageRequest) (api.MessageSent, error) {
+	var out api.MessageSent
+	body := struct {
+		Payload json.RawMessage `json:"payload"`
+	}{req.Payload}
+	return out, c.send(ctx, http.MethodPost, "/v1/admin/messages/"+url.PathEscape(req.ID)+"/reply", nil, body, &out)
+}
+
+// WaitReply is POST /v1/messages/{id}/wait: it lasts as long as the server waits (up to
+// the request's reply timeout), so the client's own request timeout does not apply —
+// ctx bounds it.
+func (c *Client) WaitReply(ctx context.Context, id string) (api.Message, error) {
+	hc := *c.hc
+	hc.Timeout = 0
+	long := *c
+	long.hc = &hc
+	var out api.Message
+	return out, long.send(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/wait", nil, nil, &out)
 }

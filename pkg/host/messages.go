@@ -117,8 +117,23 @@ func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, k
 		now = time.Now
 	}
 	claims, _ := box.(store.Idempotency)
-	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims}, &mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient, Report: reportNoReply}
+	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims, Notifier: mailboxHints},
+		&mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient, Report: reportNoReply, Notifier: mailboxHints, Poll: hintPoll}
 }
+
+// mailboxHints is the process's wake-up hints of waiting requests (mailbox.Notifier): a
+// reply recorded by any turn of this process (serve's operator answering, an exec
+// recipient answering through the same serve) wakes its waiter at once; a reply recorded
+// by another process is found by the router's poll (mailbox.FallbackPoll). With serve on
+// PostgreSQL, the store's LISTEN/NOTIFY listener calls mailboxHints.Notify for each
+// notification of the mailbox channel — the one place it plugs in.
+var mailboxHints = mailbox.NewHub()
+
+// hintPoll is the routers' poll: mailbox.DefaultPoll while the hints are this process's
+// only (a reply by another process — `sharedos messages reply`, another replica — is
+// found by the poll); once the store's notifications feed mailboxHints, it becomes 0
+// (mailbox.FallbackPoll).
+const hintPoll = mailbox.DefaultPoll
 
 // runRecipient runs an exec recipient's command as its own turn: its environment names
 // the request (SHAREDOS_MESSAGE_ID, SHAREDOS_REQUESTER), the recipient's context
@@ -353,7 +368,7 @@ func (s *Service) WaitReply(ctx context.Context, id string) (api.Message, error)
 	if box == nil {
 		return api.Message{}, &api.Error{Code: api.CodeStateUnavailable, Message: "the state store has no mailbox"}
 	}
-	r := &mailbox.Router{Box: box, Config: cfg, Now: now}
+	r := &mailbox.Router{Box: box, Config: cfg, Now: now, Notifier: mailboxHints, Poll: hintPoll}
 	if _, err := r.Reattach(ctx, h.Prepared.Context.World, id); err != nil && !errors.Is(err, mailbox.ErrNoReply) {
 		return api.Message{}, s.stateErr(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -59,11 +60,13 @@ const DefaultMaxBody = 4 << 20
 // ProtocolVersion is the wire protocol version /health reports.
 const ProtocolVersion = "1"
 
-// Backend is what a request's operations run on: api.Service and the /v1 checks.
+// Backend is what a request's operations run on: api.Service, the /v1 checks and the
+// mailbox (the message routes).
 type Backend interface {
 	api.Service
 	api.Checks
 	api.Admin
+	api.Messaging
 }
 
 // Principal is the authenticated caller of one request.
@@ -193,11 +196,14 @@ func (r Route) Statuses() []int {
 	if r.Path == "/v1/tools/invoke" {
 		out = append(out, 501)
 	}
-	return append(out, 503)
+	out = append(out, 503)
+	out = messageStatuses(r.Path, out)
+	sort.Ints(out)
+	return out
 }
 
 // routes are the authenticated routes: the agent's, then the operator's.
-var routes = append(agentRoutes, adminRoutes...)
+var routes = append(append(agentRoutes, adminRoutes...), messageRoutes...)
 
 // agentRoutes are the routes of spec 30 §2.2 (and the explanation).
 var agentRoutes = []Route{

@@ -165,17 +165,21 @@ func (h *handler) idempotent(w http.ResponseWriter, rq *request, key, fp string,
 			}
 			return 0, nil, err
 		}
+		status := http.StatusOK
+		if ws, ok := res.(withStatus); ok { // a message's 202
+			status, res = ws.status, ws.body
+		}
 		b, err := json.Marshal(res)
 		if err != nil {
 			_ = st.AbandonIdempotent(ctx, k, fp)
 			return 0, nil, err
 		}
 		b = append(b, '\n')
-		if err := st.CompleteIdempotent(ctx, k, fp, http.StatusOK, b); err != nil {
+		if err := st.CompleteIdempotent(ctx, k, fp, status, b); err != nil {
 			// the call ran: its result is answered; a retry of the key may run it again
 			h.log.Error("idempotency store: the response could not be kept", "requestId", rq.id, "err", err)
 		}
-		return http.StatusOK, rawJSON(b), nil
+		return status, rawJSON(b), nil
 	}
 }
 

@@ -49,6 +49,8 @@ const (
 	MaxReplyTimeout     = 24 * time.Hour
 	DefaultMaxInFlight  = 10
 	DefaultPoll         = 50 * time.Millisecond
+	// FallbackPoll is the poll of a router with a Notifier: a lost hint costs at most it.
+	FallbackPoll = time.Second
 )
 
 // Route says how a recipient answers.
@@ -132,6 +134,8 @@ type Transport struct {
 	// Claims, when set (a store shared by several processes), claims a message id across
 	// processes before a direct send spends its use (ClaimMessageID).
 	Claims store.Idempotency
+	// Notifier, when set, is told of each reply recorded (the waiter's wake-up hint).
+	Notifier Notifier
 }
 
 // ClaimLease is how long a claimed message id stays claimed by a send that neither
@@ -205,6 +209,9 @@ func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env 
 			return receipt(env, kernel.DeliveryDenied, now, CodeMessageAlreadyResolved, "the message this replies to was already answered or failed"), nil
 		case err != nil:
 			return kernel.MessageDeliveryResult{}, err
+		}
+		if t.Notifier != nil {
+			t.Notifier.Notify(actx.World, env.ReplyTo)
 		}
 		return receipt(env, kernel.DeliveryDelivered, now, "", ""), nil
 	}
@@ -314,8 +321,12 @@ type Router struct {
 	Config *Config
 	// Run runs an exec recipient (nil: exec recipients fail every request).
 	Run Runner
-	// Poll is the interval at which the mailbox is read for the reply (0: DefaultPoll).
+	// Poll is the interval at which the mailbox is read for the reply (0: DefaultPoll,
+	// or FallbackPoll when a Notifier is set).
 	Poll time.Duration
+	// Notifier, when set, wakes the wait when the request may have been resolved, before
+	// the next poll (see Notifier).
+	Notifier Notifier
 	// Now is the clock of a re-attached wait's deadline (nil: time.Now).
 	Now func() time.Time
 	// Report, when set, is told why a request got no reply (an exec recipient's command
@@ -403,9 +414,19 @@ func (r *Router) wait(ctx context.Context, world, id string, exited chan error) 
 	poll := r.Poll
 	if poll <= 0 {
 		poll = DefaultPoll
+		if r.Notifier != nil {
+			poll = FallbackPoll
+		}
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	var wake <-chan struct{} // nil without a notifier: only the poll
+	if r.Notifier != nil {
+		// subscribed before the first read: a reply recorded in between is not missed
+		var cancel func()
+		wake, cancel = r.Notifier.Subscribe(world, id)
+		defer cancel()
+	}
 	for {
 		rec, err := r.Box.GetMessage(ctx, world, id)
 		if err != nil && ctx.Err() == nil {
@@ -433,6 +454,7 @@ func (r *Router) wait(ctx context.Context, world, id string, exited chan error) 
 			}
 			return r.giveUp(ctx, world, id, fmt.Errorf("%w: %s", ErrNoReply, why))
 		case <-tick.C:
+		case <-wake:
 		}
 	}
 }
@@ -446,6 +468,9 @@ func (r *Router) giveUp(ctx context.Context, world, id string, why error) (kerne
 	}
 	// the caller's context may be over: the resolution is written regardless
 	rec, err := r.Box.FailMessage(context.WithoutCancel(ctx), world, id, kernel.CodeMessageReplyResolutionFailed, kernel.FormatTimestamp(now().UnixMilli()))
+	if err == nil && r.Notifier != nil {
+		r.Notifier.Notify(world, id) // another waiter of the id (a re-attached one) ends too
+	}
 	if errors.Is(err, store.ErrAlreadyResolved) {
 		if done, reply, serr := settled(rec); done && serr == nil {
 			return reply, nil

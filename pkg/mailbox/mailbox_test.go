@@ -266,3 +266,55 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRouterWokenByNotifier: with a notifier, a reply recorded through the transport
+// wakes the waiting router at once; its poll (an hour here) never comes. Without the
+// wake-up the wait would end at its context's deadline, unanswered.
+func TestRouterWokenByNotifier(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "state.db"))
+	cfg := config()
+	hub := mailbox.NewHub()
+	tr := &mailbox.Transport{Box: st, Config: cfg, Notifier: hub}
+	read := &firstRead{Mailbox: st, done: make(chan struct{})}
+	r := &mailbox.Router{Box: read, Config: cfg, Notifier: hub, Poll: time.Hour}
+	ctx := context.Background()
+	actx := actxOf(asker, "review", "trace-1")
+	req := kernel.MessageEnvelope{Version: "1", ID: "m-notify", Sender: asker, Receiver: reviewer, Purpose: "review",
+		Payload: json.RawMessage(`1`), TraceID: "trace-1", CreatedAt: "2026-08-03T09:00:00.000Z"}
+	if res, err := tr.Deliver(ctx, actx, req); err != nil || res.Status != kernel.DeliveryAccepted {
+		t.Fatalf("deliver: %+v %v", res, err)
+	}
+	type out struct {
+		reply kernel.MessageEnvelope
+		err   error
+	}
+	done := make(chan out, 1)
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	go func() {
+		reply, err := r.ResolveReply(waitCtx, actx, req, kernel.MessageDeliveryResult{})
+		done <- out{reply, err}
+	}()
+	<-read.done // the wait read the request pending: only a wake-up (or the hour) reads again
+	answer := answerOf(req, `"yes"`)
+	if res, err := tr.Deliver(ctx, actxOf(reviewer, "review", "trace-1"), answer); err != nil || res.Status != kernel.DeliveryDelivered {
+		t.Fatalf("answer: %+v %v", res, err)
+	}
+	got := <-done
+	if got.err != nil || got.reply.ID != answer.ID {
+		t.Fatalf("the waiter got %+v, %v; want the answer %s (woken by the hint, not the hour's poll)", got.reply, got.err, answer.ID)
+	}
+}
+
+// firstRead is a mailbox that closes done after its first GetMessage returned.
+type firstRead struct {
+	store.Mailbox
+	done chan struct{}
+	once sync.Once
+}
+
+func (f *firstRead) GetMessage(ctx context.Context, world, id string) (store.MessageRecord, error) {
+	rec, err := f.Mailbox.GetMessage(ctx, world, id)
+	f.once.Do(func() { close(f.done) })
+	return rec, err
+}

@@ -1,0 +1,68 @@
+package mailbox
+
+import "sync"
+
+// Notifier is the wake-up hint of a waiting router: Notify says that message id of world
+// may have been resolved (answered or failed), Subscribe gives a channel that receives a
+// value after such a hint. A hint is never the answer — the router reads the mailbox
+// when woken — and may be lost: the router polls as well (Router.Poll; FallbackPoll with
+// a notifier), so a dropped hint delays a reply, never loses it.
+//
+// Hub is the in-process implementation (a reply recorded by another turn of the same
+// process — `serve`'s operator answering, an exec recipient's reply through the same
+// serve — wakes the waiter at once). Across processes the hint comes from the store:
+// with `serve` on PostgreSQL, a LISTEN on the mailbox channel calls Hub.Notify for each
+// notification, and the store's answer or failure of a message (ReplyMessage,
+// FailMessage) sends NOTIFY with the payload world and id in its transaction; that
+// listener is the store's (pgstore's LISTEN/NOTIFY connection, shared with the cache
+// invalidation), not this package's.
+type Notifier interface {
+	Notify(world, id string)
+	// Subscribe returns a channel that receives (buffered, once per hint) after a
+	// Notify of (world, id), and cancel to stop listening.
+	Subscribe(world, id string) (wake <-chan struct{}, cancel func())
+}
+
+type hubKey struct{ world, id string }
+
+// Hub is an in-process Notifier.
+type Hub struct {
+	mu   sync.Mutex
+	subs map[hubKey]map[chan struct{}]struct{}
+}
+
+// NewHub returns an empty hub.
+func NewHub() *Hub { return &Hub{subs: map[hubKey]map[chan struct{}]struct{}{}} }
+
+// Notify wakes every subscriber of (world, id); a subscriber already woken and not yet
+// reading stays woken once.
+func (h *Hub) Notify(world, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[hubKey{world, id}] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Subscribe listens for Notify of (world, id).
+func (h *Hub) Subscribe(world, id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	k := hubKey{world, id}
+	h.mu.Lock()
+	if h.subs[k] == nil {
+		h.subs[k] = map[chan struct{}]struct{}{}
+	}
+	h.subs[k][ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs[k], ch)
+		if len(h.subs[k]) == 0 {
+			delete(h.subs, k)
+		}
+		h.mu.Unlock()
+	}
+}
