@@ -323,7 +323,7 @@ func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.Es
 
 // ListEscalations lists the store's escalations: the context's (world, owner), or all.
 func (s *Service) ListEscalations(ctx context.Context, q api.EscalationQuery) ([]api.EscalationRecord, error) {
-	f := store.EscalationFilter{Status: q.Status, Limit: q.Limit}
+	f := store.EscalationFilter{Status: q.Status, Limit: q.Limit, CallID: q.CallID}
 	switch {
 	case q.All:
 	case s.t != nil:
@@ -447,16 +447,20 @@ func (s *Service) query(ctx context.Context, q api.AuditQuery) (ServiceState, st
 	return st, f, nil
 }
 
-// QueryAudit returns the events q selects, filtered and ordered by the store's query.
+// QueryAudit returns the events q selects, filtered and ordered by the store's query;
+// with q.AfterSeq, those recorded after it, oldest first, each with its Seq.
 func (s *Service) QueryAudit(ctx context.Context, q api.AuditQuery) ([]kernel.AuditEvent, error) {
 	st, f, err := s.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	f.Limit = q.Limit
-	if q.Oldest {
+	switch {
+	case q.AfterSeq != nil:
+		f.Oldest, f.AfterSeq, f.WithSeq = true, *q.AfterSeq, true
+	case q.Oldest:
 		f.Oldest = true
-	} else {
+	default:
 		f.ByInstant = true
 	}
 	evs, err := st.ListAudit(ctx, f)
