@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -499,4 +500,19 @@ func (s *Service) ExportAudit(ctx context.Context, q api.AuditQuery) ([]api.Audi
 		out[i] = api.AuditCall{Call: ev, Checks: checks}
 	}
 	return out, nil
+}
+
+// BeginTurnAt begins a turn of h's kernel for actx — a driver's own context and instant
+// (a scenario step's) — under the namespace selection stored now for its (world, owner)
+// (actx.EnabledToolNamespaces is replaced), with meta on every audit event of the turn.
+// It writes nothing: the turn's operations go through TurnService. A store failure is
+// returned as the store's error.
+func (h *Host) BeginTurnAt(ctx context.Context, actx kernel.AccessContext, meta map[string]any) (*kernel.Turn, error) {
+	sel, _, err := h.Store.Selection(ctx, actx.World, actx.Owner)
+	if err != nil {
+		return nil, err
+	}
+	jscompat.SortLocale(sel)
+	actx.EnabledToolNamespaces = sel
+	return h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta})
 }
