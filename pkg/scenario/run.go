@@ -107,15 +107,15 @@ type TestResult struct {
 
 // StepResult is the result of one step.
 type StepResult struct {
-	Index      int               `json:"step"`
-	Line       int               `json:"line"`
-	Kind       string            `json:"kind"`
-	Tool       string            `json:"tool,omitempty"`
-	Passed     bool              `json:"passed"`
-	Mismatches []Mismatch        `json:"mismatches,omitempty"`
-	Observed   Observed          `json:"observed"`
+	Index      int              `json:"step"`
+	Line       int              `json:"line"`
+	Kind       string           `json:"kind"`
+	Tool       string           `json:"tool,omitempty"`
+	Passed     bool             `json:"passed"`
+	Mismatches []Mismatch       `json:"mismatches,omitempty"`
+	Observed   Observed         `json:"observed"`
 	Explain    *api.Explanation `json:"explain,omitempty"`
-	CallID     string            `json:"callId,omitempty"`
+	CallID     string           `json:"callId,omitempty"`
 
 	step *Step
 }
