@@ -175,11 +175,15 @@ type EscalateResult struct {
 }
 
 // EscalationQuery selects escalations: those of the context's (world, owner), or with
-// All of every world and owner; Status ("" any) and Limit (0: all) narrow it.
+// All of every world and owner; Status ("" any), CallID ("" any) and Limit (0: all)
+// narrow it.
 type EscalationQuery struct {
 	All    bool   `json:"all,omitempty"`
 	Status string `json:"status,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	// CallID keeps the escalation recorded for this escalate call's id ("": any): how a
+	// surface that latched a call finds its escalation's number and resolution.
+	CallID string `json:"callId,omitempty"`
 }
 
 // EscalationRecord is one recorded escalation with where it was asked and its
@@ -232,6 +236,12 @@ type AuditQuery struct {
 	Limit int `json:"limit,omitempty"`
 	// Oldest orders by recording, the oldest first (QueryAudit).
 	Oldest bool `json:"oldest,omitempty"`
+	// AfterSeq makes QueryAudit a cursor read: only the events recorded after the one
+	// of this sequence number (0: from the first), in recording order (Oldest is
+	// implied), each with its Seq set — the last one's Seq is the AfterSeq of the next
+	// read, which then misses nothing recorded since. Nil: no cursor, and no event
+	// carries a Seq. ExportAudit ignores it.
+	AfterSeq *int64 `json:"afterSeq,omitempty"`
 }
 
 // AuditCall is one recorded tool call (its tool.invoked event) and the

@@ -369,6 +369,9 @@ func (c *Client) ListEscalations(ctx context.Context, q api.EscalationQuery) ([]
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
+	if q.CallID != "" {
+		v.Set("callId", q.CallID)
+	}
 	var out []api.EscalationRecord
 	return out, c.get(ctx, "/v1/admin/escalations", v, &out)
 }
@@ -411,6 +414,9 @@ func auditValues(q api.AuditQuery) url.Values {
 	}
 	if q.Oldest {
 		v.Set("oldest", "true")
+	}
+	if q.AfterSeq != nil {
+		v.Set("afterSeq", strconv.FormatInt(*q.AfterSeq, 10))
 	}
 	return v
 }

@@ -142,3 +142,58 @@ func TestClientErrors(t *testing.T) {
 		t.Fatalf("an ftp URL was accepted")
 	}
 }
+
+// TestClientAuditCursor: api.AuditQuery.AfterSeq goes over HTTP (afterSeq): a cursor
+// read returns the events recorded after it, oldest first, each with its Seq, and a
+// read after the last one's Seq returns what was recorded since and nothing before; a
+// query without a cursor shows no Seq.
+func TestClientAuditCursor(t *testing.T) {
+	_, agent, operator, _ := start(t)
+	ctx := context.Background()
+	call := func() {
+		t.Helper()
+		_, err := agent.Invoke(ctx, api.InvokeRequest{Tool: "files.read", Arguments: json.RawMessage(`{"path":["notes","todo.md"]}`)})
+		must(t, err)
+	}
+	call()
+	zero := int64(0)
+	first, err := operator.QueryAudit(ctx, api.AuditQuery{AfterSeq: &zero})
+	must(t, err)
+	if len(first) == 0 {
+		t.Fatal("a cursor read from 0 returned nothing")
+	}
+	for i, ev := range first {
+		if ev.Seq <= 0 || i > 0 && ev.Seq <= first[i-1].Seq {
+			t.Fatalf("cursor read: event %d has Seq %d after %d; want positive and increasing", i, ev.Seq, first[max(i-1, 0)].Seq)
+		}
+	}
+	last := first[len(first)-1].Seq
+	if none, err := operator.QueryAudit(ctx, api.AuditQuery{AfterSeq: &last}); err != nil || len(none) != 0 {
+		t.Fatalf("a cursor read after the last event = %d events, %v; want none", len(none), err)
+	}
+	call()
+	next, err := operator.QueryAudit(ctx, api.AuditQuery{AfterSeq: &last})
+	must(t, err)
+	if len(next) == 0 || next[0].Seq <= last {
+		t.Fatalf("a cursor read after %d returned %+v; want the second call's events only", last, next)
+	}
+	var invoked int
+	for _, ev := range next {
+		if ev.Type == kernel.EventToolInvoked {
+			invoked++
+		}
+	}
+	if invoked != 1 {
+		t.Fatalf("a cursor read after the first call holds %d tool.invoked events, want 1", invoked)
+	}
+	all, err := operator.QueryAudit(ctx, api.AuditQuery{})
+	must(t, err)
+	if len(all) != len(first)+len(next) {
+		t.Fatalf("the whole trail holds %d events, the cursor reads %d+%d", len(all), len(first), len(next))
+	}
+	for _, ev := range all {
+		if ev.Seq != 0 {
+			t.Fatalf("a query without a cursor shows Seq %d", ev.Seq)
+		}
+	}
+}

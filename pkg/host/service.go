@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -323,7 +324,7 @@ func (s *Service) Escalate(ctx context.Context, req api.EscalateRequest) (api.Es
 
 // ListEscalations lists the store's escalations: the context's (world, owner), or all.
 func (s *Service) ListEscalations(ctx context.Context, q api.EscalationQuery) ([]api.EscalationRecord, error) {
-	f := store.EscalationFilter{Status: q.Status, Limit: q.Limit}
+	f := store.EscalationFilter{Status: q.Status, Limit: q.Limit, CallID: q.CallID}
 	switch {
 	case q.All:
 	case s.t != nil:
@@ -447,16 +448,20 @@ func (s *Service) query(ctx context.Context, q api.AuditQuery) (ServiceState, st
 	return st, f, nil
 }
 
-// QueryAudit returns the events q selects, filtered and ordered by the store's query.
+// QueryAudit returns the events q selects, filtered and ordered by the store's query;
+// with q.AfterSeq, those recorded after it, oldest first, each with its Seq.
 func (s *Service) QueryAudit(ctx context.Context, q api.AuditQuery) ([]kernel.AuditEvent, error) {
 	st, f, err := s.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	f.Limit = q.Limit
-	if q.Oldest {
+	switch {
+	case q.AfterSeq != nil:
+		f.Oldest, f.AfterSeq, f.WithSeq = true, *q.AfterSeq, true
+	case q.Oldest:
 		f.Oldest = true
-	} else {
+	default:
 		f.ByInstant = true
 	}
 	evs, err := st.ListAudit(ctx, f)
@@ -543,4 +548,19 @@ func (s *Service) ExportAudit(ctx context.Context, q api.AuditQuery) ([]api.Audi
 		out[i] = api.AuditCall{Call: ev, Checks: checks}
 	}
 	return out, nil
+}
+
+// BeginTurnAt begins a turn of h's kernel for actx — a driver's own context and instant
+// (a scenario step's) — under the namespace selection stored now for its (world, owner)
+// (actx.EnabledToolNamespaces is replaced), with meta on every audit event of the turn.
+// It writes nothing: the turn's operations go through TurnService. A store failure is
+// returned as the store's error.
+func (h *Host) BeginTurnAt(ctx context.Context, actx kernel.AccessContext, meta map[string]any) (*kernel.Turn, error) {
+	sel, _, err := h.Store.Selection(ctx, actx.World, actx.Owner)
+	if err != nil {
+		return nil, err
+	}
+	jscompat.SortLocale(sel)
+	actx.EnabledToolNamespaces = sel
+	return h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta})
 }

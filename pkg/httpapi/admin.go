@@ -66,7 +66,7 @@ func (h *handler) escalationQuery(rq *request) (api.EscalationQuery, error) {
 			return api.EscalationQuery{}, err
 		}
 	}
-	return api.EscalationQuery{All: all, Status: status, Limit: limit}, nil
+	return api.EscalationQuery{All: all, Status: status, Limit: limit, CallID: q.Get("callId")}, nil
 }
 
 func (h *handler) adminEscalations(rq *request) (int, any, error) {
@@ -133,7 +133,7 @@ func (h *handler) adminResolve(rq *request) (int, any, error) {
 
 // auditQuery reads the filters of `audit list` from the query: type, outcome (repeated
 // or comma-separated), tool, operation, traceId, world, owner, actor, since (RFC 3339 or
-// Unix milliseconds), limit, oldest.
+// Unix milliseconds), limit, oldest, and the cursor afterSeq (api.AuditQuery.AfterSeq).
 func auditQuery(rq *request) (api.AuditQuery, error) {
 	q := rq.r.URL.Query()
 	list := func(name string) []string {
@@ -176,6 +176,13 @@ func auditQuery(rq *request) (api.AuditQuery, error) {
 	}
 	if aq.Oldest, err = boolQuery(rq.r, "oldest"); err != nil {
 		return aq, err
+	}
+	if v := q.Get("afterSeq"); v != "" {
+		seq, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || seq < 0 {
+			return aq, badQuery("afterSeq", "a non-negative integer")
+		}
+		aq.AfterSeq = &seq
 	}
 	return aq, nil
 }

@@ -62,6 +62,11 @@ type AuditEvent struct {
 	EndedBy            string             `json:"endedBy,omitempty"`
 	RequestedAuthority *CapabilityRequest `json:"requestedAuthority,omitempty"`
 	Metadata           map[string]any     `json:"metadata,omitempty"`
+	// Seq is the store's sequence number of the event (its order of recording), set
+	// only on the events of a cursor read (store.AuditFilter.WithSeq,
+	// api.AuditQuery.AfterSeq); the kernel never sets it and it is no part of the
+	// recorded event.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Escalation is a recorded ask for a human decision. Nothing is granted while it is pending.

@@ -237,7 +237,7 @@ func (e *AuditEvent) UnmarshalJSON(data []byte) error {
 	var p plain
 	if err := decodeStrict(data, &p, []string{"version", "id", "type", "outcome", "at", "recordedAt", "traceId", "namespaceId", "actor",
 		"authority", "owner", "purpose", "resource", "action", "grantId", "authorityHash", "operationId", "tool", "reason",
-		"source", "cause", "failClosed", "consumed", "endedBy", "requestedAuthority", "metadata"},
+		"source", "cause", "failClosed", "consumed", "endedBy", "requestedAuthority", "metadata", "seq"},
 		"version", "id", "type", "outcome", "at", "traceId", "namespaceId", "actor", "authority", "owner", "purpose"); err != nil {
 		return err
 	}

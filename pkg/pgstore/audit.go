@@ -316,6 +316,9 @@ func (s *Store) listAudit(ctx context.Context, f store.AuditFilter) ([]kernel.Au
 		if err := json.Unmarshal([]byte(text), &ev); err != nil {
 			return nil, 0, fmt.Errorf("list audit events: decode event #%d: %w", seq, err)
 		}
+		if f.WithSeq {
+			ev.Seq = seq
+		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {

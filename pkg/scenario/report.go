@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sharedos/sharedos/pkg/host"
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -108,7 +108,7 @@ func compact(v any) string {
 // writeExplain writes the explanation of a call (as `sharedos explain` reports it): the
 // verdict, the requirement, the matched grant, every refusing gate, the candidates and
 // the fixes.
-func writeExplain(w io.Writer, ex *host.Explanation, indent string) {
+func writeExplain(w io.Writer, ex *api.Explanation, indent string) {
 	if ex.Allowed {
 		fmt.Fprintf(w, "%sexplain: %s would be allowed\n", indent, ex.Tool)
 	} else if ex.Refusal != nil {
@@ -135,11 +135,11 @@ func writeExplain(w io.Writer, ex *host.Explanation, indent string) {
 	}
 	for _, fx := range ex.Fixes {
 		switch fx.Kind {
-		case host.FixEnableNamespace:
+		case api.FixEnableNamespace:
 			fmt.Fprintf(w, "%s  fix: %s\n", indent, fx.Command)
-		case host.FixArguments:
+		case api.FixArguments:
 			fmt.Fprintf(w, "%s  fix: %s\n", indent, oneLine(fx.Message))
-		case host.FixAddGrant:
+		case api.FixAddGrant:
 			fmt.Fprintf(w, "%s  fix: add this grant:\n", indent)
 			for _, l := range strings.Split(strings.TrimRight(fx.YAML, "\n"), "\n") {
 				fmt.Fprintf(w, "%s    %s\n", indent, l)

@@ -27,7 +27,6 @@ import (
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
-	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // Options tune a run.
@@ -108,15 +107,15 @@ type TestResult struct {
 
 // StepResult is the result of one step.
 type StepResult struct {
-	Index      int               `json:"step"`
-	Line       int               `json:"line"`
-	Kind       string            `json:"kind"`
-	Tool       string            `json:"tool,omitempty"`
-	Passed     bool              `json:"passed"`
-	Mismatches []Mismatch        `json:"mismatches,omitempty"`
-	Observed   Observed          `json:"observed"`
-	Explain    *host.Explanation `json:"explain,omitempty"`
-	CallID     string            `json:"callId,omitempty"`
+	Index      int              `json:"step"`
+	Line       int              `json:"line"`
+	Kind       string           `json:"kind"`
+	Tool       string           `json:"tool,omitempty"`
+	Passed     bool             `json:"passed"`
+	Mismatches []Mismatch       `json:"mismatches,omitempty"`
+	Observed   Observed         `json:"observed"`
+	Explain    *api.Explanation `json:"explain,omitempty"`
+	CallID     string           `json:"callId,omitempty"`
 
 	step *Step
 }
@@ -521,34 +520,26 @@ func (r *runner) turn(ctx context.Context, s *Step) (*kernel.Turn, error) {
 	r.instant = instant
 	r.mu.Unlock()
 	actx.Now = kernel.FormatTimestamp(instant.UnixMilli())
-	sel, _, err := r.h.Store.Selection(ctx, actx.World, actx.Owner)
-	if err != nil {
-		return nil, err
-	}
-	jscompat.SortLocale(sel)
-	actx.EnabledToolNamespaces = sel
-	return r.h.Kernel.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: map[string]any{"surface": "test"}})
+	return r.h.BeginTurnAt(ctx, actx, map[string]any{"surface": "test"})
 }
 
-// newRecords returns the audit records written since the previous step. It reads the
-// host's store by sequence number (store.AuditFilter.AfterSeq), a cursor the service's
-// audit query does not offer; the other reads go through the service.
+// newRecords returns the audit records written since the previous step: the service's
+// cursor read after the last one seen (api.AuditQuery.AfterSeq).
 // A step that asserts neither its records nor its grant (and whose observations are not
-// printed) skips reading them; the test's matched grants are read once at its end.
+// printed) only moves the cursor; the test's matched grants are read once at its end.
 func (r *runner) newRecords(ctx context.Context) ([]AuditRecord, error) {
-	last, err := r.h.Store.LastAuditSeq(ctx)
-	if err != nil || last == r.seen {
-		return []AuditRecord{}, err
+	after := r.seen
+	evs, err := r.h.Service().QueryAudit(ctx, api.AuditQuery{AfterSeq: &after})
+	if err != nil {
+		return nil, serviceCause(err)
 	}
+	if len(evs) == 0 {
+		return []AuditRecord{}, nil
+	}
+	r.seen = evs[len(evs)-1].Seq
 	if !r.want {
-		r.seen = last
 		return nil, nil
 	}
-	evs, err := r.h.Store.ListAudit(ctx, store.AuditFilter{Oldest: true, AfterSeq: r.seen})
-	if err != nil {
-		return nil, err
-	}
-	r.seen = last
 	out := make([]AuditRecord, 0, len(evs))
 	for _, ev := range evs {
 		rec := recordOf(ev)
@@ -656,8 +647,12 @@ func (r *runner) exec(ctx context.Context, i int, s *Step, sr *StepResult) error
 			_, err := r.newRecords(ctx) // a dry run writes none; keep the count right
 			return err
 		}
-		if _, escalated, err := r.h.Escalations().EscalateIfOffered(ctx, t, call); escalated {
-			return r.escalated(ctx, err, o)
+		if call.Tool == kernel.EscalationToolName {
+			// offered ⇒ recorded, not run; not offered ⇒ invoked as any other tool
+			esc, err := svc.Escalate(ctx, api.EscalateRequest{Call: call, IfOffered: true})
+			if err != nil || !esc.NotOffered {
+				return r.escalated(ctx, esc, err, o)
+			}
 		}
 		out, err := svc.Invoke(ctx, req)
 		if err != nil {
@@ -734,20 +729,19 @@ func serviceCause(err error) error {
 	return err
 }
 
-// escalated observes an offered escalation (host.Escalations.EscalateIfOffered, as
+// escalated observes an offered escalation (the service's Escalate with IfOffered, as
 // `tools call sharedos.escalate` does): the turn ends escalated (exit 5), or the
-// escalation's own authorization refused it; err is the branch's.
-func (r *runner) escalated(ctx context.Context, err error, o *Observed) error {
-	var refused *kernel.EscalationRefusedError
-	var catalogue *host.CatalogueError
+// escalation's own authorization refused it; err is the service's.
+func (r *runner) escalated(ctx context.Context, esc api.EscalateResult, err error, o *Observed) error {
 	switch {
-	case errors.As(err, &catalogue):
-		return catalogue.Err
-	case errors.As(err, &refused):
-		o.Status, o.Code, o.Gate = string(kernel.StatusDenied), string(kernel.ErrorCodeOf(refused.Code)), string(kernel.GateOf(refused.Code))
-		o.Exit = exitDenied
 	case err != nil:
-		return err
+		return serviceCause(err)
+	case esc.Denied != nil:
+		o.Status, o.Gate = string(esc.Denied.Status), string(esc.Denied.Gate)
+		if esc.Denied.Error != nil {
+			o.Code = string(esc.Denied.Error.Code)
+		}
+		o.Exit = exitDenied
 	default:
 		o.Status, o.Exit = "escalated", exitEscalated
 	}

@@ -77,7 +77,9 @@ func TestAuditRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(want, &fields); err != nil {
 		t.Fatal(err)
 	}
-	if n := reflect.TypeOf(ev).NumField(); len(fields) != n {
+	// (Seq is the store's number of a recorded event, set by a cursor read only: not a
+	// field of the event it records)
+	if n := reflect.TypeOf(ev).NumField() - 1; len(fields) != n {
 		t.Fatalf("the test event sets %d of %d fields", len(fields), n)
 	}
 	if err := s.Append(ctx, ev); err != nil {

@@ -173,6 +173,9 @@ type AuditFilter struct {
 	// AfterSeq keeps events recorded after the one of this sequence number (0: from the
 	// first); see LastAuditSeq.
 	AfterSeq int64
+	// WithSeq sets each returned event's Seq (kernel.AuditEvent.Seq): its sequence
+	// number, the AfterSeq of a reader that resumes after it.
+	WithSeq bool
 	// Limit caps the number of events returned (0: no limit).
 	Limit int
 	// Oldest returns the oldest events first; by default the newest come first. Order is

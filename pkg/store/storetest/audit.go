@@ -39,6 +39,7 @@ func checkAppend(t T, st store.State, name string, deferred bool, appendOne func
 	if evs := allEvents(t, st); !reflect.DeepEqual(evs, []kernel.AuditEvent{e1, e2}) {
 		t.Errorf("%s: the trail reads back %+v, want %+v", name, evs, []kernel.AuditEvent{e1, e2})
 	}
+	checkCursor(t, st, []kernel.AuditEvent{e1, e2}, seqs)
 	if err := appendOne(e1); err != nil {
 		t.Errorf("%s of a recorded event again = %v, want a no-op", name, err)
 	}
@@ -232,5 +233,31 @@ func testAuditQuery(t T, c Config) {
 	}
 	if got, err := st.ListAudit(ctx, store.AuditFilter{Owner: kernel.Address{Kind: kernel.KindService, ID: "zoë"}}); err != nil || len(got) != 0 {
 		t.Errorf("ListAudit(an owner whose id is a prefix of a recorded one) = %s, %v; want none", q(ids(got)), err)
+	}
+}
+
+// checkCursor checks a cursor read (AfterSeq with WithSeq) of a trail that holds evs,
+// recorded with the sequence numbers seqs: each event carries its own Seq, and a read
+// after one event's Seq returns exactly the events recorded after it.
+func checkCursor(t T, st store.State, evs []kernel.AuditEvent, seqs []int64) {
+	t.Helper()
+	for i := -1; i < len(evs); i++ {
+		after := int64(0)
+		if i >= 0 {
+			after = seqs[i]
+		}
+		got, err := st.ListAudit(ctx, store.AuditFilter{Oldest: true, AfterSeq: after, WithSeq: true})
+		if err != nil {
+			t.Fatalf("ListAudit(AfterSeq %d, WithSeq): %v", after, err)
+		}
+		var want []kernel.AuditEvent
+		for j := i + 1; j < len(evs); j++ {
+			ev := evs[j]
+			ev.Seq = seqs[j]
+			want = append(want, ev)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ListAudit(AfterSeq %d, WithSeq) = %+v, want %+v", after, got, want)
+		}
 	}
 }
