@@ -83,8 +83,10 @@ type spool struct {
 	pending [][]any // rows appended and not yet ingested, in order
 	failed  error   // the last ingest's error, nil once one succeeded
 	closed  bool
-	buf     []byte
 	seq     uint64 // the number of the next line
+	// writing is the batch being written (outside mu), nil when none; next is the batch
+	// appends join meanwhile.
+	writing, next *spoolBatch
 
 	ingestMu sync.Mutex // one ingest at a time
 	wake     chan struct{}
@@ -173,8 +175,24 @@ func createLocked(dir, name string) (*os.File, string, error) {
 	return f, final, nil
 }
 
-// spoolAppend writes the rows' lines to the current spool file in one write and queues
-// them for ingest. On any error nothing of them is left in the file.
+// spoolBatch is the lines of one write(2) of a spool file: the appends that came while
+// the previous one was written. done is closed once it was, err set.
+type spoolBatch struct {
+	buf  []byte
+	rows [][]any
+	done chan struct{}
+	err  error
+}
+
+// spoolAppend writes the rows' lines to the current spool file and queues them for
+// ingest. On any error nothing of them is left in the file.
+//
+// Appends are combined: while one write(2) is under way, the appends that come join the
+// next batch, which the first of them writes once that write is done. So the lines of
+// concurrent appends go out in one system call, no lock is held across one (a server's
+// requests convoyed behind a mutex held across a write per record), and an append that
+// meets no other writes at once. Lines are numbered, and batches written, in the order
+// the appends took sp.mu.
 func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error {
 	sp.mu.Lock()
 	if sp.failed != nil {
@@ -186,34 +204,66 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 		}
 		sp.mu.Lock()
 	}
-	defer sp.mu.Unlock()
 	if sp.closed {
+		sp.mu.Unlock()
 		return errors.New("the store is closed")
 	}
-	b := appendSpoolBatch(sp.buf[:0], sp.seq, rows)
-	seq := sp.seq + uint64(len(rows))
-	sp.buf = b
-	f := sp.files[sp.cur]
-	n, err := f.Write(b)
-	if err == nil && n < len(b) {
+	if b := sp.next; b != nil { // join the batch waiting for the write under way
+		b.buf = appendSpoolBatch(b.buf, sp.seq, rows)
+		sp.seq += uint64(len(rows))
+		b.rows = append(b.rows, rows...)
+		sp.mu.Unlock()
+		<-b.done
+		return b.err
+	}
+	b := &spoolBatch{buf: appendSpoolBatch(nil, sp.seq, rows), rows: rows, done: make(chan struct{})}
+	sp.seq += uint64(len(rows))
+	if w := sp.writing; w != nil {
+		// wait for that write, then write this batch with whatever joined it: no other
+		// write starts meanwhile (appends join sp.next)
+		sp.next = b
+		sp.mu.Unlock()
+		<-w.done
+		sp.mu.Lock()
+		sp.next = nil
+	}
+	sp.write(b)
+	sp.mu.Unlock()
+	return b.err
+}
+
+// write writes b to the current file, with sp.mu held (released during the write(2)).
+func (sp *spool) write(b *spoolBatch) {
+	defer close(b.done)
+	if sp.closed {
+		b.err = errors.New("the store is closed")
+		return
+	}
+	cur := sp.cur
+	f := sp.files[cur]
+	sp.writing = b
+	sp.mu.Unlock()
+	n, err := f.Write(b.buf)
+	sp.mu.Lock()
+	sp.writing = nil
+	if err == nil && n < len(b.buf) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
 		// The file ends where it did (should that fail, the torn line is ended by the next
 		// batch's leading line end, and readers ignore it).
-		if n > 0 && f.Truncate(sp.sizes[sp.cur]) != nil {
-			sp.sizes[sp.cur] += int64(n)
+		if n > 0 && f.Truncate(sp.sizes[cur]) != nil {
+			sp.sizes[cur] += int64(n)
 		}
-		return fmt.Errorf("audit spool %s: %w", sp.names[sp.cur], err)
+		b.err = fmt.Errorf("audit spool %s: %w", sp.names[cur], err)
+		return
 	}
-	sp.sizes[sp.cur] += int64(n)
-	sp.seq = seq
-	sp.pending = append(sp.pending, rows...)
+	sp.sizes[cur] += int64(n)
+	sp.pending = append(sp.pending, b.rows...)
 	select {
 	case sp.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // appendSpoolBatch appends the lines of rows, numbered from seq, as one write of either
@@ -279,6 +329,14 @@ func (s *Store) ingestOwn(ctx context.Context) error {
 	sp.ingestMu.Lock()
 	defer sp.ingestMu.Unlock()
 	sp.mu.Lock()
+	for sp.writing != nil {
+		// a write under way goes to the current file: let it end before switching, so that
+		// the file truncated below holds only lines of the rows taken here
+		w := sp.writing
+		sp.mu.Unlock()
+		<-w.done
+		sp.mu.Lock()
+	}
 	batch := sp.pending
 	sp.pending = nil
 	old := sp.cur

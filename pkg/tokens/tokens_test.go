@@ -409,3 +409,35 @@ func FuzzAppendRemove(f *testing.F) {
 		}
 	})
 }
+
+// TestWatcherSameStamp: a rewrite that leaves the stat as it was (same size, inode and
+// modification time) within the racy window is still seen on the next call — the
+// lock-free path of Current trusts a stat only once its read came 2 s after the
+// modification.
+func TestWatcherSameStamp(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens.yaml")
+	must(t, Append(p, NewEntry{ID: "a", SHA256: Hash("tok-a"), Context: Context{Actor: addr("agent:a")}}))
+	fi, err := os.Stat(p)
+	must(t, err)
+	w := NewWatcher(p)
+	for range 2 { // the second call takes the lock-free path
+		f, err := w.Current()
+		must(t, err)
+		if f.Lookup("tok-a") == nil {
+			t.Fatal("not loaded")
+		}
+	}
+	data, err := os.ReadFile(p)
+	must(t, err)
+	same := strings.Replace(string(data), Hash("tok-a"), Hash("tok-b"), 1) // same length
+	if len(same) != len(data) || same == string(data) {
+		t.Fatal("the rewrite must keep the size")
+	}
+	must(t, os.WriteFile(p, []byte(same), 0o600)) // in place: same inode
+	must(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+	f, err := w.Current()
+	must(t, err)
+	if f.Lookup("tok-a") != nil || f.Lookup("tok-b") == nil {
+		t.Fatal("a rewrite within the racy window with an unchanged stat was not seen")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,13 +20,27 @@ import (
 type Watcher struct {
 	path string
 
-	mu      sync.Mutex
+	// last is what the last read found, for the lock-free path of Current: a server
+	// calls Current on every request, and a mutex held across the stat(2) of every
+	// request convoys them (the stat is taken outside any lock).
+	last atomic.Pointer[watched]
+
+	mu      sync.Mutex // serializes reads of the file; guards the fields below
 	stamp   stamp
 	checked time.Time
 	sum     [32]byte
 	file    *File
 	err     error
 	loaded  bool
+}
+
+// watched is one read of the file: its stamp before the read, when it was read, and
+// what it held.
+type watched struct {
+	stamp   stamp
+	checked time.Time
+	file    *File
+	err     error
 }
 
 type stamp struct {
@@ -46,8 +61,22 @@ func (w *Watcher) Path() string { return w.path }
 
 // Current returns the file's current content, or why it cannot be used.
 func (w *Watcher) Current() (*File, error) {
+	if l := w.last.Load(); l != nil {
+		// The file is unchanged since that read when its stat now is the one taken before
+		// it and the read came after the racy window of its modification.
+		if st := statFile(w.path); st == l.stamp && st.ok && l.checked.Sub(st.mtime) > racyWindow {
+			return l.file, l.err
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	f, err := w.read()
+	w.last.Store(&watched{stamp: w.stamp, checked: w.checked, file: w.file, err: w.err})
+	return f, err
+}
+
+// read is Current under w.mu.
+func (w *Watcher) read() (*File, error) {
 	now := time.Now()
 	st := statFile(w.path)
 	if w.loaded && st == w.stamp && st.ok && w.checked.Sub(st.mtime) > racyWindow {
