@@ -26,10 +26,18 @@ func (s *Store) RecordEscalation(ctx context.Context, rec store.EscalationRecord
 	if err := json.Unmarshal(text, &back); err != nil {
 		return fmt.Errorf("record escalation: it would not read back: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO escalations (world, owner, trace_id, call_id, escalation)
-		VALUES ($1, $2, $3, $4, $5)`, rec.World, rec.Owner.String(), rec.TraceID, rec.CallID, string(text)); err != nil {
+	var rev int64
+	if err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO escalations (world, owner, trace_id, call_id, escalation)
+			VALUES ($1, $2, $3, $4, $5)`, rec.World, rec.Owner.String(), rec.TraceID, rec.CallID, string(text)); err != nil {
+			return err
+		}
+		rev, err = wroteRevision(ctx, tx)
+		return err
+	}); err != nil {
 		return fail("record escalation", err)
 	}
+	s.rev.advance(rev)
 	return nil
 }
 
@@ -141,6 +149,7 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res store.Escal
 		return store.EscalationRecord{}, fmt.Errorf("resolve escalation %d: audit: %w", id, err)
 	}
 	var rec store.EscalationRecord
+	var rev int64
 	var refusal error // not found, already resolved: not an outage
 	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
 		var err error
@@ -170,7 +179,8 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res store.Escal
 		if err := appendEvents(ctx, tx, []kernel.AuditEvent{ev}); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
-		return nil
+		rev, err = wroteRevision(ctx, tx)
+		return err
 	})
 	switch {
 	case refusal != nil && errors.Is(refusal, store.ErrAlreadyResolved):
@@ -180,6 +190,7 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res store.Escal
 	case err != nil:
 		return store.EscalationRecord{}, fail(fmt.Sprintf("resolve escalation %d", id), err)
 	}
+	s.rev.advance(rev)
 	rec.Resolution = &res
 	rec.Escalation.Status = res.Status
 	return rec, nil

@@ -45,6 +45,7 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 	}
 	owner := actx.Owner.String()
 	var next []string
+	var rev int64
 	var invalid error // an error of the update itself, not of the database
 	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2 || ' ' || $3))", int32(selectionLock), actx.World, owner); err != nil {
@@ -70,7 +71,8 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 				return fmt.Errorf("audit: %w", err)
 			}
 		}
-		return nil
+		rev, err = wroteRevision(ctx, tx)
+		return err
 	})
 	if invalid != nil {
 		return nil, fmt.Errorf("%s: %w", op, invalid)
@@ -78,6 +80,7 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 	if err != nil {
 		return nil, fail(op, err)
 	}
+	s.rev.advance(rev)
 	return append([]string{}, next...), nil
 }
 

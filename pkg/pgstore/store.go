@@ -90,6 +90,9 @@ type Options struct {
 	// it nothing) until `sharedos store migrate` applies them — then it is ready without
 	// a restart. A call that needs a table of a pending migration fails meanwhile.
 	AllowPending bool
+	// RevisionPoll is how often the revision listener reads the revision when no
+	// notification came (default DefaultRevisionPoll; see Revision).
+	RevisionPoll time.Duration
 }
 
 // Store is an open PostgreSQL state database. It is safe for concurrent use, and its
@@ -98,6 +101,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	name     string // the DSN without its password, for messages
 	defaults []string
+	rev      *revisions
 }
 
 // IsDSN reports whether state names a PostgreSQL database (a postgres:// or
@@ -149,7 +153,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, unavailable(name, err)
 	}
-	return &Store{pool: pool, name: name, defaults: defaults}, nil
+	return &Store{pool: pool, name: name, defaults: defaults, rev: newRevisions(opts.RevisionPoll)}, nil
 }
 
 // newPool opens a pool on dsn and checks that the server answers. Without
@@ -184,6 +188,7 @@ func (s *Store) Name() string { return s.name }
 // Close closes the pool. Calls after Close fail. It waits for the connections in use (an
 // open reservation's among them) to be given back.
 func (s *Store) Close() error {
+	s.stopListener()
 	s.pool.Close()
 	return nil
 }
