@@ -10,8 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"github.com/rivo/uniseg"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -156,28 +155,91 @@ func blockStyle(n *yaml.Node) {
 
 // styles are the few text styles of table output; all plain without colour.
 type styles struct {
-	header, ok, bad, warn, dim, bold lipgloss.Style
+	header, ok, bad, warn, dim, bold textStyle
 }
 
 func (p *printer) st() *styles {
 	if p.styles != nil {
 		return p.styles
 	}
-	r := lipgloss.NewRenderer(p.ios.Out)
-	if p.color {
-		r.SetColorProfile(termenv.ANSI)
-	} else {
-		r.SetColorProfile(termenv.Ascii)
+	sgr := func(code string) textStyle {
+		if !p.color {
+			return textStyle{}
+		}
+		return textStyle{sgr: code}
 	}
 	p.styles = &styles{
-		header: r.NewStyle().Bold(true),
-		ok:     r.NewStyle().Foreground(lipgloss.Color("2")),
-		bad:    r.NewStyle().Foreground(lipgloss.Color("1")),
-		warn:   r.NewStyle().Foreground(lipgloss.Color("3")),
-		dim:    r.NewStyle().Faint(true),
-		bold:   r.NewStyle().Bold(true),
+		header: sgr("1"),
+		ok:     sgr("32"),
+		bad:    sgr("31"),
+		warn:   sgr("33"),
+		dim:    sgr("2"),
+		bold:   sgr("1"),
 	}
 	return p.styles
+}
+
+// textStyle is one SGR attribute (bold, faint or a foreground colour of the 8 ANSI
+// ones), or none. It writes what the terminal-styling library it replaced wrote (issue
+// 28: that library's package initialisation, a parser table built in every process, was
+// the second largest of `sharedos version`): tabs as four spaces, CR LF as LF, each line
+// wrapped in ESC[<sgr>m … ESC[0m (with no attribute, colour off: as is), and the lines
+// of a text of several padded with spaces to the widest.
+type textStyle struct{ sgr string }
+
+// Render styles s.
+func (st textStyle) Render(s string) string {
+	s = strings.ReplaceAll(s, "\t", "    ")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	if !strings.Contains(s, "\n") {
+		if st.sgr == "" {
+			return s
+		}
+		return "\x1b[" + st.sgr + "m" + s + "\x1b[0m"
+	}
+	// Several lines: each styled, then padded with plain spaces to the widest.
+	lines := strings.Split(s, "\n")
+	widest := textWidth(s)
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if st.sgr != "" {
+			b.WriteString("\x1b[" + st.sgr + "m" + l + "\x1b[0m")
+		} else {
+			b.WriteString(l)
+		}
+		b.WriteString(strings.Repeat(" ", widest-textWidth(l)))
+	}
+	return b.String()
+}
+
+// textWidth is the number of terminal cells s takes: the widest of its lines, each line
+// the sum of its grapheme clusters' widths (East Asian wide characters and emoji two
+// cells, combining marks none), printable ASCII one cell each and other C0 controls
+// none. It is the measure of the styling library it replaced for text without escape
+// sequences, which is all it is given: cell text is escaped (escapeText) before it is
+// measured.
+func textWidth(s string) int {
+	width := 0
+	for _, l := range strings.Split(s, "\n") {
+		w := 0
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if c < utf8.RuneSelf {
+				if c >= 0x20 && c < 0x7f {
+					w++
+				}
+				continue
+			}
+			cluster, _, cw, _ := uniseg.FirstGraphemeClusterInString(l[i:], -1)
+			w += cw
+			i += len(cluster) - 1
+		}
+		width = max(width, w)
+	}
+	return width
 }
 
 // table collects rows and prints them: aligned with a header on a terminal, plain
@@ -200,7 +262,7 @@ func (t *table) flexible(i int) *table { t.flex = i; return t }
 
 type cell struct {
 	text  string
-	style *lipgloss.Style
+	style *textStyle
 }
 
 func (p *printer) table(header ...string) *table { return &table{p: p, header: header, flex: -1} }
@@ -265,12 +327,12 @@ func (t *table) render() error {
 	}
 	widths := make([]int, len(t.header))
 	for i, h := range t.header {
-		widths[i] = lipgloss.Width(h)
+		widths[i] = textWidth(h)
 	}
 	for _, r := range t.rows {
 		for i, c := range r {
 			if i < len(widths) {
-				widths[i] = max(widths[i], lipgloss.Width(c.text))
+				widths[i] = max(widths[i], textWidth(c.text))
 			}
 		}
 	}
@@ -292,7 +354,7 @@ func (t *table) render() error {
 	line := func(cells []cell, header bool) {
 		var more []string // wrapped lines of the flexible column after the first
 		for i, c := range cells {
-			if i == t.flex && lipgloss.Width(c.text) > widths[i] {
+			if i == t.flex && textWidth(c.text) > widths[i] {
 				if t.wrap && i == len(cells)-1 {
 					lines := wordWrap(c.text, widths[i])
 					c.text, more = lines[0], lines[1:]
@@ -308,7 +370,7 @@ func (t *table) render() error {
 			}
 			b.WriteString(text)
 			if i < len(cells)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-lipgloss.Width(c.text)+2))
+				b.WriteString(strings.Repeat(" ", widths[i]-textWidth(c.text)+2))
 			}
 		}
 		b.WriteByte('\n')
@@ -345,14 +407,14 @@ func wordWrap(s string, width int) []string {
 	cur, curW := "", 0
 	flush := func() { lines = append(lines, cur); cur, curW = "", 0 }
 	for _, word := range strings.Fields(s) {
-		ww := lipgloss.Width(word)
+		ww := textWidth(word)
 		for ww > width { // a word wider than the column: break it
 			if curW > 0 {
 				flush()
 			}
 			part, pw := "", 0
 			for _, r := range word {
-				rw := lipgloss.Width(string(r))
+				rw := textWidth(string(r))
 				if pw+rw > width {
 					break
 				}
@@ -388,7 +450,7 @@ func truncate(s string, width int) string {
 	out := []rune{}
 	w := 0
 	for _, r := range s {
-		rw := lipgloss.Width(string(r))
+		rw := textWidth(string(r))
 		if w+rw > width-1 {
 			break
 		}
