@@ -545,8 +545,9 @@ func TestServeSurvivesDatabaseRestart(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// a call is retried for a few minutes at most (2,000 tries, 50 ms apart)
-		hammer(t, fl, clients, res, retry{tries: 2000, backoff: 50 * time.Millisecond, timeout: 10 * time.Second})
+		// a call is retried for ten minutes at most (6,000 tries, 100 ms apart): longer
+		// than the outage, whose bounds (/readyz 503, then 200 again) are 2 minutes each
+		hammer(t, fl, clients, res, retry{tries: 6000, backoff: 100 * time.Millisecond, timeout: 10 * time.Second})
 	}()
 	deadline := time.Now().Add(5 * time.Minute)
 	for res.done.Load() < attempts/3 {
