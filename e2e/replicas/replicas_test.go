@@ -1,0 +1,633 @@
+// Package replicas_test runs `sharedos serve` as real processes — several replicas over
+// one PostgreSQL database (internal/pgtest's cluster, loopback only) — and checks what
+// the issue of the PostgreSQL store asks of them: one bounded grant spent exactly across
+// replicas, with replicas killed with SIGKILL mid-load, and the database stopped and
+// started again under load. e2e/replicas/run.sh runs the scenarios N times and counts
+// the passes.
+//
+//	go test ./e2e/replicas -count=1 -v
+package replicas_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sharedos/sharedos/internal/pgtest"
+	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/tokens"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+const hotGrants = `version: 1
+grants:
+  - id: g-hot
+    subject: agent:alice-bot
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: files, path: [load]}
+        actions: [read]
+        scope: descendants
+    constraints: {maxUses: 1000}
+`
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// sharedosBin builds the sharedos binary once per test binary (into a directory removed
+// by TestMain's process exit: the OS temp dir, named by the process).
+func sharedosBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sharedos-replicas-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sharedos")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// replica is one `sharedos serve` process on a fixed loopback port (kept across restarts).
+type replica struct {
+	port   int
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *syncBuffer
+}
+
+// fleet is N serve processes over one database, with one tokens file and one root.
+type fleet struct {
+	t                      *testing.T
+	bin, work, root, state string
+	tokensPath, token      string
+	mu                     sync.Mutex
+	reps                   []*replica
+	kills                  atomic.Int64
+}
+
+func newFleet(t *testing.T, dsn string, n int) *fleet {
+	t.Helper()
+	fl := &fleet{t: t, bin: sharedosBin(t), work: t.TempDir(), state: dsn}
+	fl.root = filepath.Join(fl.work, "root")
+	must(t, os.MkdirAll(filepath.Join(fl.root, "load"), 0o755))
+	must(t, os.WriteFile(filepath.Join(fl.root, "load", "x.md"), []byte("x"), 0o644))
+	etc := filepath.Join(fl.work, "etc")
+	must(t, os.MkdirAll(etc, 0o755))
+	must(t, os.WriteFile(filepath.Join(etc, "alice.yaml"), []byte(hotGrants), 0o600))
+	fl.tokensPath = filepath.Join(etc, "tokens.yaml")
+	tok, err := tokens.New()
+	must(t, err)
+	fl.token = tok
+	owner, _ := kernel.ParseAddress("human:alice")
+	actor, _ := kernel.ParseAddress("agent:alice-bot")
+	must(t, tokens.Append(fl.tokensPath, tokens.NewEntry{ID: "alice", SHA256: tokens.Hash(tok),
+		Context: tokens.Context{Actor: actor, Owner: &owner, Purpose: "test"}, Grants: []string{"alice.yaml"}}))
+	fl.sos(-1, "store", "migrate")
+	fl.sos(-1, "--owner", "human:alice", "namespaces", "enable", "files")
+	for i := range n {
+		port, err := freePort()
+		must(t, err)
+		fl.reps = append(fl.reps, &replica{port: port})
+		fl.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range fl.reps {
+			fl.kill(i)
+		}
+		if t.Failed() {
+			for i, r := range fl.reps {
+				log := r.log.String()
+				t.Logf("replica %d's last output:\n%s", i, log[max(0, len(log)-4000):])
+			}
+		}
+	})
+	for i := range n {
+		fl.waitReady(i, 200)
+	}
+	return fl
+}
+
+// env is the environment of replica i's processes (-1: a command): a home and state
+// folder of its own.
+func (fl *fleet) env(i int) []string {
+	home := filepath.Join(fl.work, "home", strconv.Itoa(i+1))
+	return append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "config"),
+		"XDG_STATE_HOME="+filepath.Join(home, "state"), "SHAREDOS_STATE=", "SHAREDOS_TOKENS=")
+}
+
+// sos runs one sharedos command on the fleet's database and fails t when it fails.
+func (fl *fleet) sos(i int, args ...string) {
+	fl.t.Helper()
+	cmd := exec.Command(fl.bin, append([]string{"--root", fl.root, "--state", fl.state}, args...)...)
+	cmd.Env = fl.env(i)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fl.t.Fatalf("sharedos %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// start starts replica i's serve process (it does not wait for it to be ready). The
+// process gets SIGKILL if this test binary dies (Pdeathsig, from a thread kept alive
+// while it runs).
+func (fl *fleet) start(i int) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	r := fl.reps[i]
+	cmd := exec.Command(fl.bin, "--root", fl.root, "--state", fl.state, "serve",
+		"--listen", "127.0.0.1:"+strconv.Itoa(r.port), "--tokens", fl.tokensPath, "--log-format", "text")
+	cmd.Env = fl.env(i)
+	r.log = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = r.log, r.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(exited)
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	must(fl.t, <-started)
+	r.cmd, r.exited = cmd, exited
+}
+
+// kill sends replica i SIGKILL and waits for it to exit.
+func (fl *fleet) kill(i int) {
+	fl.mu.Lock()
+	r := fl.reps[i]
+	cmd, exited := r.cmd, r.exited
+	fl.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+func (fl *fleet) url(i int) string {
+	return "http://127.0.0.1:" + strconv.Itoa(fl.reps[i%len(fl.reps)].port)
+}
+
+// waitReady polls replica i's /readyz until it answers want (at most two minutes: a
+// bound for a loaded machine, not a measured delay) and fails t otherwise.
+func (fl *fleet) waitReady(i, want int) {
+	fl.t.Helper()
+	if got := fl.readyWithin(i, want, 2*time.Minute); got != want {
+		fl.mu.Lock()
+		log := fl.reps[i].log.String()
+		fl.mu.Unlock()
+		fl.t.Fatalf("replica %d: /readyz %d, want %d; its log:\n%s", i, got, want, log)
+	}
+}
+
+// readyWithin polls replica i's /readyz until it answers want or limit passes, and
+// returns the last status (0: no answer).
+func (fl *fleet) readyWithin(i, want int, limit time.Duration) int {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(limit)
+	for {
+		got := 0
+		if resp, err := hc.Get(fl.url(i) + "/readyz"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got = resp.StatusCode
+		}
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond) // polling for a state, not waiting for time to pass
+	}
+}
+
+// killer kills replica 0 with SIGKILL every period and starts it again at once on its
+// port, until stop is closed (the others stay up, as the issue's scenario has it: one
+// replica killed and restarted).
+func (fl *fleet) killer(period time.Duration, stop <-chan struct{}) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				fl.kill(0)
+				fl.kills.Add(1)
+				fl.start(0)
+			}
+		}
+	}()
+	return wg.Wait
+}
+
+// answers is what the clients saw: the status of each call's final answer.
+type answers struct {
+	status  []string // "succeeded", "denied", "failed", "stuck" (no answer), "error", "" (never sent)
+	retries atomic.Int64
+	// unavailable counts 503 answers (the state database unreachable), failedN failed
+	// results, done the calls answered.
+	unavailable, failedN, done atomic.Int64
+}
+
+// retry bounds a client's retries of one call: at most tries, backoff between two.
+type retry struct {
+	tries            int
+	backoff, timeout time.Duration
+}
+
+// stuckAfter is how many tries of a key that end without progress — a time-out, a
+// connection cut (its replica killed), a 409 replay_pending — make it stuck: its claim
+// is held by a replica killed before it stored the response, and such a claim is taken
+// over only when the idempotency window ends.
+const stuckAfter = 4
+
+// hammer sends attempts calls of files.read on the hot grant from clients goroutines,
+// round robin over the replicas, each with its own Idempotency-Key; a call that fails
+// (no answer, a 5xx, 409 replay_pending) is sent again, with the same key and body, to
+// the next replica. A key whose request times out (or is replay_pending) stuckTimeout
+// times in a row is given up as stuck: its claim is held by a replica that was killed
+// before it stored the response (an expired claim is taken over only after the
+// idempotency window).
+func hammer(t *testing.T, fl *fleet, clients int, res *answers, rt retry) {
+	hc := &http.Client{Timeout: rt.timeout, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	defer hc.CloseIdleConnections()
+	attempts := len(res.status)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= attempts {
+					return
+				}
+				body := fmt.Sprintf(`{"id":"hot-%d","tool":"files.read","arguments":{"path":["load","x.md"]},"traceId":"trace-1","requestedAt":"2026-01-01T00:00:00Z"}`, n)
+				var b []byte
+				var last string
+				pending := 0
+				for try := 0; ; try++ {
+					if try == rt.tries {
+						t.Errorf("call %d: no answer after %d tries: %s", n, rt.tries, last)
+						res.status[n] = "error"
+						break
+					}
+					if pending == stuckAfter {
+						res.status[n] = "stuck"
+						break
+					}
+					if try > 0 {
+						res.retries.Add(1)
+					}
+					req, _ := http.NewRequest("POST", fl.url(c+n+try)+"/v1/tools/invoke", strings.NewReader(body))
+					req.Header.Set("Authorization", "Bearer "+fl.token)
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("key-%d", n))
+					resp, err := hc.Do(req)
+					if err != nil {
+						last = err.Error()
+						if isTimeout(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+							pending++
+						}
+						time.Sleep(rt.backoff) // back-off before the next replica
+						continue
+					}
+					b, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						break
+					}
+					last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+					if resp.StatusCode == 409 && strings.Contains(string(b), "replay_pending") {
+						pending++
+						continue
+					}
+					if resp.StatusCode >= 500 {
+						if resp.StatusCode == 503 {
+							res.unavailable.Add(1)
+						}
+						pending = 0
+						time.Sleep(rt.backoff)
+						continue
+					}
+					t.Errorf("call %d: %d %s", n, resp.StatusCode, b)
+					res.status[n] = "error"
+					break
+				}
+				res.done.Add(1)
+				if res.status[n] != "" { // stuck, or an error reported
+					continue
+				}
+				switch {
+				case strings.Contains(string(b), `"status":"succeeded"`):
+					res.status[n] = "succeeded"
+				case strings.Contains(string(b), `"status":"denied"`):
+					res.status[n] = "denied"
+				case strings.Contains(string(b), `"status":"failed"`):
+					res.status[n] = "failed"
+					res.failedN.Add(1)
+				default:
+					t.Errorf("call %d: unexpected result %s", n, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// count returns how many answers have each status.
+func (a *answers) count() map[string]int {
+	m := map[string]int{}
+	for _, s := range a.status {
+		m[s]++
+	}
+	return m
+}
+
+// recs are the decision records of one call.
+type recs struct{ allowed, denied, exhausted, other int }
+
+// decisionRecords reads the decision records (authorization.checked) of files.read
+// calls in dsn's trail, by call (a record names its call in operation_id).
+func decisionRecords(t *testing.T, dsn string) (byCall map[string]recs, total recs) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	must(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT operation_id,
+		count(*) FILTER (WHERE outcome = 'allowed'),
+		count(*) FILTER (WHERE outcome = 'denied'),
+		count(*) FILTER (WHERE outcome = 'denied' AND event LIKE '%grant_exhausted%'),
+		count(*) FILTER (WHERE outcome NOT IN ('allowed', 'denied'))
+		FROM audit_events WHERE type = 'authorization.checked' AND tool = 'files.read' GROUP BY operation_id`)
+	must(t, err)
+	byCall = map[string]recs{}
+	for rows.Next() {
+		var id string
+		var r recs
+		must(t, rows.Scan(&id, &r.allowed, &r.denied, &r.exhausted, &r.other))
+		byCall[id] = r
+		total.allowed += r.allowed
+		total.denied += r.denied
+		total.exhausted += r.exhausted
+		total.other += r.other
+	}
+	must(t, rows.Err())
+	return byCall, total
+}
+
+// checkExact checks the trail against the answers, call by call: exactly maxUses allowed
+// decision records, at most one per call (no key spent twice); every refusal recorded
+// names grant_exhausted (exhaustedOnly) or the outage refusals allowed; a call answered
+// succeeded has exactly one allowed record and no refusal; one answered denied exactly
+// one denied record and no allowed one; one answered failed no decision record; a stuck
+// call (no answer) at most one decision record. With outage, a call answered failed
+// may have one allowed record (a commit whose connection dropped: it may have
+// committed, and is not retried) but no refusal. Returns the totals.
+func checkExact(t *testing.T, dsn string, a *answers, maxUses int, exhaustedOnly, outage bool) recs {
+	t.Helper()
+	byCall, total := decisionRecords(t, dsn)
+	if total.allowed != maxUses {
+		t.Errorf("allowed decision records: %d; want exactly %d (each use spent once, with its record)", total.allowed, maxUses)
+	}
+	if exhaustedOnly && (total.denied != total.exhausted || total.other != 0) {
+		t.Errorf("decision records: %d denied, %d of them grant_exhausted, %d neither; want every refusal grant_exhausted", total.denied, total.exhausted, total.other)
+	}
+	var bad []string
+	nbad, seen := 0, 0
+	for n, s := range a.status {
+		id := fmt.Sprintf("hot-%d", n)
+		r, ok := byCall[id]
+		if ok {
+			seen++
+		}
+		var good bool
+		switch s {
+		case "succeeded":
+			good = r == recs{allowed: 1}
+		case "denied":
+			good = r.allowed == 0 && r.denied == 1 && r.other == 0 && (!exhaustedOnly || r.exhausted == 1)
+		case "failed":
+			good = r == recs{} || outage && r == recs{allowed: 1}
+		default: // stuck, or never sent (reported by hammer)
+			good = r.allowed+r.denied+r.other <= 1
+		}
+		if !good {
+			nbad++
+			if len(bad) < 10 {
+				bad = append(bad, fmt.Sprintf("%s answered %q with %d allowed, %d denied (%d grant_exhausted), %d other records", id, s, r.allowed, r.denied, r.exhausted, r.other))
+			}
+		}
+	}
+	if nbad > 0 {
+		t.Errorf("%d calls' answers disagree with their records; the first:\n%s", nbad, strings.Join(bad, "\n"))
+	}
+	if seen != len(byCall) {
+		t.Errorf("%d calls have decision records, only %d of them among the calls sent", len(byCall), seen)
+	}
+	return total
+}
+
+// TestServeReplicasSpendExactly: 4 `sharedos serve` processes over one PostgreSQL
+// database, 64 concurrent clients, 10,000 attempts on one grant with maxUses 1000:
+// exactly 1,000 answered succeeded, 9,000 denied, the trail holding exactly 1,000 allowed
+// decision records (one per call) and 9,000 refusals naming grant_exhausted, each the
+// record of the call that was answered so. Then the same on a fresh database while one
+// replica (replica 0) is killed with SIGKILL every 2 s and started again at once,
+// clients retrying a failed request on the next replica with the same Idempotency-Key:
+// still exactly 1,000 allowed records, at most one per call (no key spent twice), every
+// answer backed by its record (checkExact). A key whose claim died with its replica
+// stays replay_pending until the idempotency window ends: the client gives it up
+// (stuck, logged); its call has at most one decision record.
+//
+// Bounded: 20,000 calls, each tried at most 60 times, each request 10 s at most.
+func TestServeReplicasSpendExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 calls over 4 serve processes and PostgreSQL")
+	}
+	const replicas, clients, attempts, maxUses = 4, 64, 10000, 1000
+	for _, chaos := range []bool{false, true} {
+		t.Run(map[bool]string{false: "steady", true: "kill -9 every 2s"}[chaos], func(t *testing.T) {
+			dsn := pgtest.DSN(t)
+			fl := newFleet(t, dsn, replicas)
+			stop := make(chan struct{})
+			wait := func() {}
+			if chaos {
+				wait = fl.killer(2*time.Second, stop)
+			}
+			began := time.Now()
+			res := &answers{status: make([]string, attempts)}
+			hammer(t, fl, clients, res, retry{tries: 200, backoff: 20 * time.Millisecond, timeout: 3 * time.Second})
+			close(stop)
+			wait()
+			cnt := res.count()
+			t.Logf("%d attempts in %v: %d succeeded, %d denied, %d failed, %d stuck; %d retries, %d kills",
+				attempts, time.Since(began).Round(time.Millisecond), cnt["succeeded"], cnt["denied"], cnt["failed"], cnt["stuck"], res.retries.Load(), fl.kills.Load())
+			total := checkExact(t, dsn, res, maxUses, true, false)
+			if !chaos && (cnt["succeeded"] != maxUses || cnt["denied"] != attempts-maxUses || total.denied != attempts-maxUses) {
+				t.Errorf("steady: %d succeeded, %d denied answers, %d denied records; want %d, %d, %d",
+					cnt["succeeded"], cnt["denied"], total.denied, maxUses, attempts-maxUses, attempts-maxUses)
+			}
+			if cnt["denied"] != total.denied-stuckWith(res, dsn, t) {
+				t.Errorf("denied answers %d; denied records %d of which %d of stuck calls; want equal", cnt["denied"], total.denied, stuckWith(res, dsn, t))
+			}
+			if chaos && fl.kills.Load() == 0 {
+				t.Log("the run ended before the first kill")
+			}
+		})
+	}
+}
+
+// TestServeSurvivesDatabaseRestart: 2 `sharedos serve` processes over a private
+// PostgreSQL cluster, 16 clients making 3,000 attempts on one grant with maxUses 1000;
+// meanwhile the server is stopped (an immediate shutdown: every connection dropped) and
+// started again on its data. While it is down, every replica's /readyz is 503 and calls
+// fail closed (503 state_unavailable, or a failed result), never allowed without a
+// record; once it is back, /readyz is 200 again on the same processes (no restart) and
+// the calls go on: exactly 1,000 allowed decision records, at most one per call, every
+// call answered succeeded has its allowed record (checkExact, outage mode).
+//
+// Event-driven, not timed: the server is stopped once a third of the calls are
+// answered, started again once the clients saw 50 failures, and the test waits for
+// states with generous bounds.
+func TestServeSurvivesDatabaseRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serve processes and a private PostgreSQL cluster stopped under load")
+	}
+	const replicas, clients, attempts, maxUses = 2, 16, 3000, 1000
+	pg := pgtest.StartPrivate(t)
+	dsn := pg.DSN(t)
+	fl := newFleet(t, dsn, replicas)
+	res := &answers{status: make([]string, attempts)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// a call is retried for ten minutes at most (6,000 tries, 100 ms apart): longer
+		// than the outage, whose bounds (/readyz 503, then 200 again) are 2 minutes each
+		hammer(t, fl, clients, res, retry{tries: 6000, backoff: 100 * time.Millisecond, timeout: 10 * time.Second})
+	}()
+	deadline := time.Now().Add(5 * time.Minute)
+	for res.done.Load() < attempts/3 {
+		if time.Now().After(deadline) {
+			t.Fatal("a third of the calls were not decided within 5 minutes")
+		}
+		time.Sleep(100 * time.Millisecond) // polling for progress
+	}
+	pg.Stop(t)
+	for i := range replicas {
+		if got := fl.readyWithin(i, 503, 2*time.Minute); got != 503 {
+			t.Errorf("replica %d: /readyz %d with the database stopped; want 503", i, got)
+		}
+	}
+	failures := func() int64 { return res.unavailable.Load() + res.failedN.Load() }
+	for failures() < 50 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // polling for the clients to meet the outage
+	}
+	t.Logf("database stopped: the clients saw %d failures", failures())
+	pg.Restart(t)
+	for i := range replicas {
+		fl.waitReady(i, 200)
+	}
+	<-done
+	cnt := res.count()
+	t.Logf("%d attempts: %d succeeded, %d denied, %d failed, %d stuck; %d retries, %d answers 503",
+		attempts, cnt["succeeded"], cnt["denied"], cnt["failed"], cnt["stuck"], res.retries.Load(), res.unavailable.Load())
+	checkExact(t, dsn, res, maxUses, false, true)
+	if res.unavailable.Load()+res.failedN.Load() == 0 {
+		t.Error("no call met the outage")
+	}
+}
+
+// stuckWith counts the stuck calls that have a denied decision record.
+func stuckWith(a *answers, dsn string, t *testing.T) int {
+	byCall, _ := decisionRecords(t, dsn)
+	n := 0
+	for i, s := range a.status {
+		if s == "stuck" && byCall[fmt.Sprintf("hot-%d", i)].denied > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// syncBuffer is a process's output, written by its two streams.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 2<<20 { // keep the last MiB or two
+		rest := append([]byte(nil), s.b.Bytes()[s.b.Len()-1<<20:]...)
+		s.b.Reset()
+		s.b.Write(rest)
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
