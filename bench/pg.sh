@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # bench/pg.sh — `sharedos serve` over PostgreSQL against the database's own ceiling, in one
-# run on one machine: pgbench -N (simple-update) TPS, then wrk on POST /v1/tools/invoke
-# files.read spending one use of a bounded grant per call, the calls spread over 1,000
-# distinct grants (no hot row), 64 connections each; prints both, their ratio, p50/p95 of
-# the invoke and the load average (the machine is shared: compare within one run).
+# run on one machine (issue 23's speed rows):
+#   - pgbench -N (simple-update) TPS, CONNS clients, on the same cluster;
+#   - wrk on POST /v1/tools/invoke files.read spending one use of a bounded grant per call,
+#     the calls spread over GRANTS distinct grants (no hot row), CONNS connections: req/s,
+#     p50/p95, and the ratio to pgbench's TPS (target ≥ 0.5, p95 ≤ 20 ms);
+#   - the same on one hot grant (every call spends from one counter row): the serialized
+#     ceiling — each spend holds the counter's row lock from its reserve to its commit
+#     (reserve → audit → commit, ADR 0029), so spends of one grant run one at a time;
+#   - wrk on POST /v1/authorize (no spend) on PostgreSQL and on SQLite (a second serve
+#     over a state file): the ratio PostgreSQL/SQLite (target ≥ 1/1.5);
+# and the load average (the machine may be shared: compare within one run).
 #
 # A throwaway cluster is started from the Debian binaries (/usr/lib/postgresql/*/bin, as
-# the postgres user when run as root) with fsync on, and stopped at the end.
-# Status: written at the deadline; its one run served the invoke load and then hung before
-# printing (not debugged): no figures yet.
+# the postgres user when run as root) with fsync on, and stopped at the end. Every wait is
+# bounded (timeouts on the cluster, pgbench, wrk — SIGINT, so that it still prints what
+# it measured — curl, and the servers' and the cluster's stop): a stuck step is reported
+# (a row of zeros) and the script goes on, it never hangs. The first version hung once
+# after its load, before printing, with none of its waits bounded; the cause was not
+# reproduced.
 #
 #   bench/pg.sh                     # 10 s per case
-#   DURATION=30s bench/pg.sh
+#   DURATION=30s CONNS=64 bench/pg.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -27,15 +37,16 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 [ "$(id -u)" = 0 ] && chown postgres "$out/pg"
 pgport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
 as_pg "$bin/initdb" -D "$out/pg/data" -U postgres --auth=trust -E UTF8 --no-instructions >/dev/null
-as_pg "$bin/pg_ctl" -D "$out/pg/data" -l "$out/pg/log" -w -o "-p $pgport -k $out/pg -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
-server=""
+as_pg timeout 150 "$bin/pg_ctl" -D "$out/pg/data" -l "$out/pg/log" -w -t 120 -o "-p $pgport -k $out/pg -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+servers=()
 cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  as_pg "$bin/pg_ctl" -D "$out/pg/data" -m immediate stop >/dev/null 2>&1 || true
+  for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${servers[@]}"; do timeout 20 tail --pid="$p" -f /dev/null 2>/dev/null || kill -9 "$p" 2>/dev/null || true; done
+  as_pg timeout 60 "$bin/pg_ctl" -D "$out/pg/data" -m immediate -t 30 stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-"$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres pgbench
-"$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
+timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres pgbench
+timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
 dsn="postgres://postgres@127.0.0.1:$pgport/sharedos?sslmode=disable"
 
 go build -o "$out/sharedos" .
@@ -43,6 +54,8 @@ go build -o "$out/sharedos" .
   echo "version: 1"
   echo "context: {actor: agent:bench, owner: human:alice}"
   echo "grants:"
+  mkdir -p "$out/root/hot"; printf 'x\n' > "$out/root/hot/x.md"
+  printf '  - id: g-hot\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [hot]}\n        actions: [read]\n        scope: descendants\n    constraints: {maxUses: 100000000}\n'
   for i in $(seq 1 "$grants"); do
     mkdir -p "$out/root/d$i"; printf 'x\n' > "$out/root/d$i/x.md"
     printf '  - id: g-%d\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [d%d]}\n        actions: [read]\n        scope: descendants\n    constraints: {maxUses: 100000000}\n' "$i" "$i"
@@ -59,41 +72,77 @@ tokens:
 YAML
 sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
 sos store migrate --state "$dsn" >/dev/null
+sqlite="$out/state/state.db"
+mkdir -p "$out/state"
 sos --root "$out/root" --state "$dsn" --owner human:alice namespaces enable files >/dev/null
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
-base="http://127.0.0.1:$port"
-sos --root "$out/root" --state "$dsn" serve --listen "127.0.0.1:$port" --tokens "$out/etc/tokens.yaml" 2>"$out/serve.log" &
-server=$!
-for _ in $(seq 1 400); do curl -fsS "$base/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
-curl -fsS "$base/readyz" >/dev/null || { echo "serve did not become ready:" >&2; tail -3 "$out/serve.log" >&2; exit 1; }
+sos --root "$out/root" --state "$sqlite" --owner human:alice namespaces enable files >/dev/null
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+start_serve() { # state, port, log
+  sos --root "$out/root" --state "$1" serve --listen "127.0.0.1:$2" --tokens "$out/etc/tokens.yaml" 2>"$3" &
+  servers+=($!)
+  for _ in $(seq 1 400); do curl -fsS --max-time 2 "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "serve ($1) did not become ready:" >&2; tail -3 "$3" >&2; exit 1
+}
+port=$(freeport); base="http://127.0.0.1:$port"
+start_serve "$dsn" "$port" "$out/serve.log"
+sport=$(freeport); sbase="http://127.0.0.1:$sport"
+start_serve "$sqlite" "$sport" "$out/serve-sqlite.log"
 
-cat > "$out/invoke.lua" <<LUA
+# invoke.lua: a spending call, on one of the distinct grants (HOT=0) or the hot one
+for hot in 0 1; do
+cat > "$out/invoke$hot.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $token"
 local n = 0
 request = function()
   n = n + 1
-  local g = math.random(1, $grants)
-  local body = string.format('{"id":"b-%d-%d","tool":"files.read","arguments":{"path":["d%d","x.md"]},"traceId":"bench","requestedAt":"2026-01-01T00:00:00Z"}', n, math.random(1, 1e9), g)
+  local dir = "hot"
+  if $hot == 0 then dir = "d" .. math.random(1, $grants) end
+  local body = string.format('{"id":"b-%d-%d","tool":"files.read","arguments":{"path":["%s","x.md"]},"traceId":"bench","requestedAt":"2026-01-01T00:00:00Z"}', n, math.random(1, 1e9), dir)
   return wrk.format(nil, "/v1/tools/invoke", nil, body)
 end
 done = function(summary, latency, requests)
   io.write(string.format("RESULT %.0f %.3f %.3f %d %d\n", summary.requests / (summary.duration / 1e6),
-    latency:percentile(50) / 1000, latency:percentile(95) / 1000, summary.errors.status, summary.requests))
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, summary.errors.status + summary.errors.timeout, summary.requests))
+end
+LUA
+done
+cat > "$out/authorize.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $token"
+wrk.body = '{"resource":{"namespace":"files","path":["d1","x.md"]},"action":"read"}'
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %.0f %.3f %.3f %d %d\n", summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, summary.errors.status + summary.errors.timeout, summary.requests))
 end
 LUA
 
 secs=${duration%s}
+# wrk stops at its duration; the timeout (SIGINT: wrk prints what it measured) bounds a
+# server that stops answering.
+load() { # name, lua, base
+  local r
+  r=$(timeout -s INT $((secs + 60)) wrk -t2 -c"$conns" -d"$duration" --timeout 10s --latency -s "$2" "$3" 2>&1 | grep '^RESULT' || true)
+  [ -n "$r" ] || r="RESULT 0 - - - 0"
+  set -- "$1" $r
+  printf '%-26s %10s %9s %9s %8s %9s\n' "$1" "$3" "$4" "$5" "$6" "$7"
+  echo "$3" > "$out/rate-${1// /_}"
+}
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -i -q -s 10 pgbench >/dev/null 2>&1
-tps=$("$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -N -c "$conns" -j 2 -T "$secs" pgbench 2>/dev/null |
+timeout 900 "$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -i -q -s 10 pgbench >/dev/null 2>&1
+tps=$(timeout $((secs + 120)) "$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -N -c "$conns" -j 2 -T "$secs" pgbench 2>/dev/null |
   sed -n 's/^tps = \([0-9.]*\).*/\1/p' | tail -1)
-echo "load average after pgbench: $(cut -d' ' -f1-3 /proc/loadavg)"
-set -- $(wrk -t2 -c"$conns" -d"$duration" --latency -s "$out/invoke.lua" "$base" | grep '^RESULT')
-echo "load average after wrk:     $(cut -d' ' -f1-3 /proc/loadavg)"
-rps=$2
-printf '%-22s %10s %9s %9s %8s %9s\n' case per_s p50_ms p95_ms non2xx requests
-printf '%-22s %10s\n' "pgbench -N (tps)" "${tps%.*}"
-printf '%-22s %10s %9s %9s %8s %9s\n' "invoke, spending" "$2" "$3" "$4" "$5" "$6"
-echo "ratio invoke/pgbench: $(python3 -c "print(round($rps/$tps, 3))")"
+printf '%-26s %10s %9s %9s %8s %9s\n' case per_s p50_ms p95_ms errors requests
+printf '%-26s %10s\n' "pgbench -N (tps)" "${tps%.*}"
+load "invoke distinct pg" "$out/invoke0.lua" "$base"
+load "invoke hot grant pg" "$out/invoke1.lua" "$base"
+load "authorize pg" "$out/authorize.lua" "$base"
+load "authorize sqlite" "$out/authorize.lua" "$sbase"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+r() { cat "$out/rate-${1// /_}"; }
+ratio() { python3 -c "a,b=float('$1' or 0),float('$2' or 0);print(round(a/b,3) if b else '-')"; }
+echo "ratio invoke distinct / pgbench -N:  $(ratio "$(r 'invoke distinct pg')" "$tps")   (target >= 0.5)"
+echo "ratio invoke hot / invoke distinct:  $(ratio "$(r 'invoke hot grant pg')" "$(r 'invoke distinct pg')")"
+echo "ratio authorize pg / sqlite:         $(ratio "$(r 'authorize pg')" "$(r 'authorize sqlite')")   (target >= 0.667)"

@@ -35,6 +35,7 @@ var stateCommands = map[string][]string{
 	"sharedos mcp":                 {"mcp"},
 	"sharedos mcp config":          {"mcp", "config", "--client", "generic"},
 	"sharedos serve":               {"serve", "--listen", "127.0.0.1:0"},
+	"sharedos store prune":         {"store", "prune", "--retention", "90d"},
 }
 
 // statelessCommands are the runnable commands that never open the state database.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sharedos/sharedos/pkg/gateway"
 	"github.com/sharedos/sharedos/pkg/host"
@@ -69,6 +70,9 @@ type Settings struct {
 	MCPMaxSessions int
 	// ConfigKeys are the top-level keys the configuration file set (nil: no file).
 	ConfigKeys map[string]bool
+	// AuditRetention is config audit.retention (e.g. 90d): how long `store prune` keeps
+	// audit events (0: not set).
+	AuditRetention time.Duration
 }
 
 // keyKind is the type of a configuration key.
@@ -113,6 +117,8 @@ var configSchema = map[string]keySpec{
 	// messaging (spec 80 §4)
 	"agents":   {kind: kAgents},
 	"messages": {kind: kMap, children: map[string]keySpec{"replyTimeout": {kind: kString}, "maxInFlight": {kind: kInt}}},
+	// audit retention (issue 23): `sharedos store prune`
+	"audit": {kind: kMap, children: map[string]keySpec{"retention": {kind: kString}}},
 }
 
 // configPath finds the configuration file: --config, else SHAREDOS_CONFIG, else
@@ -380,6 +386,14 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	if v.IsSet("mcp.maxSessions") && s.MCPMaxSessions < 1 {
 		return nil, configError("set mcp.maxSessions to a positive integer", "config file %s: mcp.maxSessions must be positive", s.ConfigFile)
 	}
+	if v.IsSet("audit.retention") {
+		d, err := parseRetention(v.GetString("audit.retention"))
+		if err != nil {
+			return nil, configError("set audit.retention to a number of days such as 90d (or a duration such as 720h)",
+				"config file %s: audit.retention: %v", s.ConfigFile, err)
+		}
+		s.AuditRetention = d
+	}
 	// The tokens file: SHAREDOS_TOKENS, else the config file (--tokens, a flag of the
 	// commands that use it, overrides both there).
 	if val := env(envName("tokens")); val != "" {
@@ -573,4 +587,26 @@ func messagingSettings(s *Settings, fileCfg map[string]any) error {
 	}
 	s.Messaging = cfg
 	return nil
+}
+
+// parseRetention reads a retention: a whole number of days ("90d") or a Go duration
+// ("720h"), positive.
+func parseRetention(v string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > 1_000_000 {
+			return 0, fmt.Errorf("%q is not a number of days", v)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, fmt.Errorf("%q is neither a number of days (90d) nor a duration (720h)", v)
+		}
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not positive", v)
+	}
+	return d, nil
 }

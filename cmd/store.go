@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,9 +20,10 @@ the audit trail, the escalations and the snapshot index. By default it is a SQLi
 (--state postgres://…, or SHAREDOS_STATE) is shared by several hosts; its schema changes
 only when an operator runs 'sharedos store migrate', and every other command refuses a
 schema that is not this build's.`,
-		Example: `  sharedos store migrate --state postgres://sharedos@db.internal:5432/sharedos`,
+		Example: `  sharedos store migrate --state postgres://sharedos@db.internal:5432/sharedos
+  sharedos store prune --retention 90d`,
 	}
-	c.AddCommand(newStoreMigrateCmd(f, nil))
+	c.AddCommand(newStoreMigrateCmd(f, nil), newStorePruneCmd(f, nil))
 	return c
 }
 
@@ -87,5 +89,79 @@ func runStoreMigrate(ctx context.Context, opts *StoreMigrateOptions) error {
 		return nil
 	}
 	p.line("migrated %s from schema version %d to %d (%s)", res.State, res.From, res.To, strings.Join(res.Applied, ", "))
+	return nil
+}
+
+// StorePruneOptions are the options of `store prune`.
+type StorePruneOptions struct {
+	IO       *IOStreams
+	Printer  func() (*printer, error)
+	Settings func() (*Settings, error)
+	Clock    func() time.Time
+	// Retention is --retention ("": the config file's audit.retention).
+	Retention string
+	// Prune deletes the events of the store of s recorded before before.
+	Prune func(ctx context.Context, s *host.Settings, before time.Time) (int64, error)
+}
+
+// newStorePruneCmd builds `store prune`; runF, when set, replaces the run.
+func newStorePruneCmd(f *Factory, runF func(*StorePruneOptions) error) *cobra.Command {
+	opts := &StorePruneOptions{IO: f.IOStreams, Printer: f.Printer, Settings: f.Settings, Clock: f.Clock, Prune: host.PruneAudit}
+	c := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete audit events older than the audit retention",
+		Long: `Delete the audit events whose instant is older than the retention (--retention, else the
+config file's audit.retention: a number of days such as 90d, or a duration such as 720h),
+in batches. The events of an escalation still pending are kept whatever their age (those
+of its world and trace, of its call when it names one), and so is an event whose instant
+does not parse. Nothing else of the trail is ever deleted or changed.
+
+Retention runs only when this command runs (schedule it: cron, a systemd timer, a
+Kubernetes CronJob); serve never deletes on its own. It works on both stores: a
+PostgreSQL database (one run for all replicas) and a SQLite file.`,
+		Example: `  sharedos store prune --retention 90d
+  sharedos store prune --state postgres://sharedos@db.internal/sharedos   # audit.retention from the config file`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Retention != "" {
+				if _, err := parseRetention(opts.Retention); err != nil {
+					return usageError("pass --retention as a number of days such as 90d, or a duration such as 720h", "invalid --retention: %v", err)
+				}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runStorePrune(c.Context(), opts)
+		},
+	}
+	c.Flags().StringVar(&opts.Retention, "retention", "", "keep this long: days (90d) or a duration (720h); default: the config file's audit.retention")
+	return c
+}
+
+func runStorePrune(ctx context.Context, opts *StorePruneOptions) error {
+	p, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	s, err := opts.Settings()
+	if err != nil {
+		return err
+	}
+	keep := s.AuditRetention
+	if opts.Retention != "" {
+		keep, _ = parseRetention(opts.Retention)
+	}
+	if keep == 0 {
+		return usageError("pass --retention 90d, or set audit.retention in the config file", "no audit retention is set")
+	}
+	before := opts.Clock().Add(-keep).UTC()
+	n, err := opts.Prune(ctx, &s.Settings, before)
+	if err != nil {
+		return hostError(err)
+	}
+	if p.format != FormatTable {
+		return p.data(map[string]any{"deleted": n, "before": before.Format(time.RFC3339)})
+	}
+	p.line("deleted %d audit events older than %s (events of pending escalations kept)", n, before.Format(time.RFC3339))
 	return nil
 }

@@ -56,6 +56,48 @@ func TestNewCmdStoreMigrate(t *testing.T) {
 	}
 }
 
+// TestNewCmdStorePrune: argv → options, reaching no backend; an invalid --retention is a
+// usage error before anything is opened.
+func TestNewCmdStorePrune(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		argv      []string
+		retention string
+		wantErr   string
+	}{
+		{argv: nil},
+		{argv: []string{"--retention", "90d"}, retention: "90d"},
+		{argv: []string{"--retention", "720h"}, retention: "720h"},
+		{argv: []string{"--retention", "0d"}, wantErr: "invalid --retention"},
+		{argv: []string{"--retention", "-5h"}, wantErr: "invalid --retention"},
+		{argv: []string{"--retention", "soon"}, wantErr: "invalid --retention"},
+		{argv: []string{"90d"}, wantErr: "takes no arguments"},
+	} {
+		ios, _, _, _ := Test()
+		f := &Factory{IOStreams: ios, Env: func(string) string { return "" }, Clock: time.Now,
+			Getwd: func() (string, error) { return "/work", nil }}
+		var got *StorePruneOptions
+		c := newStorePruneCmd(f, func(o *StorePruneOptions) error { got = o; return nil })
+		c.SetArgs(tc.argv)
+		c.SetOut(io.Discard)
+		c.SetErr(io.Discard)
+		c.SilenceUsage, c.SilenceErrors = true, true
+		err := c.Execute()
+		if f.settingsOK || f.store != nil || f.host != nil {
+			t.Errorf("%q reached the backend", tc.argv)
+		}
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || got != nil {
+				t.Errorf("%q: error %v, want one containing %q (and no run)", tc.argv, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got == nil || got.Retention != tc.retention || got.Prune == nil || got.Settings == nil || got.Clock == nil {
+			t.Errorf("%q: err %v, options %+v; want every function set and retention %q", tc.argv, err, got, tc.retention)
+		}
+	}
+}
+
 // run runs the command line with args and env (besides the process's), returning the
 // exit code and the two streams.
 func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {

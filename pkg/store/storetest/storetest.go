@@ -91,6 +91,7 @@ var subtests = []subtest{
 	{name: "WriteAheadBatchAudit", run: testWriteAheadBatch},
 	{name: "AuditQuery", run: testAuditQuery},
 	{name: "AuditCursor", run: testAuditCursor},
+	{name: "AuditRetention", run: testAuditRetention},
 	{name: "Escalations", run: testEscalations},
 	{name: "EscalationResolve", run: testEscalationResolve},
 	{name: "Snapshots", run: testSnapshots},
