@@ -61,6 +61,8 @@ agents:
 messages:
   maxInFlight: 1000000
 YAML
+# the Go toolchain's caches and settings stay the user's (the PostgreSQL rows run go test)
+go_env=(HOME="$HOME" XDG_CONFIG_HOME="${XDG_CONFIG_HOME:-$HOME/.config}")
 export HOME="$g/home" XDG_CONFIG_HOME="$g/xdg/config" XDG_STATE_HOME="$g/xdg/state"
 export SHAREDOS_CONFIG="$g/config.yaml" SHAREDOS_ROOT="$g/root" SHAREDOS_STATE="$g/state/state.db" SHAREDOS_GRANTS="$g/writer.yaml"
 "$bin" namespaces enable messages >/dev/null
@@ -92,7 +94,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # messages.request round trip through two serve replicas with a wait recipient answering
 # through the other one. SKIP_PG=1 leaves them out.
 if [ "${SKIP_PG:-}" != 1 ]; then
-  SHAREDOS_BENCH_MESSAGES=1 go test ./pkg/httpapi -run '^TestBenchMessagesPostgres$' -count=1 -v |
+  env "${go_env[@]}" SHAREDOS_BENCH_MESSAGES=1 go test ./pkg/httpapi -run '^TestBenchMessagesPostgres$' -count=1 -v |
     sed -n 's/^ROW //p'
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
