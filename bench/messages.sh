@@ -6,7 +6,10 @@
 # run, its reply authorized and stored durably, the reply read back and returned — timed
 # from process start, interleaved with `sharedos version` (the process floor) and
 # `messages send` (the one-way durable send) in one run (bench/interleave.py). Prints each
-# case's p50 and p95 wall time, its CPU time, and the load average before and after.
+# case's p50 and p95 wall time, its CPU time, and the load average before and after; then
+# the PostgreSQL rows (pkg/httpapi TestBenchMessagesPostgres: mailbox throughput, send +
+# deliver unbatched; the round trip through serve replicas, a wait recipient answering
+# through another replica).
 #
 #   bench/messages.sh             # 30 runs per case
 #   RUNS=50 bench/messages.sh
@@ -58,6 +61,8 @@ agents:
 messages:
   maxInFlight: 1000000
 YAML
+# the Go toolchain's caches and settings stay the user's (the PostgreSQL rows run go test)
+go_env=(HOME="$HOME" XDG_CONFIG_HOME="${XDG_CONFIG_HOME:-$HOME/.config}")
 export HOME="$g/home" XDG_CONFIG_HOME="$g/xdg/config" XDG_STATE_HOME="$g/xdg/state"
 export SHAREDOS_CONFIG="$g/config.yaml" SHAREDOS_ROOT="$g/root" SHAREDOS_STATE="$g/state/state.db" SHAREDOS_GRANTS="$g/writer.yaml"
 "$bin" namespaces enable messages >/dev/null
@@ -83,3 +88,13 @@ for name, r in items:
     wall = r["wall"] if isinstance(r, dict) else r
     print(f"{name}: wall p50 {statistics.median(wall)*1000:.1f} ms, p95 {p95(wall)*1000:.1f} ms")
 PY
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The PostgreSQL rows (a throwaway cluster from the Debian binaries, via internal/pgtest,
+# fsync off: indicative): the mailbox's send + deliver throughput, unbatched, and the
+# messages.request round trip through two serve replicas with a wait recipient answering
+# through the other one. SKIP_PG=1 leaves them out.
+if [ "${SKIP_PG:-}" != 1 ]; then
+  env "${go_env[@]}" SHAREDOS_BENCH_MESSAGES=1 go test ./pkg/httpapi -run '^TestBenchMessagesPostgres$' -count=1 -v |
+    sed -n 's/^ROW //p'
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi

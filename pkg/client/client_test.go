@@ -14,6 +14,7 @@ import (
 	"github.com/sharedos/sharedos/pkg/client"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mailbox"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
@@ -195,5 +196,89 @@ func TestClientAuditCursor(t *testing.T) {
 		if ev.Seq != 0 {
 			t.Fatalf("a query without a cursor shows Seq %d", ev.Seq)
 		}
+	}
+}
+
+// TestClientMessaging: the client is the remote api.Messaging — a send accepted, the
+// same Idempotency-Key replayed (the same envelope, nothing sent again), a refused send
+// a receipt and not an error, the operator's inbox, and the typed errors: an agent's
+// inbox is 403 permission_denied, an unknown message 404 not_found (api.CodeNotFound).
+func TestClientMessaging(t *testing.T) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "etc")
+	must(t, os.MkdirAll(filepath.Join(dir, "root"), 0o755))
+	must(t, os.MkdirAll(etc, 0o755))
+	owner, _ := kernel.ParseAddress("human:alice")
+	bot, _ := kernel.ParseAddress("agent:bot")
+	must(t, os.WriteFile(filepath.Join(etc, "bot.yaml"), []byte(`version: 1
+grants:
+  - id: g-send
+    subject: agent:bot
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: sharedos.messaging, path: [human, alice]}
+        actions: [send]
+        scope: exact
+`), 0o600))
+	tokPath := filepath.Join(etc, "tokens.yaml")
+	toks := map[string]string{}
+	for id, actor := range map[string]kernel.Address{"bot": bot, "alice": owner} {
+		tok, err := tokens.New()
+		must(t, err)
+		toks[id] = tok
+		e := tokens.NewEntry{ID: id, SHA256: tokens.Hash(tok), Context: tokens.Context{Actor: actor, Owner: &owner, Purpose: "test"}, Grants: []string{"bot.yaml"}}
+		if id == "alice" {
+			e.Role = tokens.RoleOperator
+		}
+		must(t, tokens.Append(tokPath, e))
+	}
+	routes := map[kernel.Address]mailbox.Route{owner: {Mode: mailbox.ModeWait}, bot: {Mode: mailbox.ModeWait}}
+	srv, err := servetest.Start(context.Background(), host.Settings{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state", "state.db"),
+		Messaging: &mailbox.Config{Routes: routes}}, tokPath, nil, nil)
+	must(t, err)
+	t.Cleanup(srv.Close)
+	agent, err := client.New(srv.URL, toks["bot"], client.Options{})
+	must(t, err)
+	person, err := client.New(srv.URL, toks["alice"], client.Options{})
+	must(t, err)
+	ctx := context.Background()
+	var _ api.Messaging = agent
+
+	first, err := agent.SendMessageIdempotent(ctx, api.SendMessageRequest{To: owner, Payload: json.RawMessage(`{"ask":"deploy?"}`)}, "k-1")
+	must(t, err)
+	again, err := agent.SendMessageIdempotent(ctx, api.SendMessageRequest{To: owner, Payload: json.RawMessage(`{"ask":"deploy?"}`)}, "k-1")
+	must(t, err)
+	if first.Receipt.Status != kernel.DeliveryAccepted || again.Envelope.ID != first.Envelope.ID {
+		t.Fatalf("send %+v, replay %+v: want accepted, then the same envelope", first, again)
+	}
+	denied, err := agent.SendMessage(ctx, api.SendMessageRequest{To: bot, Payload: json.RawMessage(`1`)})
+	if err != nil || denied.Receipt.Status != kernel.DeliveryDenied || denied.Receipt.Error == nil {
+		t.Fatalf("a refused send: %+v, %v (want a denied receipt, no error)", denied, err)
+	}
+	inbox, err := person.Inbox(ctx, api.InboxQuery{Status: "pending"})
+	must(t, err)
+	if len(inbox) != 1 || inbox[0].Envelope.ID != first.Envelope.ID {
+		t.Fatalf("the person's inbox: %+v (want the one message, sent once)", inbox)
+	}
+	var ce *client.Error
+	var ae *api.Error
+	if _, err := agent.Inbox(ctx, api.InboxQuery{}); !errors.As(err, &ce) || ce.Status != 403 || ce.Code != "permission_denied" {
+		t.Fatalf("an agent's inbox: %#v", err)
+	}
+	if _, err := person.ShowMessage(ctx, "no-such"); !errors.As(err, &ae) || ae.Code != api.CodeNotFound || !errors.As(err, &ce) || ce.Status != 404 {
+		t.Fatalf("an unknown message: %#v", err)
+	}
+	if _, err := agent.WaitReply(ctx, "no-such"); !errors.As(err, &ae) || ae.Code != api.CodeNotFound {
+		t.Fatalf("waiting on an unknown message: %#v", err)
+	}
+	reply, err := person.ReplyMessage(ctx, api.ReplyMessageRequest{ID: first.Envelope.ID, Payload: json.RawMessage(`"yes"`)})
+	if err != nil || reply.Receipt.Status != kernel.DeliveryDenied {
+		// alice holds no grant to answer agent:bot: the answer is a refused send back
+		t.Fatalf("an answer without a grant to send back: %+v, %v", reply, err)
+	}
+	msg, err := person.ShowMessage(ctx, first.Envelope.ID)
+	must(t, err)
+	if msg.Status != "pending" {
+		t.Fatalf("after a refused answer the message is %s; want pending (nothing changed)", msg.Status)
 	}
 }

@@ -30,8 +30,9 @@ const raceRecipients = 25
 // (agent:writer, role agent) holding one single-use ticket to send to each agent:rNN,
 // and rNN (agent:rNN, role operator: it reads its inbox and answers through the admin
 // routes) allowed to answer the writer — and starts n in-process serve replicas over dsn
-// with the 25 recipients configured as wait recipients.
-func messageReplicas(t *testing.T, dsn string, n int) []*fixture {
+// with the 25 recipients configured as wait recipients (singleUse false: the tickets
+// have no bound, for the benchmark).
+func messageReplicas(t *testing.T, dsn string, n int, singleUse bool) []*fixture {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir(), tok: map[string]string{}, validate: validateResponse, state: dsn}
 	f.root = filepath.Join(f.dir, "root")
@@ -62,8 +63,10 @@ func messageReplicas(t *testing.T, dsn string, n int) []*fixture {
       - resource: {namespace: sharedos.messaging, path: [agent, %s]}
         actions: [send]
         scope: exact
-    constraints: {maxUses: 1}
 `, r, r)
+		if singleUse {
+			tickets.WriteString("    constraints: {maxUses: 1}\n")
+		}
 		addToken(r, "agent:"+r, tokens.RoleOperator, `version: 1
 grants:
   - id: answer-`+r+`
@@ -108,7 +111,7 @@ func TestTwentyFiveRecipientRaceThroughReplicas(t *testing.T) {
 	dsn := pg.DSN(t)
 	_, err := pgstore.Migrate(context.Background(), dsn)
 	must(t, err)
-	reps := messageReplicas(t, dsn, 4)
+	reps := messageReplicas(t, dsn, 4, true)
 	for _, r := range reps {
 		r.validate = nil // concurrent: the document is checked by TestMessagesOverHTTP
 	}

@@ -51,6 +51,9 @@ const (
 	DefaultPoll         = 50 * time.Millisecond
 	// FallbackPoll is the poll of a router with a Notifier: a lost hint costs at most it.
 	FallbackPoll = time.Second
+	// ExecGrace is how long an exec recipient's command may run on after its reply was
+	// recorded (to write its own audit record and exit) before it is killed.
+	ExecGrace = 10 * time.Second
 )
 
 // Route says how a recipient answers.
@@ -358,7 +361,21 @@ func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, re
 			return r.giveUp(ctx, actx.World, request.ID, fmt.Errorf("%w: exec recipients cannot be run here", ErrNoReply))
 		}
 		exited = make(chan error, 1)
-		go func() { exited <- r.Run(ctx, route, request, actx.World) }()
+		done := make(chan struct{})
+		go func() { exited <- r.Run(ctx, route, request, actx.World); close(done) }()
+		// The command's turn goes on after its reply is recorded (its message.sent record
+		// is written after the delivery): cancelling ctx at return would kill it and lose
+		// that record. So the wait returns only once the command exited — at most
+		// ExecGrace after the reply (then it is killed) or when ctx ends.
+		defer func() {
+			grace := time.NewTimer(ExecGrace)
+			defer grace.Stop()
+			select {
+			case <-done:
+			case <-grace.C:
+			case <-ctx.Done():
+			}
+		}()
 	}
 	reply, err := r.wait(ctx, actx.World, request.ID, exited)
 	if err != nil && r.Report != nil {
