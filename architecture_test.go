@@ -6,10 +6,15 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sharedos/sharedos/pkg/api"
+	"github.com/sharedos/sharedos/pkg/host"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // The import rules of docs/architecture.md, checked on the source (non-test files).
@@ -85,6 +90,115 @@ func TestSurfacesReachNothingBelowTheService(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Below the service: the methods of a host's session, a host, a kernel and a turn are
+// what api.Service is built on. A surface constructs its embedded backend with some of
+// them (constructors) and reads a turn's context; an operation goes through api.Service.
+var (
+	// belowService are the types whose exported methods are operations below the
+	// service, by name (read by reflection, so a method added to them is covered).
+	belowService = []reflect.Type{reflect.TypeFor[*host.Session](), reflect.TypeFor[*host.Host](),
+		reflect.TypeFor[*kernel.Turn](), reflect.TypeFor[*kernel.Kernel]()}
+	// backendConstructors build or close the embedded backend, or read what it was set
+	// up with (no kernel operation, nothing audited): what a surface may call.
+	backendConstructors = []string{"Open", "Service", "TurnService", "BeginTurnAt", "NewSession", "Close", "Context", "Host",
+		"Definitions", "Definition", "Gateway", "GatewayNamespaces", "AccessContext"}
+	// belowFields are a host's fields that reach below the service: a surface calling a
+	// method through one (h.Store.ListAudit, h.Turn.ListTools, h.Kernel.BeginTurnWith)
+	// operates below the service, whatever the method's name.
+	belowFields = []string{"Store", "Turn", "Kernel"}
+)
+
+// knownBelowService are today's operations below the service in surface files (file →
+// what it calls), each with why; the list only shrinks.
+var knownBelowService = map[string][]string{
+	// a scenario's send and reply steps: host.Service's messaging serves the host's own
+	// turn and context, not a step's (TurnService), so the runner drives the kernel's
+	// message calls itself until it does
+	"pkg/scenario/messages.go": {".Kernel.BeginTurnWith", ".Mailbox", ".SendReply"},
+}
+
+// TestSurfacesOperateThroughTheService: no surface file calls an operation below
+// api.Service — a method of host.Session, host.Host, kernel.Turn or kernel.Kernel that
+// is not one of api.Service's names nor a backend constructor, or any method through a
+// host's Store, Turn or Kernel field (but the turn's Context). Matching is by name:
+// belowService's methods are read by reflection; a name api.Service shares (ListTools,
+// Invoke, …) is only caught through a field.
+func TestSurfacesOperateThroughTheService(t *testing.T) {
+	t.Parallel()
+	below := map[string]bool{}
+	for _, typ := range belowService {
+		for i := range typ.NumMethod() {
+			below[typ.Method(i).Name] = true
+		}
+	}
+	for _, iface := range []reflect.Type{reflect.TypeFor[api.Service](), reflect.TypeFor[api.Envelope](),
+		reflect.TypeFor[api.Checks](), reflect.TypeFor[api.Admin](), reflect.TypeFor[api.Messaging]()} {
+		for i := range iface.NumMethod() {
+			delete(below, iface.Method(i).Name)
+		}
+	}
+	for _, name := range backendConstructors {
+		delete(below, name)
+	}
+	if !below["InvokeTool"] || !below["EscalateIfOffered"] || !below["BeginTurnWith"] {
+		t.Fatalf("the operations below the service lack InvokeTool, EscalateIfOffered or BeginTurnWith: %v", below)
+	}
+	found := map[string][]string{}
+	for _, dir := range surfaces {
+		for _, file := range goFiles(t, dir) {
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if inner, ok := sel.X.(*ast.SelectorExpr); ok && slices.Contains(belowFields, inner.Sel.Name) &&
+					!(inner.Sel.Name == "Turn" && sel.Sel.Name == "Context") {
+					found[file] = append(found[file], "."+inner.Sel.Name+"."+sel.Sel.Name)
+				} else if below[sel.Sel.Name] {
+					if x, ok := sel.X.(*ast.Ident); !ok || !isPackage(f, x.Name) {
+						found[file] = append(found[file], "."+sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	for file, what := range found {
+		for _, w := range dedupe(what) {
+			if !slices.Contains(knownBelowService[file], w) {
+				t.Errorf("%s operates below api.Service: %s (a surface's operations go through api.Service; see docs/architecture.md)", file, w)
+			}
+		}
+	}
+	for file, what := range knownBelowService {
+		for _, w := range what {
+			if !slices.Contains(found[file], w) {
+				t.Errorf("%s no longer calls %s: remove it from knownBelowService", file, w)
+			}
+		}
+	}
+}
+
+// isPackage reports whether name is the name f gives an import (a package-level call,
+// pkg.Func, not a method).
+func isPackage(f *ast.File, name string) bool {
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if imp.Name != nil && imp.Name.Name == name || imp.Name == nil && filepath.Base(path) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // TestAPIImportsNoStoreOrPlane: pkg/api and pkg/client (the remote client), and

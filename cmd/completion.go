@@ -71,8 +71,8 @@ func (f *Factory) toolNames(c *cobra.Command) []string {
 	defs := staticDefinitions()
 	var first []string
 	if h, err := f.quietHost(c); err == nil {
-		if usable, err := h.Turn.ListTools(c.Context()); err == nil {
-			for _, d := range usable {
+		if usable, err := h.Service().ListTools(c.Context()); err == nil {
+			for _, d := range usable.Tools {
 				first = append(first, d.Name)
 			}
 		}

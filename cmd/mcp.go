@@ -169,9 +169,10 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 		}
 		log.Info("grant files changed; reloaded")
 	}
+	backend := mcphttp.Backend(sess)
 	srv := mcpserver.New(mcpserver.Options{
-		Backend: sess, Version: buildVersion().Version, Logger: log, OperatorHint: mcpHint,
-		Escalations: mcphttp.EscalationResolver(sess),
+		Backend: backend, Version: buildVersion().Version, Logger: log, OperatorHint: mcpHint,
+		Escalations: mcpserver.ServiceResolver(backend),
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()

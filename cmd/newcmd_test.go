@@ -335,6 +335,14 @@ func TestNewCmdTest(t *testing.T) {
 	} {
 		checkParse(t, newTestCmd, tc.argv, project, tc.want, tc.wantErr)
 	}
+	// --server is refused before anything is read (the scenario runs over hosts of its own)
+	if _, err := parseArgv(t, newTestCmd, []string{"examples/tests"}, func(f *Factory) {
+		f.Global.RemoteOptions.Server = "http://127.0.0.1:1"
+	}); err == nil || !strings.Contains(err.Error(), "test does not run against --server: ") {
+		t.Errorf("test --server: err %v, want the refusal", err)
+	} else if ee, ok := err.(*ExitError); !ok || ee.ExitCode != ExitUsage {
+		t.Errorf("test --server: %#v, want exit %d", err, ExitUsage)
+	}
 	// the format: -o (the factory's global flag), else SHAREDOS_OUTPUT; yaml is refused
 	for _, tc := range []struct {
 		output, env, want, wantErr string

@@ -16,6 +16,16 @@ import (
 
 // TestOptions are the options of `test`. The command runs scenario files in-process,
 // each over a fresh host of its own (pkg/scenario): it uses no service of the run's.
+//
+// `test` does not run against --server (it refuses, exit 2, before reading a file): a
+// scenario is a host of its own — its root copied fresh, its grant files, its host
+// ceiling, its agents, a fresh state database, and per step an actor, owner, world and
+// instant — and a remote serve has one root, one state, the grants of each token and
+// its own clock, and decides the context from the token. Running the steps there would
+// test the server's policy against expectations written for another, and write their
+// calls into its audit trail and use counters: a careful user expects neither. (A
+// scenario declaring none of that would still be pinned to instants the server does not
+// keep, so no subset runs faithfully either.)
 type TestOptions struct {
 	IO    *IOStreams
 	Env   func(string) string
@@ -90,6 +100,10 @@ error or an invalid scenario file.`,
 			// errors included: the terminal default (json when piped) would make every CI
 			// log JSON.
 			f.Global.Output = opts.Format
+			if f.Global.RemoteOptions.Server != "" {
+				return usageError("run 'sharedos test' without --server: scenario files test a policy on this machine",
+					"test does not run against --server: each scenario runs over a fresh host of its own (its root, grant files, ceiling, state and instants)")
+			}
 			opts.Ignored = nil
 			for _, name := range testIgnoredFlags {
 				if f.flags == nil {

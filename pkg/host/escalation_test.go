@@ -16,6 +16,7 @@ import (
 	"github.com/sharedos/sharedos/cmd"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mcphttp"
 	"github.com/sharedos/sharedos/pkg/mcpserver"
 	"github.com/sharedos/sharedos/pkg/scenario"
 	"github.com/sharedos/sharedos/pkg/sqlitestore"
@@ -311,7 +312,7 @@ func TestEscalationSameOnEverySurface(t *testing.T) {
 	h := openEscHost(t, root, grants, filepath.Join(dir, "mcp", "state.db"), nil)
 	sess, err := h.NewSession(time.Now)
 	must(t, err)
-	srv := mcpserver.New(mcpserver.Options{Backend: sess})
+	srv := mcpserver.New(mcpserver.Options{Backend: mcphttp.Backend(sess)})
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st)
 	must(t, err)

@@ -88,20 +88,20 @@ func (s *Session) Definition(name string) *kernel.ToolDefinition { return s.h.De
 // namespace selection read now, the instant read now. meta goes to every audit event of
 // the turn (kernel.TurnOptions.AuditMetadata; not copied, do not change it after).
 func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn, error) {
-	t, _, err := s.begin(ctx, meta, "")
+	t, _, _, err := s.begin(ctx, meta, "")
 	return t, err
 }
 
 // begin is Begin under trace (the session's own when "") and also returns the kernel
-// the turn runs on.
-func (s *Session) begin(ctx context.Context, meta map[string]any, trace string) (*kernel.Turn, *kernel.Kernel, error) {
+// the turn runs on and where the turn's selection came from (as selection).
+func (s *Session) begin(ctx context.Context, meta map[string]any, trace string) (*kernel.Turn, *kernel.Kernel, string, error) {
 	k, err := s.kernel()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	actx, err := s.context(ctx)
+	actx, source, err := s.context(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if trace != "" {
 		actx.TraceID = trace
@@ -110,9 +110,9 @@ func (s *Session) begin(ctx context.Context, meta map[string]any, trace string) 
 	// metadata), not once per operation: every call's records name the authorityHash.
 	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta, AuthorityResolvedOnce: true})
 	if err != nil {
-		return nil, nil, usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
+		return nil, nil, "", usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}
-	return t, k, nil
+	return t, k, source, nil
 }
 
 // InputsDigest is a digest of everything a session's published list depends on but the
@@ -124,7 +124,7 @@ func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sel, err := s.selection(ctx)
+	sel, _, err := s.selection(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -139,8 +139,9 @@ func (s *Session) EscalateIfOffered(ctx context.Context, t *kernel.Turn, call ke
 	return s.h.Escalations().EscalateIfOffered(ctx, t, call)
 }
 
-// context is the access context of one operation.
-func (s *Session) context(ctx context.Context) (kernel.AccessContext, error) {
+// context is the access context of one operation, and where its selection came from
+// (as selection).
+func (s *Session) context(ctx context.Context) (kernel.AccessContext, string, error) {
 	actx := s.h.Prepared.Context
 	actx.EnabledToolNamespaces = append([]string(nil), actx.EnabledToolNamespaces...)
 	instant := s.h.Instant
@@ -148,26 +149,27 @@ func (s *Session) context(ctx context.Context) (kernel.AccessContext, error) {
 		instant = s.clock()
 	}
 	actx.Now = kernel.FormatTimestamp(instant.UnixMilli())
-	sel, err := s.selection(ctx)
+	sel, source, err := s.selection(ctx)
 	if err != nil {
-		return actx, err
+		return actx, "", err
 	}
 	actx.EnabledToolNamespaces = sel
-	return actx, nil
+	return actx, source, nil
 }
 
 // selection is the context's enabled namespaces now: --namespaces, else the stored (or
-// default) selection.
-func (s *Session) selection(ctx context.Context) ([]string, error) {
+// default) selection; source says which ("flag", "stored" or "default", as
+// api.Namespaces.SelectionSource).
+func (s *Session) selection(ctx context.Context) ([]string, string, error) {
 	if s.h.Settings.NamespacesSet {
-		return append([]string(nil), s.h.Prepared.Context.EnabledToolNamespaces...), nil
+		return append([]string(nil), s.h.Prepared.Context.EnabledToolNamespaces...), "flag", nil
 	}
-	sel, _, err := s.h.Store.Selection(ctx, s.h.Prepared.Context.World, s.h.Prepared.Context.Owner)
+	sel, stored, err := s.h.Store.Selection(ctx, s.h.Prepared.Context.World, s.h.Prepared.Context.Owner)
 	if err != nil {
-		return nil, stateError(err, s.h.Settings.State)
+		return nil, "", stateError(err, s.h.Settings.State)
 	}
 	jscompat.SortLocale(sel)
-	return sel, nil
+	return sel, map[bool]string{true: "stored", false: "default"}[stored], nil
 }
 
 // kernel returns the kernel of the current grant files, rebuilding it when their content

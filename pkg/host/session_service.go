@@ -19,20 +19,13 @@ func (s *Session) Service(meta map[string]any, trace, surface string) *Service {
 	return &Service{b: Backend{
 		Prepare: func() (*Prepared, error) { return h.Prepared, nil },
 		Open: func(ctx context.Context) (*Host, error) {
-			t, k, err := s.begin(ctx, meta, trace)
+			t, k, source, err := s.begin(ctx, meta, trace)
 			if err != nil {
 				return nil, err
 			}
 			p := *h.Prepared // the request's view: its context and call id; nothing is closed through it
 			p.Context = t.Context()
 			p.CallID = NewUUID()
-			source := "flag"
-			if !h.Settings.NamespacesSet {
-				source = "default"
-				if _, stored, err := h.Store.Selection(ctx, p.Context.World, p.Context.Owner); err == nil && stored {
-					source = "stored"
-				}
-			}
 			return &Host{Prepared: &p, Kernel: k, Turn: t, Store: h.Store, SelectionSource: source}, nil
 		},
 		State:     func(context.Context) (ServiceState, error) { return h.Store, nil },
@@ -131,5 +124,18 @@ func (s *Service) UpdateNamespacesOf(ctx context.Context, world string, owner ke
 // AccessContext is the session's access context now: its instant and namespace
 // selection read now. It writes nothing.
 func (s *Session) AccessContext(ctx context.Context) (kernel.AccessContext, error) {
-	return s.context(ctx)
+	actx, _, err := s.context(ctx)
+	return actx, err
+}
+
+var _ api.Envelope = (*Service)(nil)
+
+// RefuseInEnvelope refuses the call in the turn before any gate runs
+// (kernel.Turn.RefuseInEnvelope): the kernel records it; nothing runs or is spent.
+func (s *Service) RefuseInEnvelope(ctx context.Context, req api.EnvelopeRefusal) (kernel.ToolResult, error) {
+	h, err := s.open(ctx)
+	if err != nil {
+		return kernel.ToolResult{}, err
+	}
+	return s.turn(h).RefuseInEnvelope(ctx, s.call(h, req.Call), req.Code, req.Message, req.Metadata), nil
 }

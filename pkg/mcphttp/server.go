@@ -256,8 +256,9 @@ func (s *Server) attach(_ context.Context, p *principal) (*surface, error) {
 		log.Info("grant files changed; reloaded")
 	}
 	sf := &surface{}
-	sf.srv = mcpserver.New(mcpserver.Options{Backend: p.Session, Version: s.cfg.Version, Logger: log, OperatorHint: s.cfg.OperatorHint,
-		Escalations: EscalationResolver(p.Session), PollInterval: s.cfg.PollInterval,
+	backend := Backend(p.Session)
+	sf.srv = mcpserver.New(mcpserver.Options{Backend: backend, Version: s.cfg.Version, Logger: log, OperatorHint: s.cfg.OperatorHint,
+		Escalations: mcpserver.ServiceResolver(backend), PollInterval: s.cfg.PollInterval,
 		Metadata: map[string]any{"token": p.ID}})
 	actx := p.Host.Turn.Context()
 	log.Info("token ready", "actor", actx.Actor.String(), "owner", actx.Owner.String(), "world", actx.World,
@@ -617,19 +618,10 @@ func (s *Server) Close() {
 	})
 }
 
-// EscalationResolver resolves a latched escalation from the state database of a session's
-// host: the record of the escalate call, once its status is no longer pending
-// (`escalations resolve` sets it).
-func EscalationResolver(sess *host.Session) mcpserver.EscalationResolver { return resolver{sess} }
-
-type resolver struct{ s *host.Session }
-
-func (e resolver) Resolution(ctx context.Context, id string) (mcpserver.Resolution, bool, error) {
-	num, status, note, err := e.s.EscalationNumber(ctx, id)
-	if err != nil || status == "" || status == "pending" {
-		return mcpserver.Resolution{ID: num}, false, err
-	}
-	return mcpserver.Resolution{ID: num, Status: status, Note: note}, true, nil
+// Backend is the MCP server's backend over a host session: each operation's service is
+// the session's embedded backend (host.Session.Service), in a turn of its own.
+func Backend(sess *host.Session) mcpserver.Backend {
+	return func(meta map[string]any) mcpserver.Service { return sess.Service(meta, "", "mcp") }
 }
 
 // Timeouts of HTTPServer. There is no read or write timeout on a whole request: a

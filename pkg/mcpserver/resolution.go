@@ -1,9 +1,12 @@
 package mcpserver
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/pkg/api"
 )
 
 // escalationName is the latched escalation as the agent and the operator both name it:
@@ -57,4 +60,28 @@ func addResolutionLine(result mcp.Result, extra map[string]any) {
 		return
 	}
 	r.Content = append(r.Content, &mcp.TextContent{Text: ResolutionLine(e)})
+}
+
+// ServiceResolver resolves latched escalations through b's service: the escalation
+// recorded for the escalate call's id in the context's world and owner
+// (api.EscalationQuery.CallID; one query, nothing written), once its status is no longer
+// pending (`escalations resolve` sets it).
+func ServiceResolver(b Backend) EscalationResolver { return serviceResolver{b} }
+
+type serviceResolver struct{ b Backend }
+
+func (r serviceResolver) Resolution(ctx context.Context, id string) (Resolution, bool, error) {
+	recs, err := r.b(nil).ListEscalations(ctx, api.EscalationQuery{CallID: id, Limit: 1})
+	if err != nil || len(recs) == 0 {
+		return Resolution{}, false, err
+	}
+	rec := recs[0]
+	if rec.Escalation.Status == "" || rec.Escalation.Status == api.EscalationPending {
+		return Resolution{ID: rec.ID}, false, nil
+	}
+	res := Resolution{ID: rec.ID, Status: rec.Escalation.Status}
+	if rec.Resolution != nil {
+		res.Note = rec.Resolution.Note
+	}
+	return res, true, nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
@@ -62,24 +63,19 @@ const CodeEscalationPending kernel.ErrorCode = "escalation_pending"
 // EscalationNote is the note of an escalate call's output (spec 30 §3.7).
 const EscalationNote = "This turn is over: make no further tool calls. The request will be recorded for a human reviewer when the turn ends."
 
-// Backend is the host side of a server: a session of one context (host.Session).
-type Backend interface {
-	// Begin begins the kernel turn of one operation, now, against current authority and
-	// selection; meta is the audit metadata of every event of the turn.
-	Begin(ctx context.Context, meta map[string]any) (*kernel.Turn, error)
-	// InputsDigest digests the inputs of the published list but the clock, without
-	// reloading or writing anything.
-	InputsDigest(ctx context.Context) (string, error)
-	// Definition returns a registered tool's definition, or nil.
-	Definition(name string) *kernel.ToolDefinition
-	// EscalateIfOffered records the escalation asked by call in turn t when call is
-	// sharedos.escalate and the turn's catalogue offers it (host.Escalations' one
-	// "offered ⇒ record, not run" branch): escalated=false means the call is invoked as
-	// any other. With escalated=true, err is nil (recorded), a
-	// *kernel.EscalationRefusedError (refused, nothing recorded), an error wrapping the
-	// catalogue's failure (ErrCatalogue semantics: host.CatalogueError) or an outage.
-	EscalateIfOffered(ctx context.Context, t *kernel.Turn, call kernel.ToolCall) (esc kernel.Escalation, escalated bool, err error)
+// Service is what the server asks of the host for one operation: the operations every
+// surface consumes (api.Service) and the envelope's refusal (api.Envelope) — the
+// embedded backend's *host.Service, and nothing below it.
+type Service interface {
+	api.Service
+	api.Envelope
 }
+
+// Backend is the host side of a server: it returns the service of one operation (the
+// embedded backend: host.Session.Service), whose operations run in one kernel turn begun
+// at its first operation, now, against current authority and selection; meta is the
+// audit metadata of every event of the turn.
+type Backend func(meta map[string]any) Service
 
 // Resolution is an operator's answer to an escalation.
 type Resolution struct {
@@ -382,17 +378,16 @@ func wireTool(p *publishedTool) *mcp.Tool {
 }
 
 func (s *Server) listTools(ctx context.Context, st *session) (mcp.Result, error) {
-	turn, err := s.opts.Backend.Begin(ctx, st.meta)
-	if err != nil {
-		s.log.Error("tools/list: begin turn", "err", err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the kernel turn could not begin: " + err.Error()}
-	}
-	defs, err := turn.ListTools(ctx)
-	if err != nil {
+	list, err := s.opts.Backend(st.meta).ListTools(ctx)
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
 		s.log.Error("tools/list", "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool catalogue is unavailable: " + err.Error()}
+	case err != nil:
+		return nil, s.beginFailed("tools/list", err)
 	}
-	pub, hash, err := s.publish(defs)
+	pub, hash, err := s.publish(list.Tools)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
@@ -406,10 +401,18 @@ func (s *Server) listTools(ctx context.Context, st *session) (mcp.Result, error)
 	return &mcp.ListToolsResult{Tools: tools, Meta: mcp.Meta{MetaCatalogHash: hash, MetaExecutionID: st.id}}, nil
 }
 
-// publishedNow is the published list of a turn, computed as a dry run (nothing audited):
-// the tools AllTools reports usable are exactly those ListTools returns.
-func (s *Server) publishedNow(ctx context.Context, turn *kernel.Turn) ([]publishedTool, string, error) {
-	gs, err := turn.AllTools(ctx)
+// beginFailed is the JSON-RPC error of an operation whose kernel turn could not begin
+// (the service's error that is not an *api.Error: the backend's open error).
+func (s *Server) beginFailed(op string, err error) error {
+	s.log.Error(op+": begin turn", "err", err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the kernel turn could not begin: " + err.Error()}
+}
+
+// publishedNow is the published list of an operation's service, computed as a dry run
+// (nothing audited): the tools ListAllTools reports usable are exactly those ListTools
+// returns.
+func (s *Server) publishedNow(ctx context.Context, svc Service) ([]publishedTool, string, error) {
+	gs, err := svc.ListAllTools(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -440,12 +443,7 @@ func (s *Server) poll(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		turn, err := s.opts.Backend.Begin(ctx, meta)
-		if err != nil {
-			s.log.Warn("list_changed poll: begin turn", "err", err)
-			continue
-		}
-		_, hash, err := s.publishedNow(ctx, turn)
+		_, hash, err := s.publishedNow(ctx, s.opts.Backend(meta))
 		if err != nil {
 			s.log.Warn("list_changed poll", "err", err)
 			continue
@@ -515,12 +513,7 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 	if err != nil {
 		s.log.Warn("escalation resolution unavailable; the latch stays closed", "err", err)
 	}
-	turn, err := s.opts.Backend.Begin(ctx, st.meta)
-	if err != nil {
-		s.log.Error("tools/call: begin turn", "err", err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the kernel turn could not begin: " + err.Error()}
-	}
-	actx := turn.Context()
+	svc := s.opts.Backend(st.meta)
 
 	if latched != "" {
 		// The latch is the session's envelope (spec 30 §3.7): it only removes authority.
@@ -529,20 +522,22 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		after := st.calledAfter()
 		s.log.Info("call refused: escalation pending", "session", st.id, "escalation", latched, "tool", params.Name,
 			"callsAfterEscalation", after)
-		call := kernel.ToolCall{ID: s.opts.NewID(), Tool: params.Name, Arguments: args, TraceID: actx.TraceID, RequestedAt: actx.Now}
 		name, id := st.escalationName()
-		res := turn.RefuseInEnvelope(ctx, call, CodeEscalationPending,
-			"this session asked a human reviewer (escalation "+name+"); no tool call runs until an operator resolves it",
-			map[string]any{"escalation": id, "callsAfterEscalation": after})
+		res, err := svc.RefuseInEnvelope(ctx, api.EnvelopeRefusal{Call: api.InvokeRequest{ID: s.opts.NewID(), Tool: params.Name, Arguments: args},
+			Code: CodeEscalationPending, Message: "this session asked a human reviewer (escalation " + name + "); no tool call runs until an operator resolves it",
+			Metadata: map[string]any{"escalation": id, "callsAfterEscalation": after}})
+		if err != nil {
+			return nil, s.beginFailed("tools/call", err)
+		}
 		return refusal(res, AgentHint(res, false), extraMeta), nil
 	}
 
 	// 2. Name mapping: exact, else exactly one published tool's portable form, else raw.
 	name := params.Name
-	if !strings.Contains(name, ".") && s.opts.Backend.Definition(name) == nil {
+	if def, err := svc.Definition(ctx, name, false); !strings.Contains(name, ".") && err == nil && def == nil {
 		// A name with a dot is no tool's portable form; an exact registered name is used
 		// as sent. Otherwise the published list of this instant (a dry run) decides.
-		if pub, _, err := s.publishedNow(ctx, turn); err == nil {
+		if pub, _, err := s.publishedNow(ctx, svc); err == nil {
 			published := make([]string, len(pub))
 			for i := range pub {
 				published[i] = pub[i].Name
@@ -554,15 +549,22 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		}
 	}
 
-	// 3. A fresh call id; the alias never goes on the ToolCall.
-	call := kernel.ToolCall{ID: s.opts.NewID(), Tool: name, Arguments: args, TraceID: actx.TraceID, RequestedAt: actx.Now}
+	// 3. A fresh call id; the alias never goes on the call.
+	call := api.InvokeRequest{ID: s.opts.NewID(), Tool: name, Arguments: args}
 
 	// The escalation latch: an offered sharedos.escalate is recorded, not executed.
-	if esc, escalated, err := s.opts.Backend.EscalateIfOffered(ctx, turn, call); escalated {
-		return s.escalate(ctx, st, turn, call, esc, err, extraMeta)
+	if name == kernel.EscalationToolName {
+		esc, err := svc.Escalate(ctx, api.EscalateRequest{Call: kernel.ToolCall{ID: call.ID, Tool: name, Arguments: args}, IfOffered: true})
+		if err != nil || !esc.NotOffered {
+			return s.escalate(ctx, st, call, esc, err, extraMeta)
+		}
 	}
 
-	res := turn.InvokeTool(ctx, call)
+	out, err := svc.Invoke(ctx, call)
+	if err != nil {
+		return nil, s.beginFailed("tools/call", err)
+	}
+	res := out.Result
 	if why, ok := res.Metadata[kernel.AuditUnavailableKey]; ok {
 		// The call ran (or was refused) but its tool.invoked record could not be written:
 		// the operator hears it in the log, the agent sees only that it happened (the
@@ -576,7 +578,7 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		m[MetaAuditUnavailable] = true
 		extraMeta = m
 	}
-	def := s.opts.Backend.Definition(name)
+	def := out.Definition
 	if res.Status == kernel.StatusSucceeded {
 		return success(def, res.Output, extraMeta), nil
 	}
@@ -584,18 +586,18 @@ func (s *Server) callTool(ctx context.Context, st *session, params *mcp.CallTool
 		s.log.Info("call refused", "session", st.id, "tool", name, "call", call.ID, "status", string(res.Status),
 			"code", string(res.Error.Code), "hint", s.opts.OperatorHint(def, res))
 	}
-	return refusal(res, AgentHint(res, s.escalationOffered(ctx, turn)), extraMeta), nil
+	return refusal(res, AgentHint(res, s.escalationOffered(ctx, svc)), extraMeta), nil
 }
 
 // escalationOffered reports whether the session's catalogue of this instant offers
 // sharedos.escalate (a dry run: nothing is audited); an error counts as not offered.
-func (s *Server) escalationOffered(ctx context.Context, turn *kernel.Turn) bool {
-	gs, err := turn.AllTools(ctx)
+func (s *Server) escalationOffered(ctx context.Context, svc Service) bool {
+	gs, err := svc.ListAllTools(ctx)
 	if err != nil {
 		return false
 	}
 	for _, g := range gs {
-		if g.Definition.Name == kernel.EscalationToolName {
+		if g.Tool == kernel.EscalationToolName {
 			return g.Usable
 		}
 	}
@@ -650,19 +652,19 @@ func (s *Server) checkLatch(ctx context.Context, st *session) (map[string]any, s
 	return extra, st.latch, nil
 }
 
-// escalate answers an offered escalation (Backend.EscalateIfOffered): recorded, the
-// session latches; refused, the call is denied; the catalogue unavailable, a JSON-RPC
-// error; the record unwritten, a failed call.
-func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, call kernel.ToolCall, esc kernel.Escalation, err error, extra map[string]any) (mcp.Result, error) {
-	var refused *kernel.EscalationRefusedError
-	if errors.Is(err, kernel.ErrCatalogueUnavailable) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
-	if errors.As(err, &refused) {
+// escalate answers an offered escalation (Service.Escalate with IfOffered): recorded,
+// the session latches; refused, the call is denied; the catalogue unavailable, a
+// JSON-RPC error; the record unwritten, a failed call.
+func (s *Server) escalate(ctx context.Context, st *session, call api.InvokeRequest, res api.EscalateResult, err error, extra map[string]any) (mcp.Result, error) {
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae) && ae.Code == api.CodeToolCatalogUnavailable:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool catalogue is unavailable: " + err.Error()}
+	case err != nil && ae == nil:
+		return nil, s.beginFailed("tools/call", err)
+	case res.Denied != nil:
 		// the escalation's own authorization refused it (its grant's uses are spent)
-		res := kernel.DeniedResult(call, turn.Context().Now, kernel.ErrorCodeOf(refused.Code), "the escalation was refused: "+string(refused.Code))
-		res.Gate = kernel.GateOf(refused.Code)
-		return refusal(res, hintNoEscalation, extra), nil
+		return refusal(*res.Denied, hintNoEscalation, extra), nil
 	}
 	if err != nil {
 		s.log.Error("record escalation", "err", err)
@@ -678,6 +680,7 @@ func (s *Server) escalate(ctx context.Context, st *session, turn *kernel.Turn, c
 			num = r.ID
 		}
 	}
+	esc := res.Escalation
 	st.mu.Lock()
 	st.latch, st.latchNum = call.ID, num
 	st.mu.Unlock()
