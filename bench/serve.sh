@@ -7,8 +7,12 @@
 # and prints req/s, p50 and p95 of each, their ratio, and the load average (the machine is
 # shared: figures are only comparable within one run).
 #
+# and the server's CPU time per request (user + system of the serve process ÷ requests:
+# far steadier than req/s on a loaded machine).
+#
 #   bench/serve.sh                 # 10 s per case
 #   DURATION=30s bench/serve.sh
+#   BASE=/tmp/old/sharedos bench/serve.sh   # also that build, same files and state, same run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -35,6 +39,10 @@ go build -o "$out/sharedos" .
   done
   printf '  - id: g-notes\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [notes]}\n        actions: [read, list, stat]\n        scope: descendants\n'
 } > "$out/etc/grants.yaml"
+# A grant or tokens file modified within the last 2 s is read again at every request
+# (its stat cannot be trusted yet: coarse timestamps); a server that has been up a while
+# reads each once. Date them back so the run measures that steady state.
+touch -d '-1 minute' "$out/etc/grants.yaml"
 token="sharedos_bench$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 printf '%s\n' "$token" > "$out/token" # for bench/serve-start.py and bench/remote.sh
 cat > "$out/etc/tokens.yaml" <<YAML
@@ -45,16 +53,27 @@ tokens:
     context: {actor: agent:bench, owner: human:alice}
     grants: [grants.yaml]
 YAML
+touch -d '-1 minute' "$out/etc/tokens.yaml"
 sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
 sos --root "$out/root" --state "$out/state/state.db" --owner human:alice namespaces enable files >/dev/null
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
-base="http://127.0.0.1:$port"
-HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
-  "$out/sharedos" --root "$out/root" --state "$out/state/state.db" serve --listen "127.0.0.1:$port" \
-  --tokens "$out/etc/tokens.yaml" 2>/dev/null &
-server=$!
-trap 'kill "$server" 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do curl -fsS "$base/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+servers=()
+trap 'for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+start() { # binary port: serve in the background, wait until ready
+  HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
+    "$1" --root "$out/root" --state "$out/state/state.db" serve --listen "127.0.0.1:$2" \
+    --tokens "$out/etc/tokens.yaml" 2>/dev/null &
+  servers+=($!)
+  for _ in $(seq 1 200); do curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+}
+port=$(free_port)
+start "$out/sharedos" "$port"
+pid=${servers[0]}
+if [ -n "${BASE:-}" ]; then # another build, same files and state, same run
+  base_port=$(free_port)
+  start "$BASE" "$base_port"
+  base_pid=${servers[1]}
+fi
 
 cat > "$out/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -66,17 +85,42 @@ done = function(summary, latency, requests)
     latency:percentile(50) / 1000, latency:percentile(95) / 1000, summary.errors.status, summary.requests))
 end
 LUA
-run() { # name path body
-  TOKEN="$token" BODY="$3" wrk -t2 -c"$conns" -d"$duration" --latency -s "$out/post.lua" "$base$2" | grep '^RESULT' | sed "s/^RESULT/$1/"
-}
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-authz=$(run authorize /v1/authorize '{"resource":{"namespace":"files","path":["notes","todo.md"]},"action":"read"}')
-invoke=$(run invoke /v1/tools/invoke '{"id":"bench","tool":"files.read","arguments":{"path":["notes","todo.md"]},"traceId":"bench","requestedAt":"2026-01-01T00:00:00Z"}')
-echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-10s %10s %9s %9s %8s %9s\n' case req/s p50_ms p95_ms non2xx requests
-for r in "$authz" "$invoke"; do
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # the server's user + system clock ticks
+tick=$(getconf CLK_TCK)
+run() { # name port pid path body: req/s p50 p95 non2xx requests, and the server's CPU µs per request
+  local name=$1 c0 c1 r
+  c0=$(cpu "$3")
+  r=$(TOKEN="$token" BODY="$5" wrk -t2 -c"$conns" -d"$duration" --latency -s "$out/post.lua" "http://127.0.0.1:$2$4" | grep '^RESULT')
+  c1=$(cpu "$3")
   set -- $r
-  printf '%-10s %10s %9s %9s %8s %9s\n' "$1" "$2" "$3" "$4" "$5" "$6"
+  echo "$name $2 $3 $4 $5 $6 $(python3 -c "print(round(($c1-$c0)*1e6/$tick/max($6,1)))")"
+}
+authz_body='{"resource":{"namespace":"files","path":["notes","todo.md"]},"action":"read"}'
+invoke_body='{"id":"bench","tool":"files.read","arguments":{"path":["notes","todo.md"]},"traceId":"bench","requestedAt":"2026-01-01T00:00:00Z"}'
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+rows=()
+rows+=("$(run authorize "$port" "$pid" /v1/authorize "$authz_body")")
+[ -n "${BASE:-}" ] && rows+=("$(run base-authorize "$base_port" "$base_pid" /v1/authorize "$authz_body")")
+rows+=("$(run invoke "$port" "$pid" /v1/tools/invoke "$invoke_body")")
+[ -n "${BASE:-}" ] && rows+=("$(run base-invoke "$base_port" "$base_pid" /v1/tools/invoke "$invoke_body")")
+echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-15s %10s %9s %9s %8s %9s %12s\n' case req/s p50_ms p95_ms non2xx requests server_cpu_us
+for r in "${rows[@]}"; do
+  set -- $r
+  printf '%-15s %10s %9s %9s %8s %9s %12s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
 done
-set -- $authz; a=$2; set -- $invoke; i=$2
-echo "ratio invoke/authorize req/s: $(python3 -c "print(round($i/$a, 3))")"
+ratio() { # label row-a row-b: b ÷ a for req/s, p50, p95 and CPU per request
+  local a b
+  a=$(printf '%s\n' "${rows[@]}" | awk -v n="$2" '$1 == n'); b=$(printf '%s\n' "${rows[@]}" | awk -v n="$3" '$1 == n')
+  python3 - "$1" $a $b <<'PY'
+import sys
+l, a, b = sys.argv[1], sys.argv[2:9], sys.argv[9:16]
+r = lambda i: round(float(b[i]) / float(a[i]), 2) if float(a[i]) else float("nan")
+print(f"{l}: req/s {r(1)}  p50 {r(2)}  p95 {r(3)}  cpu/request {r(6)}")
+PY
+}
+ratio "ratio invoke / authorize" authorize invoke
+if [ -n "${BASE:-}" ]; then
+  ratio "ratio base / this build, authorize" authorize base-authorize
+  ratio "ratio base / this build, invoke" invoke base-invoke
+fi
