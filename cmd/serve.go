@@ -127,7 +127,7 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 		handler: func(srv *mcphttp.Server) http.Handler {
 			authenticate, enter := httpapi.Tokens(srv)
 			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: opts.Clock,
-				Ready: srv.Ready, Metrics: httpapi.NewMetrics(), Tracer: tracer}
+				Ready: srv.Ready, Metrics: httpapi.NewMetrics(), Tracer: tracer, Revisions: httpapi.StoreRevisions(srv)}
 			if opts.MCP {
 				cfg.MCP = srv.Handler()
 			}

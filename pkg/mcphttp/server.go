@@ -43,6 +43,7 @@ import (
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mcpserver"
+	"github.com/sharedos/sharedos/pkg/store"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
@@ -649,6 +650,10 @@ func HTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout,
 		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }
+
+// State is the shared state database handle of the principals (nil before the first
+// principal opened it, and after Close).
+func (s *Server) State() store.State { return s.principals.Store() }
 
 // Ready reports whether the server can serve: the shared state database is open,
 // reachable and at the latest schema (the store's Ready, when it has one; else a read of
