@@ -147,7 +147,7 @@ may not.`,
 	c.Flags().StringVar(&opts.ID, "id", "", "the token's id (letters, digits, '.', '_', '-'), shown in logs and audit")
 	c.Flags().StringVar(&opts.Expires, "expires", "", "expiry: an RFC 3339 instant or a duration from now (90m, 12h, 30d)")
 	c.Flags().StringVar(&opts.Role, "role", "", "the token's role: agent (default) or operator (may also use the /v1/admin routes)")
-	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
+	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (--state postgres://…) (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
 
@@ -329,7 +329,7 @@ first 12 hex digits, which is enough to tell two entries apart.`,
 			return runTokensList(opts)
 		},
 	}
-	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
+	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (--state postgres://…) (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
 
@@ -438,7 +438,7 @@ request: the token's next request is refused 401 and its open sessions are close
 			return runTokensRevoke(opts)
 		},
 	}
-	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
+	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (--state postgres://…) (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
 
