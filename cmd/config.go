@@ -399,7 +399,9 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	if val := env(envName("tokens")); val != "" {
 		v.Set("tokens", val)
 	}
-	if t := v.GetString("tokens"); t != "" {
+	if t := v.GetString("tokens"); host.IsStoreTokens(t) {
+		s.Tokens = t // the state database's tokens, not a file
+	} else if t != "" {
 		var err error
 		if s.Tokens, err = absPath(t, getwd); err != nil {
 			return nil, usageError("", "tokens file %s: %v", t, err)

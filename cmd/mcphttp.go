@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/mcphttp"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
@@ -132,7 +133,9 @@ func listenAndServe(ctx context.Context, env listenEnv, o *MCPHTTPOptions, log *
 		return err
 	}
 	tokensPath := s.Tokens
-	if o.Tokens != "" {
+	if host.IsStoreTokens(o.Tokens) {
+		tokensPath = o.Tokens // the state database's tokens (host.StoreTokens)
+	} else if o.Tokens != "" {
 		if tokensPath, err = absPath(o.Tokens, env.Getwd); err != nil {
 			return usageError("", "--tokens %s: %v", o.Tokens, err)
 		}

@@ -98,7 +98,7 @@ request names none, is the span's trace id, so audit records and traces join.`,
 	c.Flags().StringVar(&opts.LogFormat, "log-format", "json", "log format on stderr: text or json")
 	_ = c.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&opts.HTTP.Listen, "listen", "", "serve on HOST:PORT (required)")
-	c.Flags().StringVar(&opts.HTTP.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens; none: one ephemeral token)")
+	c.Flags().StringVar(&opts.HTTP.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (default SHAREDOS_TOKENS, else the config key tokens; none: one ephemeral token)")
 	c.Flags().StringVar(&opts.HTTP.TLSCert, "tls-cert", "", "PEM certificate (with --tls-key)")
 	c.Flags().StringVar(&opts.HTTP.TLSKey, "tls-key", "", "PEM private key (with --tls-cert)")
 	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
@@ -127,7 +127,7 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 		handler: func(srv *mcphttp.Server) http.Handler {
 			authenticate, enter := httpapi.Tokens(srv)
 			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: opts.Clock,
-				Ready: srv.Ready, Metrics: httpapi.NewMetrics(), Tracer: tracer}
+				Ready: srv.Ready, Metrics: httpapi.NewMetrics(), Tracer: tracer, Revisions: httpapi.StoreRevisions(srv)}
 			if opts.MCP {
 				cfg.MCP = srv.Handler()
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharedos/sharedos/internal/pgtest"
 	"github.com/sharedos/sharedos/pkg/host"
+	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -264,5 +265,66 @@ func TestCommandsOnPostgres(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(wd); len(entries) != 0 {
 		t.Errorf("commands on PostgreSQL created %v in the working directory", entries)
+	}
+}
+
+// TestTokensInStore: `tokens create|list|revoke --tokens store: --state postgres://…`
+// keep the tokens in the state database: create prints the token once (the table holds
+// its SHA-256 only, and its grant files as absolute paths), a duplicate id is refused
+// (exit 2, nothing added), list shows it, revoke removes it (an unknown id: exit 2).
+func TestTokensInStore(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	home := t.TempDir()
+	env := map[string]string{"HOME": home}
+	if code, out, errOut := runCLI(t, env, "store", "migrate", "--state", dsn); code != ExitOK {
+		t.Fatalf("store migrate = exit %d, %s%s", code, out, errOut)
+	}
+	grants := filepath.Join(home, "alice.yaml")
+	if err := os.WriteFile(grants, []byte("version: 1\ncontext: {actor: agent:bot, owner: human:alice, purpose: triage}\ngrants: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, env, "--state", dsn, "--grants", grants, "tokens", "create", "--id", "alice", "--tokens", "store:", "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("tokens create = exit %d, %s%s", code, out, errOut)
+	}
+	var created struct{ ID, Token string }
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.ID != "alice" || !strings.HasPrefix(created.Token, "sharedos_") {
+		t.Fatalf("tokens create -o json = %s (%v)", out, err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows := func() string {
+		var s string
+		if err := conn.QueryRow(ctx, "SELECT coalesce(string_agg(id || ' ' || sha256 || ' ' || actor || ' ' || array_to_string(grants, ','), ';' ORDER BY id), '') FROM tokens").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	want := "alice " + tokens.Hash(created.Token) + " agent:bot " + grants
+	if got := rows(); got != want {
+		t.Errorf("tokens table = %q, want %q", got, want)
+	}
+	if strings.Contains(rows(), created.Token) {
+		t.Errorf("the table holds the token itself")
+	}
+	code, _, errOut = runCLI(t, env, "--state", dsn, "--as", "agent:other", "tokens", "create", "--id", "alice", "--tokens", "store:", "-o", "table")
+	if code != ExitUsage || !strings.Contains(errOut, `token "alice": duplicate token id`) || rows() != want {
+		t.Errorf("duplicate create = exit %d, %q; want exit 2 naming it, nothing added", code, errOut)
+	}
+	code, out, errOut = runCLI(t, env, "--state", dsn, "tokens", "list", "--tokens", "store:", "-o", "json")
+	if code != ExitOK || !strings.Contains(out, `"id": "alice"`) || !strings.Contains(out, `"actor": "agent:bot"`) || strings.Contains(out, created.Token) {
+		t.Errorf("tokens list = exit %d, %s%s", code, out, errOut)
+	}
+	code, _, errOut = runCLI(t, env, "--state", dsn, "tokens", "revoke", "bob", "--tokens", "store:", "-o", "table")
+	if code != ExitUsage || !strings.Contains(errOut, `token "bob": no such token`) || rows() != want {
+		t.Errorf("revoke of an unknown id = exit %d, %q; want exit 2, nothing removed", code, errOut)
+	}
+	code, out, errOut = runCLI(t, env, "--state", dsn, "tokens", "revoke", "alice", "--tokens", "store:", "-o", "table")
+	if code != ExitOK || rows() != "" {
+		t.Errorf("tokens revoke = exit %d, %s%s; table %q", code, out, errOut, rows())
 	}
 }

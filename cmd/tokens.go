@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
@@ -32,7 +34,13 @@ func tokensOptions(f *Factory) TokensOptions {
 
 // tokensPath resolves the tokens file: --tokens, else SHAREDOS_TOKENS, else the config
 // file's tokens key (spec 50 §3), made absolute.
+//
+// --tokens store: (host.StoreTokens) names the tokens of the PostgreSQL state database
+// (--state postgres://…) instead of a file: "store:" is returned as is.
 func (o *TokensOptions) tokensPath() (string, error) {
+	if host.IsStoreTokens(o.Tokens) {
+		return o.Tokens, nil
+	}
 	if o.Tokens != "" {
 		return absPath(o.Tokens, o.Getwd)
 	}
@@ -44,6 +52,16 @@ func (o *TokensOptions) tokensPath() (string, error) {
 		return "", usageError("pass --tokens FILE (or set SHAREDOS_TOKENS, or the config key tokens)", "no tokens file")
 	}
 	return s.Tokens, nil
+}
+
+// state is the state database of --tokens store: (--state, SHAREDOS_STATE, the config
+// key state): it must be a PostgreSQL DSN (host.CreateStoreToken refuses a file).
+func (o *TokensOptions) state() (string, error) {
+	s, err := o.Settings()
+	if err != nil {
+		return "", err
+	}
+	return s.State, nil
 }
 
 func newTokensCmd(f *Factory) *cobra.Command {
@@ -129,7 +147,7 @@ may not.`,
 	c.Flags().StringVar(&opts.ID, "id", "", "the token's id (letters, digits, '.', '_', '-'), shown in logs and audit")
 	c.Flags().StringVar(&opts.Expires, "expires", "", "expiry: an RFC 3339 instant or a duration from now (90m, 12h, 30d)")
 	c.Flags().StringVar(&opts.Role, "role", "", "the token's role: agent (default) or operator (may also use the /v1/admin routes)")
-	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
+	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (--state postgres://…) (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
 
@@ -220,12 +238,13 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 		return err
 	}
 	dir := filepath.Dir(path)
+	inStore := host.IsStoreTokens(path)
 	for _, gf := range opts.Grants {
 		abs, err := absPath(gf, opts.Getwd)
 		if err != nil {
 			return usageError("", "--grants %s: %v", gf, err)
 		}
-		if rel, err := filepath.Rel(dir, abs); err == nil && !strings.HasPrefix(rel, "..") {
+		if rel, err := filepath.Rel(dir, abs); err == nil && !strings.HasPrefix(rel, "..") && !inStore {
 			abs = rel
 		}
 		e.Grants = append(e.Grants, abs)
@@ -245,7 +264,15 @@ func runTokensCreate(opts *TokensCreateOptions) error {
 		return internalError(err)
 	}
 	e.SHA256 = tokens.Hash(tok)
-	if err := tokens.Append(path, e); err != nil {
+	if inStore {
+		state, err := opts.state()
+		if err != nil {
+			return err
+		}
+		if err := host.CreateStoreToken(context.Background(), state, e, opts.Clock()); err != nil {
+			return hostError(err)
+		}
+	} else if err := tokens.Append(path, e); err != nil {
 		return tokensError(err)
 	}
 	if p.format != FormatTable {
@@ -302,7 +329,7 @@ first 12 hex digits, which is enough to tell two entries apart.`,
 			return runTokensList(opts)
 		},
 	}
-	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
+	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (--state postgres://…) (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
 
@@ -330,8 +357,16 @@ func runTokensList(opts *TokensOptions) error {
 	if err != nil {
 		return err
 	}
-	file, err := tokens.Load(path)
-	if err != nil {
+	var file *tokens.File
+	if host.IsStoreTokens(path) {
+		state, err := opts.state()
+		if err != nil {
+			return err
+		}
+		if file, err = host.ListStoreTokens(context.Background(), state); err != nil {
+			return hostError(err)
+		}
+	} else if file, err = tokens.Load(path); err != nil {
 		return tokensError(err)
 	}
 	rows := make([]tokenRow, len(file.Entries))
@@ -403,7 +438,7 @@ request: the token's next request is refused 401 and its open sessions are close
 			return runTokensRevoke(opts)
 		},
 	}
-	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file (default SHAREDOS_TOKENS, else the config key tokens)")
+	c.Flags().StringVar(&opts.Tokens, "tokens", "", "tokens file, or store: for the tokens of the PostgreSQL state database (--state postgres://…) (default SHAREDOS_TOKENS, else the config key tokens)")
 	return c
 }
 
@@ -416,7 +451,15 @@ func runTokensRevoke(opts *TokensRevokeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := tokens.Remove(path, opts.ID); err != nil {
+	if host.IsStoreTokens(path) {
+		state, err := opts.state()
+		if err != nil {
+			return err
+		}
+		if err := host.RevokeStoreToken(context.Background(), state, opts.ID); err != nil {
+			return hostError(err)
+		}
+	} else if err := tokens.Remove(path, opts.ID); err != nil {
 		return tokensError(err)
 	}
 	if p.format != FormatTable {

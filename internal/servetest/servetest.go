@@ -33,7 +33,7 @@ func Start(ctx context.Context, base host.Settings, tokens string, clock func() 
 	}
 	authenticate, enter := httpapi.Tokens(srv)
 	hc := httpapi.Config{Authenticate: authenticate, Enter: enter, MCP: srv.Handler(), Clock: clock, Ready: srv.Ready,
-		Metrics: httpapi.NewMetrics()}
+		Metrics: httpapi.NewMetrics(), Revisions: httpapi.StoreRevisions(srv)}
 	if cfg != nil {
 		cfg(&hc)
 	}

@@ -856,7 +856,7 @@ func checkTrustBoundary(s *Settings, rootReal string) error {
 			items = append(items, item{"MCP server credential file", f, false})
 		}
 	}
-	if s.Tokens != "" {
+	if s.Tokens != "" && !IsStoreTokens(s.Tokens) {
 		items = append(items, item{"tokens file", s.Tokens, false})
 	}
 	stateDir := s.LocalDir()

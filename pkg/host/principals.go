@@ -43,9 +43,14 @@ type PrincipalsConfig[T any] struct {
 	// Authority, World, Purpose, Grants); without, every principal is Base's context (the
 	// ephemeral token bound to the CLI's context).
 	Base Settings
-	// Tokens is the tokens file ("" : the principals take Base's context).
+	// Tokens is the tokens file ("" : the principals take Base's context; StoreTokens:
+	// the tokens of the state database).
 	Tokens string
-	Clock  func() time.Time
+	// State, when set, is the state database handle every principal uses, opened (and
+	// closed) by the caller instead of by the first principal (--tokens store: reads the
+	// tokens through it before any principal is open).
+	State store.State
+	Clock func() time.Time
 	// Needs are the needs of every principal's host.
 	Needs Needs
 	// Attach builds the surface's part of a new principal (its host and session are
@@ -87,7 +92,7 @@ func (ps *Principals[T]) release() error {
 	defer ps.storeMu.Unlock()
 	ps.live--
 	if ps.live == 0 && ps.closed && ps.store != nil {
-		err := ps.store.Close()
+		err := ps.closeStore()
 		ps.store = nil
 		return err
 	}
@@ -214,6 +219,10 @@ func (ps *Principals[T]) acquire(ctx context.Context, s *Settings) (store.State,
 		ps.live++
 		return ps.store, nil
 	}
+	if ps.cfg.State != nil {
+		ps.store, ps.live = ps.cfg.State, 1
+		return ps.store, nil
+	}
 	st, err := OpenState(ctx, s, ps.cfg.Needs.Workload)
 	if err != nil {
 		return nil, err
@@ -262,11 +271,19 @@ func (ps *Principals[T]) Close(close func(*Principal[T])) error {
 	ps.storeMu.Lock()
 	defer ps.storeMu.Unlock()
 	if ps.live == 0 && ps.store != nil {
-		err := ps.store.Close()
+		err := ps.closeStore()
 		ps.store = nil
 		return err
 	}
 	return nil
+}
+
+// closeStore closes the shared handle unless the caller gave it (PrincipalsConfig.State).
+func (ps *Principals[T]) closeStore() error {
+	if ps.cfg.State != nil {
+		return nil
+	}
+	return ps.store.Close()
 }
 
 // Store returns the shared state database handle (nil before the first principal opened

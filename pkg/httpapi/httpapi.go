@@ -135,6 +135,12 @@ type Config struct {
 	// AuditPage is how many events GET /v1/admin/audit/export reads from the store at a
 	// time (0: store.DefaultAuditPage).
 	AuditPage int
+	// Revisions returns the state database's view of the revision of the shared state
+	// (nil, or a nil func: the store has none): the x-sharedos-revision of every /v1
+	// response, and what a request naming a revision waits for, up to RevisionWait
+	// (default DefaultRevisionWait). See revision.go.
+	Revisions    func() Revisions
+	RevisionWait time.Duration
 }
 
 // Route is one method and path of the /v1 API.
@@ -162,10 +168,10 @@ func Routes() []Route {
 }
 
 // Statuses are the HTTP statuses the route answers with (a wrong verb's 405 belongs to
-// the path, not the route): 200; without credentials nothing else; else 401, 500 and
-// 503 (the tokens file unusable, the state unavailable, draining); 400 for a route that
-// reads a body or query parameters, 413 for a body; 403 for an operator route; 404 for a
-// route with an {id}; 409 and 501 for the idempotent invoke.
+// the path, not the route): 200; without credentials nothing else; else 400 (a body or
+// query parameters, a malformed revision), 401, 500 and 503 (the tokens file unusable,
+// the state unavailable, draining, a revision not reached); 413 for a body; 403 for an
+// operator route; 404 for a route with an {id}; 409 and 501 for the idempotent invoke.
 func (r Route) Statuses() []int {
 	switch r.Path {
 	case "/health", "/healthz", "/v1/openapi.json":
@@ -175,10 +181,7 @@ func (r Route) Statuses() []int {
 	case "/metrics":
 		return []int{200, 404}
 	}
-	out := []int{200}
-	if r.Body || r.Query {
-		out = append(out, 400)
-	}
+	out := []int{200, 400} // 400: a bad body or query, or a malformed revision (any route)
 	out = append(out, 401)
 	if r.Operator {
 		out = append(out, 403)
@@ -243,6 +246,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.RevisionWait <= 0 {
+		cfg.RevisionWait = DefaultRevisionWait
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return uuid.NewString() }
@@ -328,6 +334,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq.trace = traceID
 	w.Header().Set(HeaderRequestID, rq.id)
 	rec := &recorder{ResponseWriter: w}
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		if revs := h.revisions(); revs != nil {
+			rec.revision = revs.Revision
+		}
+	}
 	w = rec
 	label := "unknown" // the route's pattern once known: a bounded metrics label
 	defer func(start time.Time) {
@@ -378,6 +389,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer leave()
+	}
+	// before the principal: a token revoked at or before the revision is refused
+	if err := h.awaitRevision(rq); err != nil {
+		h.fail(w, rq, err)
+		return
 	}
 	p, err := h.cfg.Authenticate(r)
 	if err != nil {

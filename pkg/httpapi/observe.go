@@ -55,10 +55,14 @@ func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, pro
 type recorder struct {
 	http.ResponseWriter
 	status int
+	// revision, when set, is the x-sharedos-revision of the response, read as its
+	// header is written (after the request's own writes).
+	revision func() int64
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
+		r.stamp()
 		r.status = code
 	}
 	r.ResponseWriter.WriteHeader(code)
@@ -66,12 +70,22 @@ func (r *recorder) WriteHeader(code int) {
 
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
+		r.stamp()
 		r.status = http.StatusOK
 	}
 	return r.ResponseWriter.Write(b)
 }
 
+func (r *recorder) stamp() {
+	if r.revision != nil {
+		r.Header().Set(HeaderRevision, strconv.FormatInt(r.revision(), 10))
+	}
+}
+
 func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.stamp()
+	}
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

@@ -26,7 +26,7 @@ import (
 // (alice, op as in newFixture) under a new directory and returns a function that starts
 // one more replica — an in-process serve with its own host and its own pgstore pool —
 // over the PostgreSQL database dsn; each stops when t ends (or by its Close).
-func pgReplicas(t *testing.T, dsn, grants string) (start func() (*servetest.Server, *fixture)) {
+func pgReplicas(t *testing.T, dsn, grants string, cfgs ...func(*httpapi.Config)) (start func() (*servetest.Server, *fixture)) {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir(), tok: map[string]string{}, validate: validateResponse, state: dsn}
 	f.root = filepath.Join(f.dir, "root")
@@ -54,7 +54,12 @@ func pgReplicas(t *testing.T, dsn, grants string) (start func() (*servetest.Serv
 		n++
 		srv, err := servetest.Start(context.Background(), host.Settings{Root: f.root, State: dsn,
 			StateDir: filepath.Join(f.dir, "local", string(rune('a'+n))), DefaultNamespaces: []string{"files", "sharedos"}},
-			f.tokensPath, nil, func(hc *httpapi.Config) { hc.Logger = slog.New(slog.DiscardHandler) })
+			f.tokensPath, nil, func(hc *httpapi.Config) {
+				hc.Logger = slog.New(slog.DiscardHandler)
+				for _, c := range cfgs {
+					c(hc)
+				}
+			})
 		must(t, err)
 		t.Cleanup(srv.Close)
 		g := *f

@@ -34,6 +34,15 @@ func Tokens(srv *mcphttp.Server) (authenticate func(*http.Request) (Principal, e
 	return authenticate, srv.Enter
 }
 
+// StoreRevisions is a Config's Revisions over srv's state database: its revisions when
+// it keeps them (PostgreSQL), nil otherwise or before it is open.
+func StoreRevisions(srv *mcphttp.Server) func() Revisions {
+	return func() Revisions {
+		r, _ := srv.State().(Revisions)
+		return r
+	}
+}
+
 type tokenPrincipal struct{ p *mcphttp.Principal }
 
 func (t tokenPrincipal) ID() string { return t.p.ID }

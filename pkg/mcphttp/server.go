@@ -43,6 +43,7 @@ import (
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/mcpserver"
+	"github.com/sharedos/sharedos/pkg/store"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
 
@@ -61,7 +62,8 @@ type Config struct {
 	// tokens file, each token's context and grant files replace Base's (As, Owner,
 	// Authority, World, Purpose, Grants); without one, Base is the ephemeral token's.
 	Base host.Settings
-	// Tokens is the tokens file; "" serves the one ephemeral token EphemeralToken.
+	// Tokens is the tokens file; "" serves the one ephemeral token EphemeralToken;
+	// host.StoreTokens ("store:") the tokens of the PostgreSQL state database.
 	Tokens         string
 	EphemeralToken string
 	Clock          func() time.Time
@@ -83,7 +85,8 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	watcher *tokens.Watcher
+	watcher interface{ Current() (*tokens.File, error) } // the tokens file's, or the store's
+	tstore  *host.TokenStore                             // --tokens store: (closed by Close)
 	eph     *tokens.File
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
@@ -134,14 +137,25 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, bindings: map[string]*principal{}}
-	s.principals = host.NewPrincipals(host.PrincipalsConfig[*surface]{Base: cfg.Base, Tokens: cfg.Tokens, Clock: cfg.Clock,
-		Needs: host.Needs{Planes: true, Actor: true, HoldConnections: true, Workload: host.WorkloadServer}, Attach: s.attach})
-	if cfg.Tokens == "" {
+	pcfg := host.PrincipalsConfig[*surface]{Base: cfg.Base, Tokens: cfg.Tokens, Clock: cfg.Clock,
+		Needs: host.Needs{Planes: true, Actor: true, HoldConnections: true, Workload: host.WorkloadServer}, Attach: s.attach}
+	if host.IsStoreTokens(cfg.Tokens) {
+		// the tokens are read through the one state database handle the principals use
+		ts, err := host.OpenTokenStore(ctx, &cfg.Base)
+		if err != nil {
+			return nil, &TokenError{Err: err}
+		}
+		s.tstore, s.watcher, pcfg.State = ts, ts, ts.State()
+	}
+	s.principals = host.NewPrincipals(pcfg)
+	switch {
+	case s.tstore != nil:
+	case cfg.Tokens == "":
 		if cfg.EphemeralToken == "" {
 			return nil, errors.New("no tokens file and no ephemeral token")
 		}
 		s.eph = &tokens.File{Entries: []tokens.Entry{{ID: EphemeralID, SHA256: tokens.Hash(cfg.EphemeralToken)}}}
-	} else {
+	default:
 		// the tokens file is authority: outside the root, even while it holds no token
 		st := cfg.Base
 		st.Tokens = cfg.Tokens
@@ -152,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	f, err := s.current()
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	for i := range f.Entries {
@@ -616,6 +631,9 @@ func (s *Server) Close() {
 		p.Surface.srv.CloseSessions()
 		_ = p.Close()
 	})
+	if s.tstore != nil {
+		_ = s.tstore.Close()
+	}
 }
 
 // Backend is the MCP server's backend over a host session: each operation's service is
@@ -642,11 +660,20 @@ func HTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }
 
+// State is the shared state database handle of the principals (nil before the first
+// principal opened it, and after Close).
+func (s *Server) State() store.State {
+	if s.tstore != nil {
+		return s.tstore.State()
+	}
+	return s.principals.Store()
+}
+
 // Ready reports whether the server can serve: the shared state database is open,
 // reachable and at the latest schema (the store's Ready, when it has one; else a read of
 // the default selection). It writes nothing.
 func (s *Server) Ready(ctx context.Context) error {
-	st := s.principals.Store()
+	st := s.State()
 	if st == nil {
 		return errors.New("no state database is open")
 	}

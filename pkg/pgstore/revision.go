@@ -131,16 +131,20 @@ func (s *Store) AwaitRevision(ctx context.Context, n int64) (int64, error) {
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	var lastErr error // of a read that failed before ctx ended: an outage
 	for {
 		changed := s.rev.wait()
 		v, err := s.RefreshRevision(ctx)
 		if v >= n {
 			return v, nil
 		}
+		if err != nil && ctx.Err() == nil {
+			lastErr = err
+		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return v, err
+			if lastErr != nil {
+				return v, lastErr
 			}
 			return v, fmt.Errorf("revision %d not reached (this replica is at %d): %w", n, v, ctx.Err())
 		case <-changed:
