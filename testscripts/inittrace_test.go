@@ -37,15 +37,21 @@ var keptOutOfTheBinary = []string{
 	"github.com/charmbracelet/lipgloss",
 	"github.com/charmbracelet/x/ansi",
 	"github.com/muesli/termenv",
+	"github.com/go-git/go-git/v5/plumbing/transport",
+	"golang.org/x/crypto/ssh",
+	"github.com/kevinburke/ssh_config",
 }
 
 var keptOutWhy = map[string]string{
-	"github.com/prometheus/":            "serve's /metrics are written by pkg/httpapi/promtext.go",
-	"google.golang.org/protobuf/":       "linked only by the Prometheus client library, which pkg/httpapi/promtext.go replaced",
-	"expvar":                            "linked only by the Prometheus client library, which pkg/httpapi/promtext.go replaced",
-	"github.com/charmbracelet/lipgloss": "table styles and widths are cmd/output.go's textStyle and textWidth",
-	"github.com/charmbracelet/x/ansi":   "table styles and widths are cmd/output.go's textStyle and textWidth",
-	"github.com/muesli/termenv":         "table styles and widths are cmd/output.go's textStyle and textWidth",
+	"github.com/prometheus/":                         "serve's /metrics are written by pkg/httpapi/promtext.go",
+	"google.golang.org/protobuf/":                    "linked only by the Prometheus client library, which pkg/httpapi/promtext.go replaced",
+	"expvar":                                         "linked only by the Prometheus client library, which pkg/httpapi/promtext.go replaced",
+	"github.com/charmbracelet/lipgloss":              "table styles and widths are cmd/output.go's textStyle and textWidth",
+	"github.com/charmbracelet/x/ansi":                "table styles and widths are cmd/output.go's textStyle and textWidth",
+	"github.com/muesli/termenv":                      "table styles and widths are cmd/output.go's textStyle and textWidth",
+	"github.com/go-git/go-git/v5/plumbing/transport": "git's network transports came with go-git's top-level package; scenario fixtures are written by pkg/scenario/gitfixture.go",
+	"golang.org/x/crypto/ssh":                        "git's network transports came with go-git's top-level package; scenario fixtures are written by pkg/scenario/gitfixture.go",
+	"github.com/kevinburke/ssh_config":               "git's network transports came with go-git's top-level package; scenario fixtures are written by pkg/scenario/gitfixture.go",
 }
 
 // initCost is one line of the runtime's init trace.
