@@ -7,10 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
 )
@@ -20,36 +16,36 @@ import (
 // code come from the kernel's fixed vocabularies — never a tool argument, path, token or
 // id.
 type Metrics struct {
-	reg       *prometheus.Registry
-	requests  *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
-	decisions *prometheus.CounterVec
-	storeErrs prometheus.Counter
+	requests  *counterVec
+	latency   *histogramVec
+	decisions *counterVec
+	storeErrs *counter
 }
 
-// NewMetrics returns the metrics, registered on a registry of their own (with the Go
-// runtime's and the process's collectors).
+// NewMetrics returns the metrics (served with the Go runtime's and the process's; the
+// text format is written by promtext.go).
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sharedos_http_requests_total",
-		Help: "HTTP requests by route pattern, method and status."}, []string{"route", "method", "status"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sharedos_http_request_duration_seconds",
-		Help: "HTTP request latency by route pattern.", Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}},
-		[]string{"route"})
-	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sharedos_decisions_total",
-		Help: "Kernel decisions answered (tool calls and authorize checks) by outcome and reason code."}, []string{"outcome", "code"})
-	m.storeErrs = prometheus.NewCounter(prometheus.CounterOpts{Name: "sharedos_store_errors_total",
-		Help: "Requests that failed because the state database was unavailable."})
-	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.storeErrs,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	return &Metrics{
+		requests: newCounterVec("sharedos_http_requests_total",
+			"HTTP requests by route pattern, method and status.", "route", "method", "status"),
+		latency: newHistogramVec("sharedos_http_request_duration_seconds",
+			"HTTP request latency by route pattern.", []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "route"),
+		decisions: newCounterVec("sharedos_decisions_total",
+			"Kernel decisions answered (tool calls and authorize checks) by outcome and reason code.", "outcome", "code"),
+		storeErrs: &counter{},
+	}
 }
 
-// Register adds a collector of the surface (the MCP sessions gauge of `serve --mcp`).
-func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
+// storeErrsHelp is the HELP text of sharedos_store_errors_total.
+const storeErrsHelp = "Requests that failed because the state database was unavailable."
 
 // Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+func (m *Metrics) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		serveMetrics(w, []promFamily{m.requests.family(), m.latency.family(), m.decisions.family(),
+			gauge("sharedos_store_errors_total", "counter", storeErrsHelp, float64(m.storeErrs.n.Load()))})
+	})
+}
 
 // recorder is the response writer of one request: it keeps the status.
 type recorder struct {

@@ -19,9 +19,6 @@ import (
 	"sync"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
-
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/internal/procenv"
 	"github.com/sharedos/sharedos/pkg/api"
@@ -966,23 +963,6 @@ func writeFiles(root string, files []InlineFile, instant time.Time) error {
 		}
 	}
 	return nil
-}
-
-func initRepo(dir string, instant time.Time) error {
-	repo, err := git.PlainInit(dir, false)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return err
-	}
-	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
-		return err
-	}
-	sig := &object.Signature{Name: "sharedos test", Email: "test@sharedos.invalid", When: instant}
-	_, err = wt.Commit("scenario fixture", &git.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: true})
-	return err
 }
 
 // defaultTempDir is dir, or the default of Options.TempDir (getenv: Options.Getenv).
