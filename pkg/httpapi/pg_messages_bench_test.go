@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,13 +16,6 @@ import (
 	"github.com/sharedos/sharedos/pkg/mailbox"
 	"github.com/sharedos/sharedos/pkg/pgstore"
 )
-
-// cpuTime is this process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // TestBenchMessagesPostgres prints bench/messages.sh's PostgreSQL rows (run only with
 // SHAREDOS_BENCH_MESSAGES=1; it asserts nothing about speed): the mailbox's throughput,
