@@ -45,9 +45,6 @@ func messageStatuses(path string, out []int) []int {
 	case "/v1/messages":
 		// 202 accepted; 409 and 501 of the Idempotency-Key
 		out = append(out, 202, 409, 501)
-	case "/v1/messages/{id}/wait":
-		// not the requester, messaging not configured
-		out = append(out, 400)
 	}
 	return out
 }
