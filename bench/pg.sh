@@ -138,8 +138,8 @@ printf '%-26s %10s %9s %9s %8s %9s\n' case per_s p50_ms p95_ms errors requests
 printf '%-26s %10s\n' "pgbench -N (tps)" "${tps%.*}"
 load "invoke distinct pg" "$out/invoke0.lua" "$base"
 load "invoke hot grant pg" "$out/invoke1.lua" "$base"
-load "authorize pg" "$out/authorize.lua" "$base"
-load "authorize sqlite" "$out/authorize.lua" "$sbase"
+load "authorize pg" "$out/authorize.lua" "$base/v1/authorize"
+load "authorize sqlite" "$out/authorize.lua" "$sbase/v1/authorize"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 r() { cat "$out/rate-${1// /_}"; }
 ratio() { python3 -c "a,b=float('$1' or 0),float('$2' or 0);print(round(a/b,3) if b else '-')"; }
