@@ -15,10 +15,11 @@
 # A throwaway cluster is started from the Debian binaries (/usr/lib/postgresql/*/bin, as
 # the postgres user when run as root) with fsync on, and stopped at the end. Every wait is
 # bounded (timeouts on the cluster, pgbench, wrk — SIGINT, so that it still prints what
-# it measured — curl, and the servers' and the cluster's stop): a stuck step is reported
-# (a row of zeros) and the script goes on, it never hangs. The first version hung once
-# after its load, before printing, with none of its waits bounded; the cause was not
-# reproduced.
+# it measured — curl, and the servers' and the cluster's stop). Why the first version
+# hung: it started serve through a shell function in the background, so $! was a
+# subshell's pid; the EXIT trap killed the subshell and left serve running with the
+# script's stdout open, so a caller reading that output (a pipe, $(…)) waited for an EOF
+# that never came. The server is now started directly, its output to a log.
 #
 #   bench/pg.sh                     # 10 s per case
 #   DURATION=30s CONNS=64 bench/pg.sh
@@ -78,7 +79,10 @@ sos --root "$out/root" --state "$dsn" --owner human:alice namespaces enable file
 sos --root "$out/root" --state "$sqlite" --owner human:alice namespaces enable files >/dev/null
 freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
 start_serve() { # state, port, log
-  sos --root "$out/root" --state "$1" serve --listen "127.0.0.1:$2" --tokens "$out/etc/tokens.yaml" 2>"$3" &
+  # not through sos: $! must be the server's own pid (a backgrounded function's is a
+  # subshell's, and killing it left the server running with this script's stdout open)
+  HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
+    "$out/sharedos" --root "$out/root" --state "$1" serve --listen "127.0.0.1:$2" --tokens "$out/etc/tokens.yaml" >"$3" 2>&1 &
   servers+=($!)
   for _ in $(seq 1 400); do curl -fsS --max-time 2 "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0; sleep 0.05; done
   echo "serve ($1) did not become ready:" >&2; tail -3 "$3" >&2; exit 1
@@ -138,8 +142,8 @@ printf '%-26s %10s %9s %9s %8s %9s\n' case per_s p50_ms p95_ms errors requests
 printf '%-26s %10s\n' "pgbench -N (tps)" "${tps%.*}"
 load "invoke distinct pg" "$out/invoke0.lua" "$base"
 load "invoke hot grant pg" "$out/invoke1.lua" "$base"
-load "authorize pg" "$out/authorize.lua" "$base"
-load "authorize sqlite" "$out/authorize.lua" "$sbase"
+load "authorize pg" "$out/authorize.lua" "$base/v1/authorize"
+load "authorize sqlite" "$out/authorize.lua" "$sbase/v1/authorize"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 r() { cat "$out/rate-${1// /_}"; }
 ratio() { python3 -c "a,b=float('$1' or 0),float('$2' or 0);print(round(a/b,3) if b else '-')"; }
