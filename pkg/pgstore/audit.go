@@ -131,10 +131,26 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
+	if writeAhead && hasRefusal(evs) {
+		// A refusal is answered once its record is written, so its record must survive
+		// a crash of the server: committed durably, never write-ahead (an immediate
+		// shutdown loses the commits not yet flushed; TestServeSurvivesDatabaseRestart).
+		writeAhead = false
+	}
 	if err := s.inTx(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) }); err != nil {
 		return fail(op, err)
 	}
 	return nil
+}
+
+// hasRefusal reports whether evs hold the record of a refusal (an event denied).
+func hasRefusal(evs []kernel.AuditEvent) bool {
+	for i := range evs {
+		if evs[i].Outcome == kernel.OutcomeDenied {
+			return true
+		}
+	}
+	return false
 }
 
 // where builds the WHERE clause of a listing: each condition added with its arguments
