@@ -133,12 +133,6 @@ func (s *Session) InputsDigest(ctx context.Context) (string, error) {
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-// EscalateIfOffered is the session's side of the one "an offered sharedos.escalate is
-// recorded, not run" branch: Escalations.EscalateIfOffered over the session's host.
-func (s *Session) EscalateIfOffered(ctx context.Context, t *kernel.Turn, call kernel.ToolCall) (kernel.Escalation, bool, error) {
-	return s.h.Escalations().EscalateIfOffered(ctx, t, call)
-}
-
 // context is the access context of one operation, and where its selection came from
 // (as selection).
 func (s *Session) context(ctx context.Context) (kernel.AccessContext, string, error) {
@@ -284,25 +278,6 @@ func (h *Host) buildKernel(source kernel.GrantSource, resolver kernel.Delegation
 		return nil, err
 	}
 	return k, nil
-}
-
-// EscalationNumber returns the number of the escalation recorded for call callID in the
-// session's world and owner — the ID column of 'sharedos escalations list', which every
-// surface shows the agent and the operator — with its status and note as EscalationStatus
-// gives them; id is 0 when there is none. It writes nothing.
-func (s *Session) EscalationNumber(ctx context.Context, callID string) (id int64, status, note string, err error) {
-	actx := s.h.Prepared.Context
-	r, ok, err := s.h.Escalations().ByCall(ctx, actx.World, actx.Owner, callID)
-	if err != nil {
-		return 0, "", "", stateError(err, s.h.Settings.State)
-	}
-	if !ok {
-		return 0, "", "", nil
-	}
-	if r.Resolution != nil {
-		note = r.Resolution.Note
-	}
-	return r.ID, r.Escalation.Status, note, nil
 }
 
 // EscalationStatus returns the status of the escalation recorded for call callID in the
