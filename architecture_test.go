@@ -104,12 +104,7 @@ var (
 
 // knownBelowService are today's operations below the service in surface files (file →
 // what it calls), each with why; the list only shrinks.
-var knownBelowService = map[string][]string{
-	// a scenario's send and reply steps: host.Service's messaging serves the host's own
-	// turn and context, not a step's (TurnService), so the runner drives the kernel's
-	// message calls itself until it does
-	"pkg/scenario/messages.go": {".Kernel.BeginTurnWith", ".Mailbox", ".SendReply"},
-}
+var knownBelowService = map[string][]string{}
 
 // TestSurfacesOperateThroughTheService: no surface file calls an operation below
 // api.Service — a method of host.Session, host.Host, kernel.Turn or kernel.Kernel (or

@@ -245,7 +245,7 @@ func payloadOf(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // SendMessage mints the envelope from the turn's context and sends it
-// (kernel.Turn.SendMessage).
+// (kernel.Turn.SendMessage): the host's turn, or the service's own (TurnService).
 func (s *Service) SendMessage(ctx context.Context, req api.SendMessageRequest) (api.MessageSent, error) {
 	if err := req.To.Validate(); err != nil {
 		return api.MessageSent{}, &api.Error{Code: api.CodeInvalidRequest, Message: "invalid recipient: " + err.Error(), Hint: "pass --to kind:id, e.g. --to agent:reviewer"}
@@ -258,10 +258,10 @@ func (s *Service) SendMessage(ctx context.Context, req api.SendMessageRequest) (
 	if err != nil {
 		return api.MessageSent{}, err
 	}
-	actx := h.Prepared.Context
+	actx := s.context(h)
 	env := kernel.MessageEnvelope{Version: kernel.MessageProtocolVersion, ID: kernel.NewMessageID(), Sender: actx.Actor, Receiver: req.To,
 		Purpose: actx.Purpose, Payload: payload, TraceID: actx.TraceID, CreatedAt: actx.Now}
-	res, err := h.Turn.SendMessage(ctx, env)
+	res, err := s.turn(h).SendMessage(ctx, env)
 	if err != nil {
 		return api.MessageSent{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err}
 	}
@@ -273,13 +273,15 @@ func messageOf(r store.MessageRecord) api.Message {
 		FailedCode: r.FailedCode, ResolvedAt: r.ResolvedAt}
 }
 
-// Inbox lists the messages to the context's actor in its world.
+// Inbox lists the messages to the context's actor in its world (the service's turn's
+// context under TurnService).
 func (s *Service) Inbox(ctx context.Context, q api.InboxQuery) ([]api.Message, error) {
 	h, box, err := s.mailbox(ctx)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := box.ListMessages(ctx, store.MessageFilter{World: h.Prepared.Context.World, Receiver: h.Prepared.Context.Actor,
+	actx := s.context(h)
+	recs, err := box.ListMessages(ctx, store.MessageFilter{World: actx.World, Receiver: actx.Actor,
 		Status: q.Status, Limit: q.Limit})
 	if err != nil {
 		return nil, s.stateErr(err)
@@ -297,9 +299,10 @@ func (s *Service) ShowMessage(ctx context.Context, id string) (api.Message, erro
 	if err != nil {
 		return api.Message{}, err
 	}
-	rec, err := box.GetMessage(ctx, h.Prepared.Context.World, id)
+	world := s.context(h).World
+	rec, err := box.GetMessage(ctx, world, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return api.Message{}, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no message %s in world %s", id, h.Prepared.Context.World),
+		return api.Message{}, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no message %s in world %s", id, world),
 			Hint: "'sharedos messages inbox' lists the messages (check --world)", Err: err}
 	}
 	if err != nil {
@@ -310,7 +313,11 @@ func (s *Service) ShowMessage(ctx context.Context, id string) (api.Message, erro
 
 // ReplyMessage answers message req.ID: the reply carries the request's purpose and trace
 // (the turn takes them when neither --purpose nor --trace named others, so a person
-// answering needs neither), then kernel.Turn.SendReply checks and sends it.
+// answering needs neither), then kernel.Turn.SendReply checks and sends it. Under
+// TurnService the reply always takes the request's purpose and trace, in a turn begun
+// for them with the service's turn's options (its audit metadata): a driver's turn
+// names who answers and when, not the conversation (a scenario's reply step, as
+// `messages reply` without --purpose or --trace).
 func (s *Service) ReplyMessage(ctx context.Context, req api.ReplyMessageRequest) (api.MessageSent, error) {
 	payload, err := payloadOf(req.Payload)
 	if err != nil {
@@ -322,8 +329,14 @@ func (s *Service) ReplyMessage(ctx context.Context, req api.ReplyMessageRequest)
 	}
 	h := s.h
 	request := msg.Envelope
-	turn, actx := h.Turn, h.Prepared.Context
-	if h.Settings.Purpose == "" || h.Settings.Trace == "" {
+	turn, actx := s.turn(h), s.context(h)
+	switch {
+	case s.t != nil:
+		actx.Purpose, actx.TraceID = request.Purpose, request.TraceID
+		if turn, err = h.Kernel.BeginTurnWith(actx, s.t.Options()); err != nil {
+			return api.MessageSent{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err}
+		}
+	case h.Settings.Purpose == "" || h.Settings.Trace == "":
 		if h.Settings.Purpose == "" {
 			actx.Purpose = request.Purpose
 		}

@@ -403,3 +403,21 @@ func TestTurnAuditMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnOptions: a turn returns the options it was begun with (a reply's turn begun
+// with them writes the same metadata).
+func TestTurnOptions(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t, nil, &memAudit{}, echoTool("t.read", "read"))
+	meta := map[string]any{"surface": "test"}
+	for _, opts := range []kernel.TurnOptions{{}, {AuditMetadata: meta}, {AuditMetadata: meta, AuthorityResolvedOnce: true}} {
+		turn, err := k.BeginTurnWith(testContext(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := turn.Options()
+		if fmt.Sprint(got.AuditMetadata) != fmt.Sprint(opts.AuditMetadata) || got.AuthorityResolvedOnce != opts.AuthorityResolvedOnce {
+			t.Errorf("Options() = %+v, begun with %+v", got, opts)
+		}
+	}
+}

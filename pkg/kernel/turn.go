@@ -82,6 +82,14 @@ func (k *Kernel) BeginTurnWith(actx AccessContext, opts TurnOptions) (*Turn, err
 // Context returns a copy of the turn's context.
 func (t *Turn) Context() AccessContext { return cloneContext(t.actx) }
 
+// Options returns the options the turn was begun with, so a driver can begin another
+// turn of the same kernel under another context with them (a reply's turn under the
+// request's purpose and trace). Its AuditMetadata is the turn's map itself (not a copy):
+// do not change it.
+func (t *Turn) Options() TurnOptions {
+	return TurnOptions{AuditMetadata: t.meta, AuthorityResolvedOnce: t.once}
+}
+
 // Authority returns the turn's authority, loading it on first use. It writes no audit
 // record (see Turn).
 func (t *Turn) Authority(ctx context.Context) *Authority {
