@@ -47,6 +47,22 @@ func (h *Hub) Notify(world, id string) {
 	}
 }
 
+// NotifyAll wakes every subscriber, whatever it waits for: a source of hints that may
+// have lost some (pgstore's listener, at each LISTEN it (re)establishes) sends it so
+// that each waiter reads the mailbox once instead of waiting for its next poll.
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, subs := range h.subs {
+		for ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // Subscribe listens for Notify of (world, id).
 func (h *Hub) Subscribe(world, id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
