@@ -9,7 +9,8 @@
 # case's p50 and p95 wall time, its CPU time, and the load average before and after; then
 # the PostgreSQL rows (pkg/httpapi TestBenchMessagesPostgres: mailbox throughput, send +
 # deliver unbatched; the round trip through serve replicas, a wait recipient answering
-# through another replica).
+# through another replica, twice: the waiter woken by NOTIFY, and with NOTIFY dropped —
+# its 1 s fallback poll alone).
 #
 #   bench/messages.sh             # 30 runs per case
 #   RUNS=50 bench/messages.sh
@@ -92,7 +93,8 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The PostgreSQL rows (a throwaway cluster from the Debian binaries, via internal/pgtest,
 # fsync off: indicative): the mailbox's send + deliver throughput, unbatched, and the
 # messages.request round trip through two serve replicas with a wait recipient answering
-# through the other one. SKIP_PG=1 leaves them out.
+# through the other one, with NOTIFY and with NOTIFY dropped (poll only). SKIP_PG=1
+# leaves them out.
 if [ "${SKIP_PG:-}" != 1 ]; then
   env "${go_env[@]}" SHAREDOS_BENCH_MESSAGES=1 go test ./pkg/httpapi -run '^TestBenchMessagesPostgres$' -count=1 -v |
     sed -n 's/^ROW //p'

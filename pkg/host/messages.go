@@ -117,23 +117,45 @@ func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, k
 		now = time.Now
 	}
 	claims, _ := box.(store.Idempotency)
-	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims, Notifier: mailboxHints},
-		&mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient, Report: reportNoReply, Notifier: mailboxHints, Poll: hintPoll}
+	hints, poll := hintsFor(box, cfg)
+	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims, Notifier: hints},
+		&mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient, Report: reportNoReply, Notifier: hints, Poll: poll}
 }
 
-// mailboxHints is the process's wake-up hints of waiting requests (mailbox.Notifier): a
-// reply recorded by any turn of this process (serve's operator answering, an exec
-// recipient answering through the same serve) wakes its waiter at once; a reply recorded
-// by another process is found by the router's poll (mailbox.FallbackPoll). With serve on
-// PostgreSQL, the store's LISTEN/NOTIFY listener calls mailboxHints.Notify for each
-// notification of the mailbox channel — the one place it plugs in.
+// mailboxHints is the process's wake-up hints of waiting requests (mailbox.Notifier) on
+// a store without hints of its own (SQLite): a reply recorded by any turn of this
+// process (serve's operator answering, an exec recipient answering through the same
+// serve) wakes its waiter at once; a reply recorded by another process is found by the
+// router's poll (hintPoll).
 var mailboxHints = mailbox.NewHub()
 
-// hintPoll is the routers' poll: mailbox.DefaultPoll while the hints are this process's
-// only (a reply by another process — `sharedos messages reply`, another replica — is
-// found by the poll); once the store's notifications feed mailboxHints, it becomes 0
-// (mailbox.FallbackPoll).
+// hintPoll is the routers' poll over a store without hints of its own: a reply by
+// another process (`sharedos messages reply`, an exec recipient's command) is found by
+// it.
 const hintPoll = mailbox.DefaultPoll
+
+// storeHints is a store with wake-up hints of its own (pgstore: LISTEN/NOTIFY).
+type storeHints interface {
+	MessageHints() mailbox.Notifier
+}
+
+// hintsFor returns the wake-up hints and the poll of the routers over box. A store with
+// hints of its own (PostgreSQL: a reply or failure recorded by any process is announced
+// by NOTIFY, and the store's listener wakes the waiters) gives them, and the poll is the
+// fallback (0: mailbox.FallbackPoll, 1 s) — in every process on that store, `serve` and
+// a CLI command that waits alike (the listener's connection is opened by the first
+// wait). Otherwise (SQLite) the process's hub, and the poll every 50 ms. With
+// cfg.NoStoreHints (the benchmark's "NOTIFY dropped") no hints: the fallback poll alone.
+func hintsFor(box store.Mailbox, cfg *mailbox.Config) (mailbox.Notifier, time.Duration) {
+	h, ok := box.(storeHints)
+	switch {
+	case !ok:
+		return mailboxHints, hintPoll
+	case cfg != nil && cfg.NoStoreHints:
+		return nil, mailbox.FallbackPoll
+	}
+	return h.MessageHints(), 0
+}
 
 // runRecipient runs an exec recipient's command as its own turn: its environment names
 // the request (SHAREDOS_MESSAGE_ID, SHAREDOS_REQUESTER), the recipient's context
@@ -381,7 +403,8 @@ func (s *Service) WaitReply(ctx context.Context, id string) (api.Message, error)
 	if box == nil {
 		return api.Message{}, &api.Error{Code: api.CodeStateUnavailable, Message: "the state store has no mailbox"}
 	}
-	r := &mailbox.Router{Box: box, Config: cfg, Now: now, Notifier: mailboxHints, Poll: hintPoll}
+	hints, poll := hintsFor(box, cfg)
+	r := &mailbox.Router{Box: box, Config: cfg, Now: now, Notifier: hints, Poll: poll}
 	if _, err := r.Reattach(ctx, h.Prepared.Context.World, id); err != nil && !errors.Is(err, mailbox.ErrNoReply) {
 		return api.Message{}, s.stateErr(err)
 	}

@@ -22,7 +22,9 @@ import (
 // send + deliver unbatched (mailbox.Transport.Deliver, one transaction per message, from
 // 16 concurrent senders), and the messages.request round trip through serve replicas on
 // PostgreSQL with a wait recipient answering through another replica (its inbox polled,
-// its reply posted there), p50/p95. The cluster is pgtest's (fsync off): indicative.
+// its reply posted there), p50/p95 — with NOTIFY waking the waiter, and with NOTIFY
+// dropped (mailbox.Config.NoStoreHints: the waiter's 1 s fallback poll alone). The
+// cluster is pgtest's (fsync off): indicative.
 func TestBenchMessagesPostgres(t *testing.T) {
 	if os.Getenv("SHAREDOS_BENCH_MESSAGES") != "1" {
 		t.Skip("a benchmark: bench/messages.sh runs it (SHAREDOS_BENCH_MESSAGES=1)")
@@ -65,15 +67,31 @@ func TestBenchMessagesPostgres(t *testing.T) {
 	fmt.Printf("ROW mailbox throughput on PostgreSQL, send+deliver unbatched (%d senders): %d messages in %v = %.0f messages/s (target >= 1000), client CPU %v (%.0f us/message), %d failed\n",
 		senders, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n), failed.Load())
 
-	// 2. round trip through replicas: the writer on replica 0, r00 answering on replica 1
-	dsn2 := pg.DSN(t)
-	_, err = pgstore.Migrate(ctx, dsn2)
+	// 2. round trip through replicas: the writer on replica 0, r00 answering on replica
+	// 1; the waiter woken by NOTIFY, then with NOTIFY dropped (its 1 s poll alone)
+	for _, mode := range []struct {
+		name     string
+		noHints  bool
+		trips    int
+		waitsFor string
+	}{
+		{"with NOTIFY", false, 40, "woken by NOTIFY, polling every " + mailbox.FallbackPoll.String() + " as the fallback"},
+		{"NOTIFY dropped", true, 20, "polling every " + mailbox.FallbackPoll.String() + ", no NOTIFY"},
+	} {
+		roundTrips(t, pg.DSN(t), mode.name, mode.waitsFor, mode.noHints, mode.trips)
+	}
+}
+
+// roundTrips prints the round-trip row of messages.request through two serve replicas on
+// a fresh database dsn: the writer calls on replica 0, r00 answers through replica 1.
+func roundTrips(t *testing.T, dsn, name, waitsFor string, noHints bool, trips int) {
+	const warm = 3
+	_, err := pgstore.Migrate(context.Background(), dsn)
 	must(t, err)
-	reps := messageReplicas(t, dsn2, 2, false)
+	reps := messageReplicas(t, dsn, 2, false, noHints)
 	for _, r := range reps {
 		r.validate = nil
 	}
-	const trips, warm = 40, 3
 	stop := make(chan struct{})
 	var rwg sync.WaitGroup
 	rwg.Add(1)
@@ -98,7 +116,7 @@ func TestBenchMessagesPostgres(t *testing.T) {
 		}
 	}()
 	var lat []time.Duration
-	cpu0 = cpuTime()
+	cpu0 := cpuTime()
 	for i := range trips + warm {
 		body := fmt.Sprintf(`{"id":"trip-%d","tool":"messages.request","arguments":{"recipient":{"kind":"agent","agentId":"r00"},"payload":{"n":%d}},"traceId":"trace-trip","requestedAt":"2026-01-01T00:00:00Z"}`, i, i)
 		t0 := time.Now()
@@ -106,16 +124,16 @@ func TestBenchMessagesPostgres(t *testing.T) {
 		d := time.Since(t0)
 		var res kernel.ToolResult
 		if r.status != 200 || json.Unmarshal(r.body, &res) != nil || res.Status != kernel.StatusSucceeded {
-			t.Fatalf("trip %d: %d %s", i, r.status, r.body)
+			t.Fatalf("%s: trip %d: %d %s", name, i, r.status, r.body)
 		}
 		if i >= warm {
 			lat = append(lat, d)
 		}
 	}
-	cpu = cpuTime() - cpu0
+	cpu := cpuTime() - cpu0
 	close(stop)
 	rwg.Wait()
 	slices.Sort(lat)
-	fmt.Printf("ROW messages.request round trip, serve on PostgreSQL, wait recipient answering through another replica (its inbox polled every 5 ms; the waiter polls every %v, no NOTIFY yet): p50 %v, p95 %v over %d trips (target p95 <= 100 ms with NOTIFY, <= 1.1 s without), CPU of both replicas and the recipient %v per trip\n",
-		mailbox.DefaultPoll, lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*95/100].Round(100*time.Microsecond), trips, (cpu / trips).Round(10*time.Microsecond))
+	fmt.Printf("ROW messages.request round trip, serve on PostgreSQL, %s: wait recipient answering through another replica (its inbox polled every 5 ms; the waiter %s): p50 %v, p95 %v over %d trips (target p95 <= 100 ms with NOTIFY, <= 1.1 s without), CPU of both replicas and the recipient %v per trip\n",
+		name, waitsFor, lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*95/100].Round(100*time.Microsecond), trips, (cpu / time.Duration(trips)).Round(10*time.Microsecond))
 }

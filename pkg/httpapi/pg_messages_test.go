@@ -31,8 +31,9 @@ const raceRecipients = 25
 // and rNN (agent:rNN, role operator: it reads its inbox and answers through the admin
 // routes) allowed to answer the writer — and starts n in-process serve replicas over dsn
 // with the 25 recipients configured as wait recipients (singleUse false: the tickets
-// have no bound, for the benchmark).
-func messageReplicas(t *testing.T, dsn string, n int, singleUse bool) []*fixture {
+// have no bound, for the benchmark; noStoreHints: the replicas ignore the store's
+// NOTIFY and find replies by the fallback poll alone).
+func messageReplicas(t *testing.T, dsn string, n int, singleUse, noStoreHints bool) []*fixture {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir(), tok: map[string]string{}, validate: validateResponse, state: dsn}
 	f.root = filepath.Join(f.dir, "root")
@@ -84,7 +85,7 @@ grants:
 	for i := range n {
 		srv, err := servetest.Start(context.Background(), host.Settings{Root: f.root, State: dsn,
 			StateDir: filepath.Join(f.dir, "local", fmt.Sprint(i)), DefaultNamespaces: []string{"messages", "sharedos"},
-			Messaging: &mailbox.Config{Routes: routes, MaxInFlight: raceRecipients}},
+			Messaging: &mailbox.Config{Routes: routes, MaxInFlight: raceRecipients, NoStoreHints: noStoreHints}},
 			f.tokensPath, nil, func(hc *httpapi.Config) { hc.Logger = slog.New(slog.DiscardHandler) })
 		must(t, err)
 		t.Cleanup(srv.Close)
@@ -111,7 +112,7 @@ func TestTwentyFiveRecipientRaceThroughReplicas(t *testing.T) {
 	dsn := pg.DSN(t)
 	_, err := pgstore.Migrate(context.Background(), dsn)
 	must(t, err)
-	reps := messageReplicas(t, dsn, 4, true)
+	reps := messageReplicas(t, dsn, 4, true, false)
 	for _, r := range reps {
 		r.validate = nil // concurrent: the document is checked by TestMessagesOverHTTP
 	}

@@ -75,6 +75,11 @@ type Config struct {
 	// MaxInFlight bounds the pending requests of one requester in a world (0:
 	// DefaultMaxInFlight).
 	MaxInFlight int
+	// NoStoreHints ignores the store's wake-up hints (pgstore's NOTIFY): a waiter then
+	// finds a reply recorded by another process by polling every FallbackPoll only — what
+	// a waiter does while notifications are lost. Not a setting of the configuration
+	// file: the benchmark's "NOTIFY dropped" row and tests set it.
+	NoStoreHints bool
 }
 
 // Validate checks the routes and bounds.

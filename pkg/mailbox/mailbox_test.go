@@ -318,3 +318,34 @@ func (f *firstRead) GetMessage(ctx context.Context, world, id string) (store.Mes
 	f.once.Do(func() { close(f.done) })
 	return rec, err
 }
+
+// TestHubNotifyAll: NotifyAll wakes every subscriber of every (world, id) once (a
+// subscriber not yet reading stays woken once); Notify wakes only its own.
+func TestHubNotifyAll(t *testing.T) {
+	h := mailbox.NewHub()
+	a, cancelA := h.Subscribe("w", "a")
+	defer cancelA()
+	b, cancelB := h.Subscribe("w2", "b")
+	defer cancelB()
+	h.Notify("w", "a")
+	select {
+	case <-b:
+		t.Fatal("Notify of w/a woke the subscriber of w2/b")
+	default:
+	}
+	<-a
+	h.NotifyAll()
+	h.NotifyAll()
+	for name, ch := range map[string]<-chan struct{}{"w/a": a, "w2/b": b} {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("NotifyAll did not wake the subscriber of %s", name)
+		}
+		select {
+		case <-ch:
+			t.Fatalf("the subscriber of %s was woken twice", name)
+		default:
+		}
+	}
+}

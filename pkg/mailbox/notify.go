@@ -11,11 +11,11 @@ import "sync"
 // Hub is the in-process implementation (a reply recorded by another turn of the same
 // process — `serve`'s operator answering, an exec recipient's reply through the same
 // serve — wakes the waiter at once). Across processes the hint comes from the store:
-// with `serve` on PostgreSQL, a LISTEN on the mailbox channel calls Hub.Notify for each
-// notification, and the store's answer or failure of a message (ReplyMessage,
-// FailMessage) sends NOTIFY with the payload world and id in its transaction; that
-// listener is the store's (pgstore's LISTEN/NOTIFY connection, shared with the cache
-// invalidation), not this package's.
+// on PostgreSQL, the store's answer or failure of a message (ReplyMessage, FailMessage)
+// sends NOTIFY with the payload world and id in its transaction, and the store's
+// listener (pgstore's LISTEN/NOTIFY connection, shared with the revision) calls
+// Hub.Notify of the store's own hub for each notification, and Hub.NotifyAll each time
+// it (re)establishes its LISTEN (see pgstore.Store.MessageHints).
 type Notifier interface {
 	Notify(world, id string)
 	// Subscribe returns a channel that receives (buffered, once per hint) after a
@@ -43,6 +43,22 @@ func (h *Hub) Notify(world, id string) {
 		select {
 		case ch <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// NotifyAll wakes every subscriber, whatever it waits for: a source of hints that may
+// have lost some (pgstore's listener, at each LISTEN it (re)establishes) sends it so
+// that each waiter reads the mailbox once instead of waiting for its next poll.
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, subs := range h.subs {
+		for ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -205,11 +205,15 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]stor
 }
 
 // resolveMessage sets the outcome of pending message id with one conditional update
-// (status = 'pending'), durable: of concurrent resolutions in any processes one wins.
+// (status = 'pending'), durable: of concurrent resolutions in any processes one wins,
+// and it notifies the mailbox channel (world, id) in its transaction.
 func (s *Store) resolveMessage(ctx context.Context, world, id, status string, reply *string, code *string, at string) (store.MessageRecord, error) {
-	rec, err := scanMessage(s.pool.QueryRow(ctx, `UPDATE messages SET status = $3, reply = $4, failed_code = $5, resolved_at = $6
-		WHERE world = $1 AND id = $2 AND status = 'pending'
-		RETURNING world, envelope, accepted_at, status, reply, failed_code, resolved_at`, world, id, status, reply, code, at))
+	// one statement, its NOTIFY sent when (and only if) it commits (see MessageHints)
+	rec, err := scanMessage(s.pool.QueryRow(ctx, `WITH r AS (UPDATE messages SET status = $3, reply = $4, failed_code = $5, resolved_at = $6
+			WHERE world = $1 AND id = $2 AND status = 'pending'
+			RETURNING world, id, envelope, accepted_at, status, reply, failed_code, resolved_at)
+		SELECT r.world, r.envelope, r.accepted_at, r.status, r.reply, r.failed_code, r.resolved_at
+		FROM r, pg_notify('`+messageChannel+`', json_build_array(r.world, r.id)::text)`, world, id, status, reply, code, at))
 	if err == nil {
 		return rec, nil
 	}

@@ -222,9 +222,15 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+revisionChannel); err != nil {
-		return err
+	for _, ch := range []string{revisionChannel, messageChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return err
+		}
 	}
+	// a resolution whose notification came before this LISTEN (while disconnected, or
+	// before the first connection) is read by every waiter now, not at its next poll;
+	// the pid is published after it (a test that sees it knows the wake-up is done)
+	s.hints.NotifyAll()
 	s.rev.pid.Store(conn.PgConn().PID())
 	for {
 		// catch up (what was committed before LISTEN, or while no notification came),
@@ -238,7 +244,11 @@ func (s *Store) listenOnce(ctx context.Context) error {
 			wctx, cancel := context.WithDeadline(ctx, next)
 			note, err := conn.WaitForNotification(wctx)
 			cancel()
-			if note != nil {
+			switch {
+			case note == nil:
+			case note.Channel == messageChannel:
+				s.messageNoted(note.Payload)
+			default:
 				if v, perr := strconv.ParseInt(note.Payload, 10, 64); perr == nil {
 					s.rev.advance(v)
 				}

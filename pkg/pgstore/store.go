@@ -57,6 +57,7 @@ import (
 
 	"github.com/sharedos/sharedos/internal/jscompat"
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/mailbox"
 	"github.com/sharedos/sharedos/pkg/store"
 )
 
@@ -102,6 +103,7 @@ type Store struct {
 	name     string // the DSN without its password, for messages
 	defaults []string
 	rev      *revisions
+	hints    *mailbox.Hub // the mailbox's wake-up hints (MessageHints)
 }
 
 // IsDSN reports whether state names a PostgreSQL database (a postgres:// or
@@ -153,7 +155,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, unavailable(name, err)
 	}
-	return &Store{pool: pool, name: name, defaults: defaults, rev: newRevisions(opts.RevisionPoll)}, nil
+	return &Store{pool: pool, name: name, defaults: defaults, rev: newRevisions(opts.RevisionPoll), hints: mailbox.NewHub()}, nil
 }
 
 // newPool opens a pool on dsn and checks that the server answers. Without
