@@ -76,7 +76,7 @@ func (s *Store) CreateToken(ctx context.Context, t Token) error {
 	var rev int64
 	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO tokens (id, sha256, actor, owner, authority, world, purpose, grants, expires_ms, role, created_ms)
-			VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), $6, $7, $8, nullif($9, 0), $10, $11)`,
+			VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), $6, $7, $8, nullif($9::bigint, 0), $10, $11)`,
 			t.ID, t.SHA256, t.Actor, t.Owner, t.Authority, t.World, t.Purpose, t.Grants, t.ExpiresMs, t.Role, t.CreatedMs)
 		if err != nil {
 			return err
