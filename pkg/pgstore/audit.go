@@ -302,15 +302,7 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]kernel.Au
 // is assigned in the order of commit, so a page read later misses nothing committed
 // before it).
 func (s *Store) ListAuditAfter(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
-	if f.Limit <= 0 {
-		return nil, 0, errors.New("list audit events: a page needs a limit")
-	}
-	f.ByInstant, f.Oldest = false, true
-	evs, last, err := s.listAudit(ctx, f)
-	if last == 0 {
-		last = f.AfterSeq
-	}
-	return evs, last, err
+	return store.ListAfter(ctx, f, s.listAudit)
 }
 
 // listAudit is ListAudit that also returns the sequence number of the last event read.

@@ -257,15 +257,7 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]kernel.AuditEve
 // events recorded after f.AfterSeq, oldest first, read by the primary key's range (one
 // writer at a time: seq is the order of commit).
 func (s *Store) ListAuditAfter(ctx context.Context, f AuditFilter) ([]kernel.AuditEvent, int64, error) {
-	if f.Limit <= 0 {
-		return nil, 0, errors.New("list audit events: a page needs a limit")
-	}
-	f.ByInstant, f.Oldest = false, true
-	evs, last, err := s.listAudit(ctx, f)
-	if last == 0 {
-		last = f.AfterSeq
-	}
-	return evs, last, err
+	return store.ListAfter(ctx, f, s.listAudit)
 }
 
 // listAudit is ListAudit that also returns the sequence number of the last event read.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -15,6 +16,21 @@ type AuditCursor interface {
 	// the last one returned (f.AfterSeq when none is). f.Oldest and f.ByInstant are
 	// ignored.
 	ListAuditAfter(ctx context.Context, f AuditFilter) ([]kernel.AuditEvent, int64, error)
+}
+
+// ListAfter is an AuditCursor's ListAuditAfter over a store's own listing: list reads
+// what f selects in the order of recording (f.Oldest, not by instant) and returns the
+// sequence number of the last event it read (0 when none). A page needs a limit.
+func ListAfter(ctx context.Context, f AuditFilter, list func(context.Context, AuditFilter) ([]kernel.AuditEvent, int64, error)) ([]kernel.AuditEvent, int64, error) {
+	if f.Limit <= 0 {
+		return nil, 0, errors.New("list audit events: a page needs a limit")
+	}
+	f.ByInstant, f.Oldest = false, true
+	evs, last, err := list(ctx, f)
+	if last == 0 {
+		last = f.AfterSeq
+	}
+	return evs, last, err
 }
 
 // DefaultAuditPage is the page size of EachAudit when it is given none.
