@@ -90,7 +90,7 @@ up to 4 MiB; SIGTERM or SIGINT lets in-flight calls finish (up to 10 s) and stop
 	c.Flags().StringVar(&opts.LogFormat, "log-format", "text", "log format on stderr: text or json")
 	_ = c.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&opts.HTTP.Listen, "listen", "", "serve MCP over streamable HTTP on HOST:PORT (path /mcp) instead of stdio")
-	c.Flags().StringVar(&opts.HTTP.Tokens, "tokens", "", "tokens file of --listen (default SHAREDOS_TOKENS, else the config key tokens; none: one ephemeral token)")
+	c.Flags().StringVar(&opts.HTTP.Tokens, "tokens", "", "tokens file of --listen, or store: for the tokens of the PostgreSQL state database (default SHAREDOS_TOKENS, else the config key tokens; none: one ephemeral token)")
 	c.Flags().StringVar(&opts.HTTP.TLSCert, "tls-cert", "", "PEM certificate of --listen (with --tls-key)")
 	c.Flags().StringVar(&opts.HTTP.TLSKey, "tls-key", "", "PEM private key of --listen (with --tls-cert)")
 	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
