@@ -13,6 +13,8 @@
 #   bench/serve.sh                 # 10 s per case
 #   DURATION=30s bench/serve.sh
 #   BASE=/tmp/old/sharedos bench/serve.sh   # also that build, same files and state, same run
+#   REF_DIR=/tmp/sharedos-ref bench/serve.sh # also the reference's HTTP adapter (bench/ref-http/README.md)
+#   GRANTS=256 REF_DIR=… bench/serve.sh      # both with the reference's largest authority
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -29,12 +31,14 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 go build -o "$out/sharedos" .
 
-# 1,000 grants: read under 999 folders that are not notes, and one that covers notes.
+# 1,000 grants (GRANTS=n for another count): read under 999 folders that are not notes,
+# and one that covers notes.
+grants=${GRANTS:-1000}
 {
   echo "version: 1"
   echo "context: {actor: agent:bench, owner: human:alice}"
   echo "grants:"
-  for i in $(seq 1 999); do
+  for i in $(seq 1 $((grants - 1))); do
     printf '  - id: g-%d\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [d%d]}\n        actions: [read, list]\n        scope: descendants\n' "$i" "$i"
   done
   printf '  - id: g-notes\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [notes]}\n        actions: [read, list, stat]\n        scope: descendants\n'
@@ -159,7 +163,7 @@ local duration=${REF_DURATION:-10s} ref_rows=() i
 # The reference answers tens of requests a second: 64 connections queue for seconds, so
 # wrk's default 2 s timeout would drop its slowest answers from the latencies and req/s.
 local wrk_timeout=60s
-echo "authority: sharedos 1,000 grants (the grant file above); reference ${REF_GRANTS:-256} grants, built alike by host.mjs (256 is the most the reference evaluates in one decision)"
+echo "authority: sharedos $grants grants (the grant file above); reference ${REF_GRANTS:-256} grants, built alike by host.mjs (256 is the most the reference evaluates in one decision)"
 # Warm both up (JIT, caches, connections) unmeasured, then the rounds.
 duration=${REF_WARMUP:-3s} run warmup "$ref_port" "$ref_pid" /v1/authorize "$authz_body" >/dev/null
 duration=${REF_WARMUP:-3s} run warmup "$port" "$pid" /v1/authorize "$authz_body" >/dev/null
