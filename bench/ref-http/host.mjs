@@ -32,8 +32,8 @@
 //     Node adapter of its own).
 //
 // Environment: REF_DIR (required), PORT (default 0: any; the chosen one is printed as
-// `listening <port>` on stdout), REF_TOKEN (the bearer token; default: none accepted
-// but "bench"), REF_GRANTS (default 256).
+// `listening <port>` on stdout), REF_TOKEN (the one bearer token it accepts; default
+// "bench"), REF_GRANTS (default 256).
 import { createHash, timingSafeEqual, randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:http";
@@ -52,40 +52,46 @@ try {
   esbuild = requireRef("esbuild");
   nodeServer = requireRef("@hono/node-server");
 } catch (error) {
-  console.error(`host.mjs: ${refDir}/node_modules lacks esbuild or @hono/node-server: ${error.message}`);
+  console.error(`host.mjs: ${refDir}/node_modules lacks esbuild or @hono/node-server: ${error.message.split("\n")[0]}`);
   process.exit(2);
 }
-
-const pkg = (name) => join(refDir, "packages", name, "src", "index.ts");
-const out = join(refDir, ".build", "ref.mjs");
-mkdirSync(join(refDir, ".build"), { recursive: true });
-await esbuild.build({
-  stdin: {
-    contents: [
-      `export { createSharedOSHandler, createKernelSharedOSApi, SharedOSHttpError } from ${JSON.stringify(pkg("http"))};`,
-      `export { SharedOSKernel } from ${JSON.stringify(pkg("core"))};`,
-    ].join("\n"),
-    resolveDir: refDir,
-    loader: "ts",
-  },
-  bundle: true,
-  format: "esm",
-  platform: "node",
-  target: "node20",
-  alias: { "@sharedos/contracts": pkg("contracts"), "@sharedos/core": pkg("core") },
-  external: ["@sharedos/runtime"], // imported for a type only; esbuild drops it
-  nodePaths: [join(refDir, "node_modules")],
-  outfile: out,
-  logLevel: "error",
-});
-await esbuild.stop?.(); // its service process would otherwise live beside the server
-const ref = await import(pathToFileURL(out).href);
 
 const count = Number(process.env.REF_GRANTS ?? 256);
 if (!Number.isInteger(count) || count < 1) {
   console.error(`host.mjs: REF_GRANTS must be a positive integer, not ${process.env.REF_GRANTS}`);
   process.exit(2);
 }
+const pkg = (name) => join(refDir, "packages", name, "src", "index.ts");
+const out = join(refDir, ".build", "ref.mjs");
+mkdirSync(join(refDir, ".build"), { recursive: true });
+try {
+  await esbuild.build({
+    stdin: {
+      contents: [
+        `export { createSharedOSHandler, createKernelSharedOSApi, SharedOSHttpError } from ${JSON.stringify(pkg("http"))};`,
+        `export { SharedOSKernel } from ${JSON.stringify(pkg("core"))};`,
+      ].join("\n"),
+      resolveDir: refDir,
+      loader: "ts",
+    },
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    alias: { "@sharedos/contracts": pkg("contracts"), "@sharedos/core": pkg("core") },
+    external: ["@sharedos/runtime"], // imported for a type only; esbuild drops it
+    nodePaths: [join(refDir, "node_modules")],
+    outfile: out,
+    logLevel: "silent",
+  });
+} catch (error) {
+  const why = error.errors?.[0]?.text ?? String(error.message).split("\n")[0];
+  console.error(`host.mjs: cannot build the reference from ${refDir}/packages: ${why}`);
+  process.exit(2);
+}
+await esbuild.stop?.(); // its service process would otherwise live beside the server
+const ref = await import(pathToFileURL(out).href);
+
 const agent = { kind: "agent", agentId: "bench" };
 const alice = { kind: "human", userId: "alice" };
 const grant = (id, path, actions) => ({
