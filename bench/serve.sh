@@ -13,6 +13,8 @@
 #   bench/serve.sh                 # 10 s per case
 #   DURATION=30s bench/serve.sh
 #   BASE=/tmp/old/sharedos bench/serve.sh   # also that build, same files and state, same run
+#   REF_DIR=/tmp/sharedos-ref bench/serve.sh # also the reference's HTTP adapter (bench/ref-http/README.md)
+#   GRANTS=256 REF_DIR=… bench/serve.sh      # both with the reference's largest authority
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -29,12 +31,14 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 go build -o "$out/sharedos" .
 
-# 1,000 grants: read under 999 folders that are not notes, and one that covers notes.
+# 1,000 grants (GRANTS=n for another count): read under 999 folders that are not notes,
+# and one that covers notes.
+grants=${GRANTS:-1000}
 {
   echo "version: 1"
   echo "context: {actor: agent:bench, owner: human:alice}"
   echo "grants:"
-  for i in $(seq 1 999); do
+  for i in $(seq 1 $((grants - 1))); do
     printf '  - id: g-%d\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [d%d]}\n        actions: [read, list]\n        scope: descendants\n' "$i" "$i"
   done
   printf '  - id: g-notes\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [notes]}\n        actions: [read, list, stat]\n        scope: descendants\n'
@@ -90,7 +94,7 @@ tick=$(getconf CLK_TCK)
 run() { # name port pid path body: req/s p50 p95 non2xx requests, and the server's CPU µs per request
   local name=$1 c0 c1 r
   c0=$(cpu "$3")
-  r=$(TOKEN="$token" BODY="$5" wrk -t2 -c"$conns" -d"$duration" --latency -s "$out/post.lua" "http://127.0.0.1:$2$4" | grep '^RESULT')
+  r=$(TOKEN="$token" BODY="$5" wrk -t2 -c"$conns" -d"$duration" --timeout "${wrk_timeout:-2s}" --latency -s "$out/post.lua" "http://127.0.0.1:$2$4" | grep '^RESULT')
   c1=$(cpu "$3")
   set -- $r
   echo "$name $2 $3 $4 $5 $6 $(python3 -c "print(round(($c1-$c0)*1e6/$tick/max($6,1)))")"
@@ -123,4 +127,83 @@ ratio "ratio invoke / authorize" authorize invoke
 if [ -n "${BASE:-}" ]; then
   ratio "ratio base / this build, authorize" authorize base-authorize
   ratio "ratio base / this build, invoke" invoke base-invoke
+fi
+
+# The reference's HTTP adapter as a peer (issue 22: authorize ≥ 20× its req/s, same run).
+# REF_DIR names the reference's packages reconstructed outside this repository
+# (bench/ref-http/README.md); bench/ref-http/host.mjs serves them. Both servers get the
+# same wrk (64 connections, 2 threads, same body and token, a 60 s timeout) after an
+# unmeasured REF_WARMUP (3 s) each, in REF_ROUNDS (3) rounds of REF_DURATION (10 s) each,
+# alternating which goes first, and the row prints the mean req/s,
+# the median of the rounds' p50 and p95, and each server's CPU time per request.
+reference_row() {
+command -v node >/dev/null 2>&1 || { echo "reference row: node is not on PATH" >&2; return 1; }
+local ref_port ref_pid ours_answer ref_answer
+ref_port=$(free_port)
+REF_DIR="$REF_DIR" PORT="$ref_port" REF_TOKEN="$token" REF_GRANTS="${REF_GRANTS:-256}" \
+  node bench/ref-http/host.mjs >"$out/ref-host.log" 2>&1 &
+ref_pid=$!
+servers+=("$ref_pid")
+for _ in $(seq 1 600); do curl -fsS "http://127.0.0.1:$ref_port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS "http://127.0.0.1:$ref_port/health" >/dev/null 2>&1 \
+  || { echo "reference row: the reference host did not start: $(tail -n 3 "$out/ref-host.log")" >&2; return 1; }
+ask() { curl -sS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d "$authz_body" "http://127.0.0.1:$1/v1/authorize"; }
+ours_answer=$(ask "$port")
+ref_answer=$(ask "$ref_port")
+python3 - "$ours_answer" "$ref_answer" <<'PY' || return 1
+import json, sys
+key = lambda s: (lambda d: (d.get("allowed"), d.get("reasonCode"), d.get("matchedGrantId")))(json.loads(s))
+ours, ref = key(sys.argv[1]), key(sys.argv[2])
+print(f"same answer: sharedos {ours}  reference {ref}")
+if ours != ref or ours[0] is not True:
+    sys.exit("reference row: the two servers do not answer alike (allowed, reasonCode, matchedGrantId); not measured")
+PY
+local duration=${REF_DURATION:-10s} ref_rows=() i
+# The reference answers tens of requests a second: 64 connections queue for seconds, so
+# wrk's default 2 s timeout would drop its slowest answers from the latencies and req/s.
+local wrk_timeout=60s
+echo "authority: sharedos $grants grants (the grant file above); reference ${REF_GRANTS:-256} grants, built alike by host.mjs (256 is the most the reference evaluates in one decision)"
+# Warm both up (JIT, caches, connections) unmeasured, then the rounds.
+duration=${REF_WARMUP:-3s} run warmup "$ref_port" "$ref_pid" /v1/authorize "$authz_body" >/dev/null
+duration=${REF_WARMUP:-3s} run warmup "$port" "$pid" /v1/authorize "$authz_body" >/dev/null
+echo "load average before the reference rounds: $(cut -d' ' -f1-3 /proc/loadavg)"
+for i in $(seq 1 "${REF_ROUNDS:-3}"); do
+  if [ $((i % 2)) -eq 1 ]; then
+    ref_rows+=("$(run sharedos "$port" "$pid" /v1/authorize "$authz_body")")
+    ref_rows+=("$(run reference "$ref_port" "$ref_pid" /v1/authorize "$authz_body")")
+  else
+    ref_rows+=("$(run reference "$ref_port" "$ref_pid" /v1/authorize "$authz_body")")
+    ref_rows+=("$(run sharedos "$port" "$pid" /v1/authorize "$authz_body")")
+  fi
+done
+echo "load average after the reference rounds:  $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "${ref_rows[@]}" <<'PY'
+import statistics, sys
+rows = {}
+for line in sys.argv[1:]:
+    n, rps, p50, p95, bad, reqs, cpu = line.split()
+    rows.setdefault(n, []).append((float(rps), float(p50), float(p95), int(bad), int(reqs), float(cpu)))
+print(f"{'authorize, by round':<20} {'req/s':>9} {'p50_ms':>8} {'p95_ms':>8} {'non2xx':>7} {'cpu_us/req':>10}")
+agg = {}
+for n, rs in rows.items():
+    for r in rs:
+        print(f"  {n:<18} {r[0]:>9.0f} {r[1]:>8.2f} {r[2]:>8.2f} {r[3]:>7} {r[5]:>10.0f}")
+    reqs = sum(r[4] for r in rs)
+    agg[n] = (statistics.mean(r[0] for r in rs), statistics.median(r[1] for r in rs),
+              statistics.median(r[2] for r in rs), sum(r[3] for r in rs),
+              sum(r[5] * r[4] for r in rs) / max(reqs, 1))
+for n, a in agg.items():
+    print(f"{n:<20} req/s {a[0]:.0f}  p50 {a[1]:.2f} ms  p95 {a[2]:.2f} ms  non2xx {a[3]}  server cpu {a[4]:.0f} us/request")
+s, r = agg["sharedos"], agg["reference"]
+print(f"authorize sharedos / reference req/s: {s[0] / r[0]:.1f}x (target >= 20x)  "
+      f"cpu/request reference / sharedos: {r[4] / s[4]:.1f}x  p50 {s[1]:.2f} vs {r[1]:.2f} ms  p95 {s[2]:.2f} vs {r[2]:.2f} ms")
+if s[3] or r[3]:
+    print("warning: non-2xx answers during the rounds; the figures above are not of the same work")
+PY
+}
+if [ -n "${REF_DIR:-}" ]; then
+  reference_row
+else
+  echo "reference row skipped: set REF_DIR to the reconstructed reference (bench/ref-http/README.md) for authorize sharedos / reference"
 fi
