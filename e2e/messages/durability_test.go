@@ -1,0 +1,387 @@
+package messages_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sharedos/sharedos/internal/pgtest"
+	"github.com/sharedos/sharedos/pkg/kernel"
+)
+
+// pendingRequests is how many messages.request calls wait when the waiter is killed.
+const pendingRequests = 100
+
+// requestBody is the messages.request call n of the writer to the reviewer.
+func requestBody(n int) string {
+	return fmt.Sprintf(`{"id":"call-%d","tool":"messages.request","arguments":{"recipient":{"kind":"agent","agentId":"reviewer"},"payload":{"n":%d}},"traceId":"trace-kill","requestedAt":"2026-01-01T00:00:00Z"}`, n, n)
+}
+
+// calls are the in-flight messages.request calls of the writer, one goroutine each.
+type calls struct {
+	res  []reply
+	done []chan struct{}
+}
+
+// startCalls sends n messages.request calls at once to replica i.
+func startCalls(fl *fleet, i, n int) *calls {
+	c := &calls{res: make([]reply, n), done: make([]chan struct{}, n)}
+	for k := range n {
+		c.done[k] = make(chan struct{})
+		go func() {
+			defer close(c.done[k])
+			c.res[k] = fl.do(context.Background(), i, "POST", "/v1/tools/invoke", "writer", requestBody(k))
+		}()
+	}
+	return c
+}
+
+// wait waits for call k's answer (at most 2 minutes) and reports whether it came.
+func (c *calls) wait(k int) bool {
+	select {
+	case <-c.done[k]:
+		return true
+	case <-time.After(2 * time.Minute): // a bound for a loaded machine
+		return false
+	}
+}
+
+// row is one mailbox row of the writer's requests, with what the trail says of it.
+type row struct {
+	id, status, failedCode string
+	n                      int
+	reply                  *kernel.MessageEnvelope
+}
+
+// writerRows reads the writer's requests from the mailbox, by the n of their payload.
+func writerRows(t *testing.T, db *pgx.Conn) map[int]row {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT id, envelope, status, coalesce(reply, ''), coalesce(failed_code, '')
+		FROM messages WHERE sender = 'agent:writer' ORDER BY seq`)
+	must(t, err)
+	defer rows.Close()
+	out := map[int]row{}
+	for rows.Next() {
+		var r row
+		var env, rep string
+		must(t, rows.Scan(&r.id, &env, &r.status, &rep, &r.failedCode))
+		var e kernel.MessageEnvelope
+		must(t, json.Unmarshal([]byte(env), &e))
+		var p struct{ N int }
+		must(t, json.Unmarshal(e.Payload, &p))
+		r.n = p.N
+		if rep != "" {
+			r.reply = &kernel.MessageEnvelope{}
+			must(t, json.Unmarshal([]byte(rep), r.reply))
+		}
+		if _, dup := out[r.n]; dup {
+			t.Fatalf("two requests carry payload n=%d", r.n)
+		}
+		out[r.n] = r
+	}
+	must(t, rows.Err())
+	return out
+}
+
+// sentRecords counts the message.sent records of the trail: of each request by its
+// message id (the writer's, outcome succeeded), and of the replies to it by outcome and
+// reason ("succeeded", "denied message_already_resolved", …).
+func sentRecords(t *testing.T, db *pgx.Conn) (requests map[string]int, replies map[string]map[string]int) {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT outcome, coalesce(event::jsonb->>'reason', ''),
+		coalesce(event::jsonb->'metadata'->>'messageId', ''), coalesce(event::jsonb->'metadata'->>'replyTo', '')
+		FROM audit_events WHERE type = 'message.sent'`)
+	must(t, err)
+	defer rows.Close()
+	requests, replies = map[string]int{}, map[string]map[string]int{}
+	for rows.Next() {
+		var outcome, reason, id, replyTo string
+		must(t, rows.Scan(&outcome, &reason, &id, &replyTo))
+		if replyTo == "" {
+			if outcome == "succeeded" {
+				requests[id]++
+			}
+			continue
+		}
+		if replies[replyTo] == nil {
+			replies[replyTo] = map[string]int{}
+		}
+		replies[replyTo][strings.TrimSpace(outcome+" "+reason)]++
+	}
+	must(t, rows.Err())
+	return requests, replies
+}
+
+// waitRows polls the mailbox until the writer has n requests, each with its message.sent
+// record (at most 2 minutes), and returns them.
+func waitRows(t *testing.T, db *pgx.Conn, n int) map[int]row {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		rows := writerRows(t, db)
+		reqs, _ := sentRecords(t, db)
+		recorded := 0
+		for _, r := range rows {
+			recorded += min(reqs[r.id], 1)
+		}
+		if len(rows) == n && recorded == n {
+			return rows
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter stored %d of %d requests (%d with their message.sent record)", len(rows), n, recorded)
+		}
+	}
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	db, err := pgx.Connect(context.Background(), dsn)
+	must(t, err)
+	t.Cleanup(func() { _ = db.Close(context.Background()) })
+	return db
+}
+
+// reattach is the writer re-attaching to request id on replica i (POST
+// /v1/messages/{id}/wait) until its reply or failure, or until ctx ends (no answer).
+func (fl *fleet) reattach(ctx context.Context, i int, id string) (message, error) {
+	r := fl.do(ctx, i, "POST", "/v1/messages/"+id+"/wait", "writer", "")
+	if r.err != nil {
+		return message{}, r.err
+	}
+	if r.status != 200 {
+		return message{}, fmt.Errorf("wait %s: %d %s", id, r.status, r.body)
+	}
+	var m message
+	err := json.Unmarshal(r.body, &m)
+	return m, err
+}
+
+// giveUp is the writer re-attaching to request id on replica i and giving up on it: each
+// wait is cancelled after a moment, which the replica answers by resolving the request
+// failed once it has read it (a wait cancelled before the replica read the request leaves
+// it pending: the writer tries again, at most 100 times). It returns the request as the
+// writer last saw it, which must be failed.
+func (fl *fleet) giveUp(t *testing.T, i int, id string) message {
+	t.Helper()
+	for try := 0; try < 100; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		m, err := fl.reattach(ctx, i, id)
+		cancel()
+		if err == nil {
+			return m // settled: answered (wrong, the caller checks) or failed
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("re-attaching to %s: %v", id, err)
+		}
+	}
+	t.Fatalf("the writer gave up on %s 100 times; it is still pending", id)
+	return message{}
+}
+
+// checkOnce checks the mailbox and the trail after the test: every request of the writer
+// is answered (want[n] == "answered", the reply the one delivered reply record names) or
+// failed message_reply_resolution_failed (want "failed"), has exactly one message.sent
+// record as a request, exactly one delivered reply when answered and none when failed,
+// and every other reply to it was refused message_already_resolved (lateReplies[n] of
+// them). It returns the rows.
+func checkOnce(t *testing.T, db *pgx.Conn, want map[int]string, lateReplies map[int]int) map[int]row {
+	t.Helper()
+	rows := writerRows(t, db)
+	if len(rows) != len(want) {
+		t.Fatalf("%d requests in the mailbox, want %d (lost or extra)", len(rows), len(want))
+	}
+	reqs, replies := sentRecords(t, db)
+	var bad []string
+	ns := make([]int, 0, len(rows))
+	for n := range rows {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	for _, n := range ns {
+		r := rows[n]
+		rep := replies[r.id]
+		wantDelivered := 0
+		switch {
+		case want[n] == "answered" && r.status == "answered" && r.reply != nil:
+			wantDelivered = 1
+		case want[n] == "failed" && r.status == "failed" && r.failedCode == string(kernel.CodeMessageReplyResolutionFailed):
+		default:
+			bad = append(bad, fmt.Sprintf("request n=%d (%s) is %s %s, want %s", n, r.id, r.status, r.failedCode, want[n]))
+			continue
+		}
+		if reqs[r.id] != 1 {
+			bad = append(bad, fmt.Sprintf("request n=%d has %d message.sent records, want 1", n, reqs[r.id]))
+		}
+		others := 0
+		for k, v := range rep {
+			if k != "succeeded" && k != "denied message_already_resolved" {
+				others += v
+			}
+		}
+		if rep["succeeded"] != wantDelivered || rep["denied message_already_resolved"] != lateReplies[n] || others != 0 {
+			bad = append(bad, fmt.Sprintf("request n=%d (%s): reply records %v, want %d delivered and %d refused message_already_resolved",
+				n, r.status, rep, wantDelivered, lateReplies[n]))
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d problems; the first:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
+	}
+	return rows
+}
+
+// toolOutput is the output of a succeeded messages.request result (the reply's payload).
+func toolOutput(t *testing.T, r reply) string {
+	t.Helper()
+	if r.err != nil || r.status != 200 {
+		t.Fatalf("messages.request: %d %s %v", r.status, r.body, r.err)
+	}
+	var res struct {
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+	}
+	must(t, json.Unmarshal(r.body, &res))
+	if res.Status != "succeeded" {
+		t.Fatalf("messages.request: %s", r.body)
+	}
+	return string(res.Output)
+}
+
+// TestKillWaitingServe is issue 24's durability proof on PostgreSQL, with the process
+// that waits a `serve` replica: replica A holds 100 pending messages.request calls of
+// agent:writer to agent:reviewer (a wait recipient; reply timeout 1 h); the reviewer
+// answers 10 of them through replica B (A's calls return their replies); A is killed
+// with SIGKILL (its other 90 calls get no answer); the reviewer answers 30 more through
+// B while A is down; A is started again, and the writer re-attaches to every one of its
+// 100 requests on A by id (POST /v1/messages/{id}/wait): the 40 answered return their
+// reply at once, 30 more are answered through B while the writer waits on A and return
+// theirs, and the writer gives up on the last 30 (its waits cancelled), which A resolves
+// failed message_reply_resolution_failed. Then the reviewer answers the 30 failed ones
+// and 30 answered ones again: refused message_already_resolved. In the mailbox and the
+// trail: 100 requests, 0 lost, 0 pending, 70 answered each by exactly one delivered
+// reply (the one every view of the writer got), 30 failed with no delivered reply.
+func TestKillWaitingServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serve processes killed and restarted over PostgreSQL")
+	}
+	dsn := pgtest.DSN(t)
+	began := time.Now()
+	fl := newFleet(t, dsn, 2, 0)
+	db := connect(t, dsn)
+	t.Logf("fleet ready after %v", time.Since(began).Round(time.Millisecond))
+	const a, b = 0, 1
+	c := startCalls(fl, a, pendingRequests)
+	rows := waitRows(t, db, pendingRequests)
+	t.Logf("%d requests pending after %v", pendingRequests, time.Since(began).Round(time.Millisecond))
+
+	// group 0 (n < 10): answered before the kill; A's calls return the replies
+	for n := 0; n < 10; n++ {
+		if _, err := fl.answer(b, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := 0; n < 10; n++ {
+		if !c.wait(n) {
+			t.Fatalf("call %d: no answer after its reply was recorded", n)
+		}
+		if out := toolOutput(t, c.res[n]); out != fmt.Sprintf(`{"answer":%d}`, n) {
+			t.Fatalf("call %d returned %s", n, out)
+		}
+	}
+	fl.kill(a)
+	for n := 10; n < pendingRequests; n++ {
+		if !c.wait(n) {
+			t.Fatalf("call %d still running after its replica was killed", n)
+		}
+		if c.res[n].err == nil {
+			t.Fatalf("call %d was answered by a killed replica: %d %s", n, c.res[n].status, c.res[n].body)
+		}
+	}
+	// group 1 (10 ≤ n < 40): answered while the waiter is down
+	for n := 10; n < 40; n++ {
+		if _, err := fl.answer(b, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fl.start(a)
+	fl.waitReady(a)
+	t.Logf("the waiter killed and ready again after %v", time.Since(began).Round(time.Millisecond))
+
+	// the writer finds its requests by their message.sent records and re-attaches on A
+	reqs, _ := sentRecords(t, db)
+	if len(reqs) != pendingRequests {
+		t.Fatalf("%d requests have a message.sent record, want %d", len(reqs), pendingRequests)
+	}
+	views := make([]message, pendingRequests)
+	errs := make([]error, pendingRequests)
+	var wg sync.WaitGroup
+	for n := 0; n < 70; n++ { // groups 0, 1 and 2: they wait for their reply
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			views[n], errs[n] = fl.reattach(ctx, a, rows[n].id)
+		}()
+	}
+	// group 2 (40 ≤ n < 70): answered through B while the writer waits on A
+	for n := 40; n < 70; n++ {
+		if _, err := fl.answer(b, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// group 3 (n ≥ 70): the writer gives up on them
+	for n := 70; n < pendingRequests; n++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			views[n] = fl.giveUp(t, a, rows[n].id)
+		}()
+	}
+	wg.Wait()
+	t.Logf("re-attached to every request after %v", time.Since(began).Round(time.Millisecond))
+	want, late := map[int]string{}, map[int]int{}
+	for n := 0; n < pendingRequests; n++ {
+		v := views[n]
+		if n < 70 {
+			want[n] = "answered"
+			if errs[n] != nil || v.Status != "answered" || v.Reply == nil || string(v.Reply.Payload) != fmt.Sprintf(`{"answer":%d}`, n) {
+				t.Fatalf("re-attaching to request %d: %+v %v", n, v, errs[n])
+			}
+			continue
+		}
+		want[n] = "failed"
+		if v.Status != "failed" || v.FailedCode != kernel.CodeMessageReplyResolutionFailed {
+			t.Fatalf("request %d after the writer gave up: %+v", n, v)
+		}
+	}
+	// late answers, through either replica: refused, nothing changes
+	for n := 40; n < pendingRequests; n++ {
+		s, err := fl.answer(n%2, rows[n].id, `"too late"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Receipt.Status != kernel.DeliveryDenied || s.Receipt.Error == nil || s.Receipt.Error.Code != "message_already_resolved" {
+			t.Fatalf("a late answer to request %d: %+v", n, s.Receipt)
+		}
+		late[n] = 1
+	}
+	final := checkOnce(t, db, want, late)
+	for n := 0; n < 70; n++ {
+		if !reflectEqual(final[n].reply, views[n].Reply) {
+			t.Fatalf("request %d: the mailbox's reply %+v is not the one the writer got %+v", n, final[n].reply, views[n].Reply)
+		}
+	}
+}
+
+func reflectEqual(x, y *kernel.MessageEnvelope) bool {
+	a, _ := json.Marshal(x)
+	b, _ := json.Marshal(y)
+	return string(a) == string(b)
+}
