@@ -385,3 +385,104 @@ func reflectEqual(x, y *kernel.MessageEnvelope) bool {
 	b, _ := json.Marshal(y)
 	return string(a) == string(b)
 }
+
+// toolResult is a messages.request result: its status, output and error code.
+type toolResult struct {
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output"`
+	Error  *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+// checkCallsAgainstRows checks each answered call against its request's row: a call that
+// succeeded returned the reply the mailbox holds; one that failed belongs to a request
+// the mailbox resolved failed (never one answered after its requester was told it
+// failed). It returns how many succeeded and failed.
+func checkCallsAgainstRows(t *testing.T, c *calls, rows map[int]row) (succeeded, failed int) {
+	t.Helper()
+	var bad []string
+	for n := range c.res {
+		r := c.res[n]
+		if r.err != nil || r.status != 200 {
+			bad = append(bad, fmt.Sprintf("call %d: %d %s %v", n, r.status, r.body, r.err))
+			continue
+		}
+		var res toolResult
+		must(t, json.Unmarshal(r.body, &res))
+		row := rows[n]
+		switch {
+		case res.Status == "succeeded" && row.status == "answered" && string(res.Output) == string(row.reply.Payload):
+			succeeded++
+		case res.Status == "failed" && row.status == "failed":
+			failed++
+		default:
+			bad = append(bad, fmt.Sprintf("call %d returned %s; its request %s is %s (reply %v)", n, r.body, row.id, row.status, row.reply))
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d calls disagree with the mailbox; the first:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
+	}
+	return succeeded, failed
+}
+
+// TestDatabaseRestartUnderWaiters: replica A holds 100 pending messages.request calls
+// when the database is stopped (an immediate shutdown: every connection dropped) and
+// started again; then the reviewer answers all 100 through replica B. Every call gets
+// its reply: a waiter outlives the outage (a read that fails is tried again until the
+// reply timeout, an hour here, or the caller's cancellation). And every call's answer
+// agrees with the mailbox: a call that succeeded got the reply recorded, one that failed
+// belongs to a request resolved failed — never a request answered after its requester
+// was told it failed — and each request has at most one delivered reply.
+// Event-driven: the database is started again once A's /readyz reports it down.
+func TestDatabaseRestartUnderWaiters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serve processes and a private PostgreSQL cluster stopped under waiters")
+	}
+	pg := pgtest.StartPrivate(t)
+	dsn := pg.DSN(t)
+	fl := newFleet(t, dsn, 2, 0)
+	const a, b = 0, 1
+	c := startCalls(fl, a, pendingRequests)
+	rows := waitRows(t, connect(t, dsn), pendingRequests)
+	pg.Stop(t)
+	if got := fl.readyWithin(a, 503, 2*time.Minute); got != 503 {
+		t.Fatalf("replica A: /readyz %d with the database stopped; want 503", got)
+	}
+	pg.Restart(t)
+	fl.waitReady(a)
+	fl.waitReady(b)
+	for n := 0; n < pendingRequests; n++ {
+		s, err := fl.answer(b, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Receipt.Ok() && (s.Receipt.Error == nil || s.Receipt.Error.Code != "message_already_resolved") {
+			t.Fatalf("answering request %d: %+v", n, s.Receipt)
+		}
+	}
+	for n := range pendingRequests {
+		if !c.wait(n) {
+			t.Fatalf("call %d: no answer 2 minutes after its request was resolved", n)
+		}
+	}
+	db := connect(t, dsn)
+	final := writerRows(t, db)
+	ok, failed := checkCallsAgainstRows(t, c, final)
+	t.Logf("after the database restart: %d calls got their reply, %d failed", ok, failed)
+	if ok != pendingRequests {
+		// the reply timeout is an hour and nobody gave up: a waiter outlives the outage
+		t.Errorf("%d of %d calls got their reply; the others failed though nobody gave up", ok, pendingRequests)
+	}
+	want := map[int]string{}
+	for n, r := range final {
+		want[n] = r.status
+	}
+	late := map[int]int{}
+	for n, r := range final {
+		if r.status == "failed" {
+			late[n] = 1
+		}
+	}
+	checkOnce(t, db, want, late)
+}

@@ -245,20 +245,27 @@ func (fl *fleet) url(i int) string {
 // bound for a loaded machine, not a measured delay) and fails t otherwise.
 func (fl *fleet) waitReady(i int) {
 	fl.t.Helper()
+	if got := fl.readyWithin(i, 200, 2*time.Minute); got != 200 {
+		fl.mu.Lock()
+		log := fl.reps[i].log.String()
+		fl.mu.Unlock()
+		fl.t.Fatalf("replica %d: /readyz %d, want 200; its log:\n%s", i, got, log)
+	}
+}
+
+// readyWithin polls replica i's /readyz until it answers want or limit passes, and
+// returns the last status (0: no answer).
+func (fl *fleet) readyWithin(i, want int, limit time.Duration) int {
 	hc := &http.Client{Timeout: 5 * time.Second}
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	for deadline := time.Now().Add(limit); ; {
+		got := 0
 		if resp, err := hc.Get(fl.url(i) + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+			got = resp.StatusCode
 		}
-		if time.Now().After(deadline) {
-			fl.mu.Lock()
-			log := fl.reps[i].log.String()
-			fl.mu.Unlock()
-			fl.t.Fatalf("replica %d is not ready after 2 minutes; its log:\n%s", i, log)
+		if got == want || time.Now().After(deadline) {
+			return got
 		}
 		time.Sleep(50 * time.Millisecond) // polling for a state, not waiting for time to pass
 	}
