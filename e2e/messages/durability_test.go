@@ -486,3 +486,179 @@ func TestDatabaseRestartUnderWaiters(t *testing.T) {
 	}
 	checkOnce(t, db, want, late)
 }
+
+// answerAll has the reviewer answer request n of rows with {"answer":n} through replica
+// i, from 8 goroutines; each answered n is sent on answered (buffered by the caller).
+func answerAll(t *testing.T, fl *fleet, i int, rows map[int]row, answered chan<- int) {
+	t.Helper()
+	next := make(chan int, len(rows))
+	for n := range len(rows) {
+		next <- n
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range next {
+				s, err := fl.answer(i, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n))
+				if err != nil || !s.Receipt.Ok() {
+					t.Errorf("answering request %d: %+v %v", n, s.Receipt, err)
+					continue
+				}
+				answered <- n
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestKillDuringReplyDelivery: replica A holds 100 pending messages.request calls; the
+// reviewer answers all 100 through replica B, and A is killed with SIGKILL once half of
+// the answers are recorded — between the replies and the wake-ups of their waiters —
+// while B goes on answering the rest. A is started again and the writer re-attaches to
+// every request on it: each returns the one reply the mailbox recorded, each call that
+// A answered before it died returned that same reply, and each request has exactly one
+// delivered reply (0 lost, 0 answered twice).
+func TestKillDuringReplyDelivery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serve processes killed and restarted over PostgreSQL")
+	}
+	dsn := pgtest.DSN(t)
+	fl := newFleet(t, dsn, 2, 0)
+	db := connect(t, dsn)
+	const a, b = 0, 1
+	c := startCalls(fl, a, pendingRequests)
+	rows := waitRows(t, db, pendingRequests)
+	answered := make(chan int, pendingRequests)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		answerAll(t, fl, b, rows, answered)
+	}()
+	for range pendingRequests / 2 {
+		<-answered
+	}
+	fl.kill(a)
+	<-done
+	before := 0
+	for n := range pendingRequests {
+		if !c.wait(n) {
+			t.Fatalf("call %d still running after its replica was killed", n)
+		}
+		if c.res[n].err == nil {
+			before++
+		}
+	}
+	fl.start(a)
+	fl.waitReady(a)
+	views := make([]message, pendingRequests)
+	errs := make([]error, pendingRequests)
+	var wg sync.WaitGroup
+	for n := range pendingRequests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			views[n], errs[n] = fl.reattach(ctx, a, rows[n].id)
+		}()
+	}
+	wg.Wait()
+	want := map[int]string{}
+	for n := range pendingRequests {
+		want[n] = "answered"
+	}
+	final := checkOnce(t, db, want, nil)
+	for n := range pendingRequests {
+		v := views[n]
+		if errs[n] != nil || v.Status != "answered" || !reflectEqual(v.Reply, final[n].reply) {
+			t.Fatalf("re-attaching to request %d: %+v %v; the mailbox holds %+v", n, v, errs[n], final[n].reply)
+		}
+		if c.res[n].err == nil {
+			if out := toolOutput(t, c.res[n]); out != string(final[n].reply.Payload) {
+				t.Fatalf("call %d returned %s before the kill; the mailbox holds %s", n, out, final[n].reply.Payload)
+			}
+		}
+	}
+	t.Logf("%d calls were answered before the kill, %d re-attached after it", before, pendingRequests-before)
+}
+
+// TestReplyAtTwoReplicasAtOnce: replica A holds 100 pending messages.request calls; the
+// reviewer answers each request twice at once, with different payloads, through
+// replicas B and C. Of each pair exactly one is delivered and the other refused
+// message_already_resolved; A's call returns the delivered one, which the mailbox holds
+// as the request's only answer.
+func TestReplyAtTwoReplicasAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serve processes over PostgreSQL")
+	}
+	dsn := pgtest.DSN(t)
+	fl := newFleet(t, dsn, 3, 0)
+	db := connect(t, dsn)
+	const a = 0
+	c := startCalls(fl, a, pendingRequests)
+	rows := waitRows(t, db, pendingRequests)
+	receipts := make([][2]sent, pendingRequests)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8) // 8 pairs at a time, the two answers of a pair together
+	for n := range pendingRequests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := make(chan struct{})
+			var pair sync.WaitGroup
+			for k := range 2 {
+				pair.Add(1)
+				go func() {
+					defer pair.Done()
+					<-start
+					s, err := fl.answer(1+k, rows[n].id, fmt.Sprintf(`{"answer":%d,"via":%d}`, n, 1+k))
+					if err != nil {
+						t.Error(err)
+					}
+					receipts[n][k] = s
+				}()
+			}
+			close(start)
+			pair.Wait()
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	want, late := map[int]string{}, map[int]int{}
+	for n := range pendingRequests {
+		want[n], late[n] = "answered", 1
+	}
+	final := checkOnce(t, db, want, late)
+	won := [3]int{}
+	for n := range pendingRequests {
+		r := receipts[n]
+		ok0, ok1 := r[0].Receipt.Ok(), r[1].Receipt.Ok()
+		if ok0 == ok1 {
+			t.Fatalf("request %d: both answers %v / %v", n, r[0].Receipt, r[1].Receipt)
+		}
+		winner := r[0]
+		if ok1 {
+			winner = r[1]
+			won[2]++
+		} else {
+			won[1]++
+		}
+		if !reflectEqual(&winner.Envelope, final[n].reply) {
+			t.Fatalf("request %d: the delivered answer %+v is not the mailbox's %+v", n, winner.Envelope, final[n].reply)
+		}
+		if !c.wait(n) {
+			t.Fatalf("call %d: no answer after its reply was recorded", n)
+		}
+		if out := toolOutput(t, c.res[n]); out != string(final[n].reply.Payload) {
+			t.Fatalf("call %d returned %s; the mailbox holds %s", n, out, final[n].reply.Payload)
+		}
+	}
+	t.Logf("answers won: %d through B, %d through C", won[1], won[2])
+}
