@@ -260,8 +260,8 @@ func toolOutput(t *testing.T, r reply) string {
 // answers 10 of them through replica B (A's calls return their replies); A is killed
 // with SIGKILL (its other 90 calls get no answer); the reviewer answers 30 more through
 // B while A is down; A is started again, and the writer re-attaches to every one of its
-// 100 requests on A by id (POST /v1/messages/{id}/wait): the 40 answered return their
-// reply at once, 30 more are answered through B while the writer waits on A and return
+// 100 requests on A by id (POST /v1/messages/{id}/wait; 5 of them through a CLI
+// process too, `sharedos messages wait ID`): the 40 answered return their reply at once, 30 more are answered through B while the writer waits on A and return
 // theirs, and the writer gives up on the last 30 (its waits cancelled), which A resolves
 // failed message_reply_resolution_failed. Then the reviewer answers the 30 failed ones
 // and 30 answered ones again: refused message_already_resolved. In the mailbox and the
@@ -321,6 +321,16 @@ func TestKillWaitingServe(t *testing.T) {
 	}
 	views := make([]message, pendingRequests)
 	errs := make([]error, pendingRequests)
+	// a restarted CLI re-attaches as well: `sharedos messages wait ID` over the same
+	// database, for 5 of the requests answered while A was down
+	for n := 10; n < 15; n++ {
+		out, code := fl.sosOut("--as", "agent:writer", "--owner", "human:alice", "messages", "wait", rows[n].id, "-o", "json")
+		var m message
+		if code != 0 || json.Unmarshal(out, &m) != nil || m.Status != "answered" || m.Reply == nil ||
+			string(m.Reply.Payload) != fmt.Sprintf(`{"answer":%d}`, n) {
+			t.Fatalf("sharedos messages wait %s: exit %d: %s", rows[n].id, code, out)
+		}
+	}
 	var wg sync.WaitGroup
 	for n := 0; n < 70; n++ { // groups 0, 1 and 2: they wait for their reply
 		wg.Add(1)

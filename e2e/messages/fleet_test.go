@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -193,6 +194,24 @@ func (fl *fleet) sos(args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fl.t.Fatalf("sharedos %s: %v: %s", strings.Join(args, " "), err, out)
 	}
+}
+
+// sosOut runs one sharedos command on the fleet's database and returns its standard
+// output and exit code (-1: it did not run).
+func (fl *fleet) sosOut(args ...string) ([]byte, int) {
+	cmd := exec.Command(fl.bin, append([]string{"--root", fl.root, "--state", fl.state}, args...)...)
+	cmd.Env = fl.env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return append(out, stderr.Bytes()...), ee.ExitCode()
+		}
+		return []byte(err.Error()), -1
+	}
+	return out, 0
 }
 
 // start starts replica i's serve process (it does not wait for it to be ready); it gets
