@@ -352,7 +352,8 @@ var ErrNoReply = errors.New("no reply")
 // the context was cancelled or the exec command exited without one. A request that gets
 // no reply is resolved failed message_reply_resolution_failed in the mailbox, so that it
 // is never answered after its requester gave up; when a reply won that race, it is the
-// answer.
+// answer. A read of the mailbox that fails (the database restarting) does not end the
+// wait: it is tried again at the next poll or hint (see wait and giveUp).
 func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, request kernel.MessageEnvelope, _ kernel.MessageDeliveryResult) (kernel.MessageEnvelope, error) {
 	route, ok := r.Config.Routes[request.Receiver]
 	if !ok {
