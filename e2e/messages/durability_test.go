@@ -166,12 +166,12 @@ func (fl *fleet) reattach(ctx context.Context, i int, id string) (message, error
 // giveUp is the writer re-attaching to request id on replica i and giving up on it: each
 // wait is cancelled after a moment, which the replica answers by resolving the request
 // failed once it has read it (a wait cancelled before the replica read the request leaves
-// it pending: the writer tries again, at most 100 times). It returns the request as the
-// writer last saw it, which must be failed.
+// it pending: the writer tries again, a little longer each time, at most 100 times). It
+// returns the request as the writer last saw it, which must be failed.
 func (fl *fleet) giveUp(t *testing.T, i int, id string) message {
 	t.Helper()
 	for try := 0; try < 100; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond+time.Duration(try)*100*time.Millisecond)
 		m, err := fl.reattach(ctx, i, id)
 		cancel()
 		if err == nil {
