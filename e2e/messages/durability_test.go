@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -784,4 +785,100 @@ func TestKillDuringRequestDelivery(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKillReplierDuringReplies: replica A holds 100 pending messages.request calls; the
+// reviewer answers all 100 through replica B, which is killed with SIGKILL once half of
+// the answers came back. B is started again and the reviewer sends again every answer
+// that got no response: each is delivered, or refused message_already_resolved when
+// its first try had landed before the kill. Every call on A returns the one reply the
+// mailbox recorded; no request has two delivered replies (an answer delivered just
+// before the kill may lack its message.sent record: a delivery and its record are two
+// writes; the count is logged).
+func TestKillReplierDuringReplies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serve processes killed and restarted over PostgreSQL")
+	}
+	dsn := pgtest.DSN(t)
+	fl := newFleet(t, dsn, 2, 0)
+	db := connect(t, dsn)
+	const a, b = 0, 1
+	c := startCalls(fl, a, pendingRequests)
+	rows := waitRows(t, db, pendingRequests)
+	results := make([]error, pendingRequests)
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	next := make(chan int, pendingRequests)
+	for n := range pendingRequests {
+		next <- n
+	}
+	close(next)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range next {
+				s, err := fl.answer(b, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n))
+				if err == nil && !s.Receipt.Ok() {
+					err = fmt.Errorf("refused: %+v", s.Receipt)
+					t.Errorf("answer %d: %v", n, err)
+				}
+				results[n] = err
+				got.Add(1)
+			}
+		}()
+	}
+	for got.Load() < pendingRequests/2 {
+		time.Sleep(time.Millisecond) // polling for progress
+	}
+	fl.kill(b)
+	wg.Wait()
+	fl.start(b)
+	fl.waitReady(b)
+	retried, refused := 0, 0
+	for n := range pendingRequests {
+		if results[n] == nil {
+			continue
+		}
+		retried++
+		s, err := fl.answer(b, rows[n].id, fmt.Sprintf(`{"answer":%d}`, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case s.Receipt.Ok():
+		case s.Receipt.Error != nil && s.Receipt.Error.Code == "message_already_resolved":
+			refused++
+		default:
+			t.Fatalf("answering request %d again: %+v", n, s.Receipt)
+		}
+	}
+	for n := range pendingRequests {
+		if !c.wait(n) {
+			t.Fatalf("call %d: no answer after its reply was recorded", n)
+		}
+	}
+	final := writerRows(t, db)
+	_, replies := sentRecords(t, db)
+	unrecorded := 0
+	for n := range pendingRequests {
+		r := final[n]
+		if r.status != "answered" || r.reply == nil || string(r.reply.Payload) != fmt.Sprintf(`{"answer":%d}`, n) {
+			t.Fatalf("request %d is %s with %+v", n, r.status, r.reply)
+		}
+		if out := toolOutput(t, c.res[n]); out != string(r.reply.Payload) {
+			t.Fatalf("call %d returned %s; the mailbox holds %s", n, out, r.reply.Payload)
+		}
+		rep := replies[r.id]
+		switch {
+		case rep["succeeded"] > 1:
+			t.Fatalf("request %d has %d delivered replies", n, rep["succeeded"])
+		case rep["succeeded"] == 0 && results[n] == nil:
+			t.Fatalf("request %d: its answer was delivered and acknowledged, but has no record", n)
+		case rep["succeeded"] == 0:
+			unrecorded++
+		}
+	}
+	t.Logf("%d answers got no response (B killed), sent again: %d delivered then, %d refused message_already_resolved (%d of them without the first delivery's record)",
+		retried, retried-refused, refused, unrecorded)
 }
