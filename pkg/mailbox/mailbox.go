@@ -352,7 +352,8 @@ var ErrNoReply = errors.New("no reply")
 // the context was cancelled or the exec command exited without one. A request that gets
 // no reply is resolved failed message_reply_resolution_failed in the mailbox, so that it
 // is never answered after its requester gave up; when a reply won that race, it is the
-// answer.
+// answer. A read of the mailbox that fails (the database restarting) does not end the
+// wait: it is tried again at the next poll or hint (see wait and giveUp).
 func (r *Router) ResolveReply(ctx context.Context, actx kernel.AccessContext, request kernel.MessageEnvelope, _ kernel.MessageDeliveryResult) (kernel.MessageEnvelope, error) {
 	route, ok := r.Config.Routes[request.Receiver]
 	if !ok {
@@ -451,14 +452,19 @@ func (r *Router) wait(ctx context.Context, world, id string, exited chan error) 
 	}
 	for {
 		rec, err := r.Box.GetMessage(ctx, world, id)
-		if err != nil && ctx.Err() == nil {
-			return kernel.MessageEnvelope{}, err
-		}
-		if err == nil {
+		switch {
+		case err == nil:
 			if done, reply, err := settled(rec); done {
 				return reply, err
 			}
+		case errors.Is(err, store.ErrNotFound):
+			return kernel.MessageEnvelope{}, err // a delivered message never goes away
 		}
+		// Any other failed read (the database unreachable for a while: a restart, a
+		// failover) is tried again at the next poll or hint, until the reply timeout or
+		// the caller's cancellation. Ending the wait here would tell the requester its
+		// request failed while the mailbox keeps it pending, to be answered after all
+		// (answered twice: failed, then the reply on re-attach).
 		select {
 		case <-ctx.Done():
 			return r.giveUp(ctx, world, id, fmt.Errorf("%w: %v", ErrNoReply, context.Cause(ctx)))
@@ -481,15 +487,37 @@ func (r *Router) wait(ctx context.Context, world, id string, exited chan error) 
 	}
 }
 
+// ResolveRetry bounds how long giveUp keeps trying to record a request failed while the
+// store cannot be written (the database restarting): the requester is told its request
+// failed only once the mailbox says so, or once ResolveRetry passed — then the request
+// stays pending (answerable, and a re-attach settles it), the one case where the
+// requester's failure and the mailbox may disagree.
+const ResolveRetry = time.Minute
+
+// resolveRetryEvery is the interval of giveUp's tries (a shorter Router.Poll wins).
+const resolveRetryEvery = 200 * time.Millisecond
+
 // giveUp resolves request id failed; when a reply was recorded first, that reply is the
-// answer.
+// answer. A failure to write the resolution (not a refusal) is tried again every 200 ms
+// (or every Poll, when shorter), for ResolveRetry at most.
 func (r *Router) giveUp(ctx context.Context, world, id string, why error) (kernel.MessageEnvelope, error) {
 	now := time.Now
 	if r.Now != nil {
 		now = r.Now
 	}
+	every := resolveRetryEvery
+	if r.Poll > 0 && r.Poll < every {
+		every = r.Poll
+	}
 	// the caller's context may be over: the resolution is written regardless
-	rec, err := r.Box.FailMessage(context.WithoutCancel(ctx), world, id, kernel.CodeMessageReplyResolutionFailed, kernel.FormatTimestamp(now().UnixMilli()))
+	var rec store.MessageRecord
+	var err error
+	for deadline := time.Now().Add(ResolveRetry); ; time.Sleep(every) {
+		rec, err = r.Box.FailMessage(context.WithoutCancel(ctx), world, id, kernel.CodeMessageReplyResolutionFailed, kernel.FormatTimestamp(now().UnixMilli()))
+		if err == nil || errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrNotFound) || !time.Now().Before(deadline) {
+			break
+		}
+	}
 	if err == nil && r.Notifier != nil {
 		r.Notifier.Notify(world, id) // another waiter of the id (a re-attached one) ends too
 	}
