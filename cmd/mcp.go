@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -178,7 +177,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	defer stop()
 	log.Info("serving MCP on stdio", "actor", h.Ctx.Actor.String(), "world", h.Ctx.World,
 		"namespaces", strings.Join(h.Ctx.EnabledToolNamespaces, ","))
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{opts.IO.In}, Writer: nopWriteCloser{opts.IO.Out}})
+	err = srv.Run(ctx, &mcpserver.StdioTransport{Reader: nopReadCloser{opts.IO.In}, Writer: nopWriteCloser{opts.IO.Out}})
 	if err != nil && ctx.Err() == nil {
 		log.Error("session ended", "err", err)
 		return internalError(err)
