@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -325,5 +326,104 @@ func TestStdioTransportMatchesTheSDKs(t *testing.T) {
 			}
 			t.Logf("%d answers, %d received, ended with %q", len(ours.lines), len(ours.seen), ours.end)
 		})
+	}
+}
+
+// blockingReader is a reader whose Close does not unblock its Read (as the CLI's stdin).
+type blockingReader struct{ unblock chan struct{} }
+
+func (r blockingReader) Read([]byte) (int, error) { <-r.unblock; return 0, io.EOF }
+func (r blockingReader) Close() error             { return nil }
+
+// Close unblocks a Read that waits for input even when closing the reader does not.
+func TestStdioCloseUnblocksRead(t *testing.T) {
+	r := blockingReader{unblock: make(chan struct{})}
+	defer close(r.unblock)
+	conn, err := (&StdioTransport{Reader: r, Writer: nopWriter{}}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Read(context.Background())
+		done <- err
+	}()
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != io.EOF {
+			t.Fatalf("Read after Close: %v, want io.EOF", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not unblock Read")
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
+
+// chunkWriter writes each call's bytes in pieces of one byte, yielding in between, so
+// that two unsynchronized writers would interleave their bytes.
+type chunkWriter struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		w.mu.Lock()
+		w.out.WriteByte(b)
+		w.mu.Unlock()
+		runtime.Gosched()
+	}
+	return len(p), nil
+}
+func (w *chunkWriter) Close() error { return nil }
+
+// Concurrent Writes come out as whole lines, one message each.
+func TestStdioConcurrentWrites(t *testing.T) {
+	w := &chunkWriter{}
+	conn, err := (&StdioTransport{Reader: io.NopCloser(strings.NewReader("")), Writer: w}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				id, _ := jsonrpc.MakeID(float64(g*100 + i))
+				if err := conn.Write(context.Background(), &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"text":"` + strings.Repeat("y", 40) + `"}`)}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(w.out.String(), "\n"), "\n")
+	if len(lines) != 160 {
+		t.Fatalf("%d lines, want 160", len(lines))
+	}
+	for _, l := range lines {
+		if msg, err := jsonrpc.DecodeMessage([]byte(l)); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		} else if _, ok := msg.(*jsonrpc.Response); !ok {
+			t.Fatalf("line %q is not a response", l)
+		}
+	}
+}
+
+// The fast decoder takes the messages of an ordinary session (a test of the benchmark's
+// premise, not of behaviour: what it declines still decodes, by the SDK's path).
+func TestDecodeLineTakesOrdinaryMessages(t *testing.T) {
+	for _, l := range []string{
+		initMsg(1, "2025-06-18"), initialized, callMsg(2, "x"), callMsg("s", "y"),
+		`{"jsonrpc":"2.0","id":3,"result":{"action":"accept"}}` + "\n",
+	} {
+		if _, ok := decodeLine([]byte(l), false); !ok {
+			t.Errorf("decodeLine declined %q", l)
+		}
 	}
 }
