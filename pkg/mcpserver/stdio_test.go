@@ -79,6 +79,8 @@ func FuzzDecodeLine(f *testing.F) {
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\":\"\xff\"}}\n",
 		`null` + "\n" + `[]` + "\n",
 		`{"jsonrpc":"2.0","id":1,"result":{}}` + "\r" + `{"jsonrpc":"2.0","id":2,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}  ` + "\n",
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\r \n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -287,6 +289,7 @@ func TestStdioTransportMatchesTheSDKs(t *testing.T) {
 		}},
 		{name: "not JSON", steps: []step{{write: "hello\n"}}},
 		{name: "trailing data", steps: []step{{write: `{"jsonrpc":"2.0","id":1,"method":"ping"} x` + "\n"}}},
+		{name: "spaces after a message", steps: []step{{write: `{"jsonrpc":"2.0","id":1,"method":"ping"}  ` + "\n"}}},
 		{name: "two values on a line", steps: []step{{write: `{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"}}},
 		{name: "a wrong version tag", steps: []step{{write: `{"jsonrpc":"1.0","id":1,"method":"ping"}` + "\n"}}},
 		{name: "a response without an id", steps: []step{{write: `{"jsonrpc":"2.0","result":{}}` + "\n"}}},
