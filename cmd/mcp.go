@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sharedos/sharedos/internal/mcpstdio"
 	"github.com/sharedos/sharedos/internal/pollstdin"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
@@ -185,7 +186,7 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 		in, restore = pollstdin.Open(f)
 		defer restore()
 	}
-	err = srv.Run(ctx, &mcpserver.StdioTransport{Reader: in, Writer: nopWriteCloser{opts.IO.Out}})
+	err = srv.Run(ctx, &mcpstdio.Transport{Reader: in, Writer: nopWriteCloser{opts.IO.Out}})
 	if err != nil && ctx.Err() == nil {
 		log.Error("session ended", "err", err)
 		return internalError(err)

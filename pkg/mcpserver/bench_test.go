@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/internal/mcpstdio"
 )
 
 // BenchmarkCallRead is a tools/call files.read round trip over the in-memory transport:
@@ -84,7 +86,9 @@ func benchStdio(b *testing.B, transport func(r io.ReadCloser, w io.WriteCloser) 
 
 // BenchmarkCallReadStdio: files.read over sharedos' stdio transport.
 func BenchmarkCallReadStdio(b *testing.B) {
-	benchStdio(b, func(r io.ReadCloser, w io.WriteCloser) mcp.Transport { return &StdioTransport{Reader: r, Writer: w} })
+	benchStdio(b, func(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
+		return &mcpstdio.Transport{Reader: r, Writer: w}
+	})
 }
 
 // BenchmarkCallReadSDKStdio: the same over the SDK's stdio transport (mcp.IOTransport),

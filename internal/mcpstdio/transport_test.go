@@ -1,4 +1,4 @@
-package mcpserver
+package mcpstdio
 
 import (
 	"bufio"
@@ -100,7 +100,7 @@ func FuzzDecodeLine(f *testing.F) {
 			}
 		}
 		sdk := readMessages(t, &mcp.IOTransport{Reader: io.NopCloser(bytes.NewReader(data)), Writer: nopWriter{}})
-		ours := readMessages(t, &StdioTransport{Reader: io.NopCloser(bytes.NewReader(data)), Writer: nopWriter{}})
+		ours := readMessages(t, &Transport{Reader: io.NopCloser(bytes.NewReader(data)), Writer: nopWriter{}})
 		if !slices.Equal(sdk, ours) {
 			t.Fatalf("input %q:\nSDK:  %s\nours: %s", data, strings.Join(sdk, "\n      "), strings.Join(ours, "\n      "))
 		}
@@ -316,7 +316,7 @@ func TestStdioTransportMatchesTheSDKs(t *testing.T) {
 				return &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: c.limit}
 			})
 			ours := runDifferential(t, c.steps, func(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
-				return &StdioTransport{Reader: r, Writer: w, MaxLineLength: c.limit}
+				return &Transport{Reader: r, Writer: w, MaxLineLength: c.limit}
 			})
 			if !slices.Equal(sdk.lines, ours.lines) {
 				t.Errorf("answers differ:\nSDK:  %.300q\nours: %.300q", sdk.lines, ours.lines)
@@ -342,7 +342,7 @@ func (r blockingReader) Close() error             { return nil }
 func TestStdioCloseUnblocksRead(t *testing.T) {
 	r := blockingReader{unblock: make(chan struct{})}
 	defer close(r.unblock)
-	conn, err := (&StdioTransport{Reader: r, Writer: nopWriter{}}).Connect(context.Background())
+	conn, err := (&Transport{Reader: r, Writer: nopWriter{}}).Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func (w *chunkWriter) Close() error { return nil }
 // Concurrent Writes come out as whole lines, one message each.
 func TestStdioConcurrentWrites(t *testing.T) {
 	w := &chunkWriter{}
-	conn, err := (&StdioTransport{Reader: io.NopCloser(strings.NewReader("")), Writer: w}).Connect(context.Background())
+	conn, err := (&Transport{Reader: io.NopCloser(strings.NewReader("")), Writer: w}).Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package mcpserver
+// Package mcpstdio is the MCP stdio transport of `sharedos mcp` and of the gateway's
+// connections to stdio servers (issue 28): the SDK's semantics and message types at a
+// fraction of its transport's allocations.
+package mcpstdio
 
 import (
 	"bytes"
@@ -14,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// StdioTransport is the MCP stdio transport of `sharedos mcp` (issue 28): newline-
-// delimited JSON-RPC over a reader and a writer, with the semantics of the SDK's
+// Transport is an MCP stdio transport, for a server (`sharedos mcp`) or a client (the
+// gateway's connection to a stdio server): newline-delimited JSON-RPC over a reader and a writer, with the semantics of the SDK's
 // mcp.IOTransport, the SDK's message types (jsonrpc.Request, jsonrpc.Response), its
 // encoder (jsonrpc.EncodeMessage) and its dispatch. What differs is the cost of reading:
 // the SDK's transport copies every message out of a json.Decoder and then decodes it
@@ -46,7 +49,7 @@ import (
 // unexported hook, is read here from the server's answer to `initialize` (its
 // result.protocolVersion is the negotiated version): the client sends nothing else
 // before that answer arrives, so the batch rule applies from the same message on.
-type StdioTransport struct {
+type Transport struct {
 	Reader io.ReadCloser
 	Writer io.WriteCloser
 	// MaxLineLength bounds the bytes of one inbound message: 0 selects
@@ -55,12 +58,12 @@ type StdioTransport struct {
 }
 
 // Connect implements mcp.Transport.
-func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
+func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 	limit := t.MaxLineLength
 	if limit == 0 {
 		limit = mcp.DefaultMaxLineLength
 	}
-	c := &stdioConn{r: t.Reader, w: t.Writer, incoming: make(chan readResult), closed: make(chan struct{})}
+	c := &conn{r: t.Reader, w: t.Writer, incoming: make(chan readResult), closed: make(chan struct{})}
 	// Reads happen in a goroutine of their own so that Close unblocks a Read waiting for
 	// input (stdin cannot be interrupted portably), as in the SDK's transport.
 	go c.readLoop(limit)
@@ -73,7 +76,7 @@ type readResult struct {
 	err error
 }
 
-type stdioConn struct {
+type conn struct {
 	r        io.ReadCloser
 	w        io.WriteCloser
 	incoming chan readResult
@@ -104,7 +107,7 @@ const version20250618 = "2025-06-18"
 
 // readLoop reads the input line by line into one reused buffer and hands each message
 // to Read, until an error (io.EOF included), which it hands over last.
-func (c *stdioConn) readLoop(limit int) {
+func (c *conn) readLoop(limit int) {
 	buf := make([]byte, 0, 64<<10)
 	start, scanned := 0, 0 // the current line begins at buf[start]; buf[start:scanned] has no newline
 	var open valueScan     // how far buf[start:scanned] is into a JSON object or array
@@ -157,6 +160,12 @@ func (c *stdioConn) readLoop(limit int) {
 					}
 					return
 				}
+			}
+			if err != io.EOF && bytes.IndexByte(rest, '\n') < 0 && !open.scan(rest, scanned-start) && open.depth > 0 {
+				// a read error inside a value (the gateway's frame cap): the stream
+				// decoder would read it all only to end with err
+				c.deliver(readResult{err: err})
+				return
 			}
 			c.stream(rest, limit, err)
 			return
@@ -220,12 +229,13 @@ func (v *valueScan) scan(b []byte, from int) bool {
 // stream reads the rest of the session the way the SDK's transport does, from pending
 // (read already, not yet decoded) on: a json.Decoder frames the values, a value must be followed by a
 // newline (or nothing), and each is decoded by Read with the SDK's decoder.
-func (c *stdioConn) stream(pending []byte, limit int, readErr error) {
+func (c *conn) stream(pending []byte, limit int, readErr error) {
 	var rest io.Reader = c.r
 	if readErr != nil {
 		rest = errReader{readErr}
 	}
-	lim := &frameLimitReader{r: io.MultiReader(bytes.NewReader(bytes.Clone(pending)), rest), limit: limit}
+	// pending is not copied: the read loop ends with this call
+	lim := &frameLimitReader{r: io.MultiReader(bytes.NewReader(pending), rest), limit: limit}
 	dec := json.NewDecoder(lim)
 	for {
 		var raw json.RawMessage
@@ -275,7 +285,7 @@ func (r *frameLimitReader) Read(p []byte) (int, error) {
 }
 
 // deliver hands r to Read; it reports false when the connection was closed first.
-func (c *stdioConn) deliver(r readResult) bool {
+func (c *conn) deliver(r readResult) bool {
 	select {
 	case c.incoming <- r:
 		return true
@@ -285,7 +295,7 @@ func (c *stdioConn) deliver(r readResult) bool {
 }
 
 // Read implements mcp.Connection.
-func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -314,7 +324,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // decodeRaw decodes a message the stream decoder framed: a batch or one message, as
 // the SDK's transport does (its readBatch and batch bookkeeping).
-func (c *stdioConn) decodeRaw(raw []byte) (jsonrpc.Message, error) {
+func (c *conn) decodeRaw(raw []byte) (jsonrpc.Message, error) {
 	msgs, batch, err := splitBatch(raw)
 	if err != nil {
 		return nil, err
@@ -424,7 +434,7 @@ func depthOK(b []byte) bool {
 
 // sawRequest remembers the id of the initialize request, whose answer carries the
 // negotiated protocol version.
-func (c *stdioConn) sawRequest(msg jsonrpc.Message) {
+func (c *conn) sawRequest(msg jsonrpc.Message) {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" && req.ID.IsValid() {
 		c.mu.Lock()
 		if !c.initAnswered && c.initID == nil {
@@ -436,7 +446,7 @@ func (c *stdioConn) sawRequest(msg jsonrpc.Message) {
 }
 
 // sawResponse reads the negotiated protocol version from the answer to initialize.
-func (c *stdioConn) sawResponse(resp *jsonrpc.Response) {
+func (c *conn) sawResponse(resp *jsonrpc.Response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.initID == nil || *c.initID != resp.ID {
@@ -464,7 +474,7 @@ type msgBatch struct {
 	responses  []*jsonrpc.Response
 }
 
-func (c *stdioConn) addBatch(b *msgBatch) error {
+func (c *conn) addBatch(b *msgBatch) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range b.unresolved {
@@ -483,7 +493,7 @@ func (c *stdioConn) addBatch(b *msgBatch) error {
 
 // updateBatch records resp in its batch; ok reports whether it belongs to one, and
 // done is the batch's answers once resp completed it.
-func (c *stdioConn) updateBatch(resp *jsonrpc.Response) (done []*jsonrpc.Response, ok bool) {
+func (c *conn) updateBatch(resp *jsonrpc.Response) (done []*jsonrpc.Response, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.batches[resp.ID]
@@ -500,7 +510,7 @@ func (c *stdioConn) updateBatch(resp *jsonrpc.Response) (done []*jsonrpc.Respons
 }
 
 // Write implements mcp.Connection.
-func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -540,7 +550,7 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // Close implements mcp.Connection; it may be called more than once.
-func (c *stdioConn) Close() error {
+func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.closeErr = errors.Join(c.r.Close(), c.w.Close())
 		close(c.closed)
@@ -549,7 +559,7 @@ func (c *stdioConn) Close() error {
 }
 
 // SessionID implements mcp.Connection (stdio has no session id).
-func (c *stdioConn) SessionID() string { return "" }
+func (c *conn) SessionID() string { return "" }
 
 func isSpaceByte(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\n' }
 

@@ -1,4 +1,4 @@
-package mcpserver
+package mcpstdio
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// decodeLine is the fast decoder of StdioTransport: it decodes one line of input that
+// decodeLine is the fast decoder of Transport: it decodes one line of input that
 // holds one ordinary JSON-RPC message, in place, into the SDK's message types. It takes
 // only what it can decode exactly as the SDK's transport would (FuzzDecodeLine checks
 // every message it takes against jsonrpc.DecodeMessage):
