@@ -90,6 +90,12 @@ const dp99 = med(d.map((r) => r.callP99Us)), gp99 = med(g.map((r) => r.callP99Us
 const added = gp50 - dp50;
 console.log(`direct p50 ${(dp50 / 1000).toFixed(3)} ms, gated p50 ${(gp50 / 1000).toFixed(3)} ms (medians of ${d.length} interleaved rounds)`);
 console.log(`issue 28 row: added latency of a gated call p50 ${(added / 1000).toFixed(3)} ms (target <= 1 ms) = ${(added / dp50).toFixed(2)}x the direct p50 (target <= 2x under load); p99 added ${((gp99 - dp99) / 1000).toFixed(3)} ms`);
+// CPU time per call of the server processes (the driver reads /proc: the server and what
+// it started), which holds under load where the wall clock does not: on a loaded machine
+// every ms of CPU on the call path waits for a core, so the added latency follows the
+// added CPU (issue 28 item 5)
+const dcpu = med(d.map((r) => r.cpuPerCallUs)), gcpu = med(g.map((r) => r.cpuPerCallUs));
+console.log(`CPU per call (server processes): direct ${dcpu} µs, gated ${gcpu} µs (sharedos and the same upstream), added ${gcpu - dcpu} µs = ${((gcpu - dcpu) / dcpu).toFixed(2)}x the direct server own CPU; load average ${require("fs").readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`);
 ' "$tmp/direct.jsonl" "$tmp/gated.jsonl"
 
 # warm the cache (one connection per server), then time cold starts that read it

@@ -17,10 +17,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sharedos/sharedos/internal/mcpstdio"
+	"github.com/sharedos/sharedos/internal/pollstdin"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -178,7 +179,14 @@ func runMCP(ctx context.Context, opts *MCPOptions) error {
 	defer stop()
 	log.Info("serving MCP on stdio", "actor", h.Ctx.Actor.String(), "world", h.Ctx.World,
 		"namespaces", strings.Join(h.Ctx.EnabledToolNamespaces, ","))
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{opts.IO.In}, Writer: nopWriteCloser{opts.IO.Out}})
+	var in io.ReadCloser = nopReadCloser{opts.IO.In}
+	if f, ok := opts.IO.In.(*os.File); ok {
+		// a pipe from the client is read through the poller (issue 28 item 5)
+		var restore func()
+		in, restore = pollstdin.Open(f)
+		defer restore()
+	}
+	err = srv.Run(ctx, &mcpstdio.Transport{Reader: in, Writer: nopWriteCloser{opts.IO.Out}})
 	if err != nil && ctx.Err() == nil {
 		log.Error("session ended", "err", err)
 		return internalError(err)

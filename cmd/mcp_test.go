@@ -104,6 +104,32 @@ func TestMCPStdio(t *testing.T) {
 	}
 }
 
+// TestMCPMalformedLineEndsTheSession: a line that is not JSON-RPC ends the session
+// with a log line on stderr naming what was wrong, and a non-zero exit (spec 50 §2),
+// over sharedos' own stdio transport.
+func TestMCPMalformedLineEndsTheSession(t *testing.T) {
+	dir, env := sandbox(t)
+	root, grants := readFixture(t, dir)
+	run := startStdio([]string{"mcp", "--log-format", "json", "--root", root, "--grants", grants, "--namespaces", "files",
+		"--state", filepath.Join(dir, "state", "state.db")}, env)
+	go func() { _, _ = io.Copy(io.Discard, run.out) }()
+	if _, err := run.in.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-run.code:
+		if c == 0 {
+			t.Fatalf("exit 0 after a malformed line, stderr %s", run.stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("sharedos mcp did not end its session at a malformed line")
+	}
+	_ = run.in.Close()
+	if logs := run.stderr.String(); !strings.Contains(logs, `"msg":"session ended","err":"invalid character 'h' looking for beginning of value"`) {
+		t.Fatalf("no log line names the malformed input:\n%s", logs)
+	}
+}
+
 // TestMCPBadLogFormat: an unknown --log-format is a usage error before anything is served.
 func TestMCPBadLogFormat(t *testing.T) {
 	_, env := sandbox(t)

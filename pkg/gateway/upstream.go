@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/internal/mcpstdio"
 )
 
 // resolveSecrets reads every credential of s by reference, at connect time, and
@@ -395,7 +397,9 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err := t.cmd.Start(); err != nil {
 		return nil, err
 	}
-	t2 := &mcp.IOTransport{Reader: &cappedPipe{r: stdout, c: &cappedReader{cap: t.cap}},
+	// the SDK's stdio semantics over sharedos' transport (internal/mcpstdio): an
+	// upstream's answer is decoded in place instead of through three 32 KiB buffers
+	t2 := &mcpstdio.Transport{Reader: &cappedPipe{r: stdout, c: &cappedReader{cap: t.cap}},
 		Writer: &processInput{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate}, MaxLineLength: -1}
 	return t2.Connect(ctx)
 }
