@@ -42,7 +42,7 @@ func TestCommandNameSkipsGlobalFlags(t *testing.T) {
 		{[]string{"--root=x", "-o", "json", "--grants", "a.yaml", "--grants=b.yaml", "tools", "list"}, "tools", true},
 		{[]string{"-ojson", "audit"}, "audit", true},
 		{[]string{"-k", "audit"}, "audit", true},
-		{[]string{"-ko", "json", "audit"}, "", false}, // combined shorthands: cobra reads them
+		{[]string{"-ko", "json", "audit"}, "", false},    // combined shorthands: cobra reads them
 		{[]string{"--insecure", "tools"}, "tools", true}, // a boolean flag takes no value
 		{[]string{"--insecure", "--root", "version", "tools"}, "tools", true},
 		{[]string{"--root"}, "", false},
