@@ -6,7 +6,9 @@
 # interleaved with `git --version` in one run (bench/interleave.py: every case once per
 # round, RUNS rounds). Prints each case's p50 wall and CPU (user + system) time and its
 # ratio to `git --version`: issue 28's rows, version <= 2.5x and tools list with 1,000
-# grants <= 3x; 10,000 grants with the cache removed <= 60 ms wall.
+# grants <= 3x; 10,000 grants with the cache removed <= 60 ms wall. Three floor rows say
+# what no command can go below: a Go hello-world, sharedos's packages with an empty main
+# (bench/startfloor) and `version` of the Dockerfile's static build.
 #
 #   bench/cli.sh                         # 30 runs per case
 #   RUNS=50 bench/cli.sh
@@ -21,6 +23,16 @@ mkdir -p "$out/root/notes" "$out/xdg/state" "$out/xdg/config" "$out/home"
 echo "hello" > "$out/root/notes/a.md"
 
 go build -o "$out/sharedos" .
+# The floor of any sharedos command (bench/startfloor: the same binary, main returns at
+# once), the same build as the Dockerfile's (CGO off, -trimpath, -s -w; the README's
+# `go build` links the C resolver and the dynamic loader), and a Go program linking
+# nothing but the runtime: rows that say how much of `version` is the command's own work,
+# the build's, and the packages'.
+go build -o "$out/startfloor" ./bench/startfloor
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$out/sharedos-static" .
+mkdir -p "$out/hello"
+printf 'package main\n\nimport "os"\n\nfunc main() { os.Stdout.WriteString("hello\\n") }\n' > "$out/hello/main.go"
+(cd "$out/hello" && GO111MODULE=off go build -o hello main.go)
 
 # 1,000 grants: files and repo capabilities over 100 folders, a few actions each.
 gen() { # $1 = yaml|json, $2 = grant count (default 1,000)
@@ -71,6 +83,9 @@ g="$PWD/$out"
 args=(--runs "$runs" --warmup 3)
 command -v git >/dev/null 2>&1 || { echo "git is needed as the peer" >&2; exit 1; }
 args+=(--peer "git --version (peer process floor)" "$(command -v git) --version")
+args+=(--cmd "floor: Go hello-world (the runtime alone)" "$g/hello/hello")
+args+=(--cmd "floor: the sharedos binary, main returns at once (bench/startfloor)" "$g/startfloor")
+args+=(--cmd "version, CGO_ENABLED=0 -trimpath -s -w build (the Dockerfile's)" "$g/sharedos-static version -o json")
 bins=("new=$bin")
 if [ -n "${BASE:-}" ]; then bins=("base=$BASE" "${bins[@]}"); fi
 for nb in "${bins[@]}"; do

@@ -12,10 +12,12 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Main runs the command line with the process's arguments and streams and returns the
@@ -83,7 +85,7 @@ func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC boo
 
 // runFactory runs the command line with args over f.
 func runFactory(f *Factory, args []string, tuneGC bool) int {
-	root := NewRootCmd(f)
+	root := newRootCmdFor(f, args)
 	if tuneGC {
 		gcPolicy(root, args)
 	}
@@ -117,8 +119,100 @@ func runFactory(f *Factory, args []string, tuneGC bool) int {
 	return exitCodeOf(err)
 }
 
-// NewRootCmd builds the command tree over f.
-func NewRootCmd(f *Factory) *cobra.Command {
+// topCommand is a top-level command of the tree: its name and aliases, known without
+// building it, its help group and its constructor.
+type topCommand struct {
+	name    string
+	aliases []string
+	group   string
+	build   func(*Factory) *cobra.Command
+}
+
+// topCommands are the root's commands, in the order they are added. help (cobra's own,
+// replaced by newHelpCmd) and the flags topic are added apart. TestTopCommandsNameTheirCommands
+// checks that each name and alias is the built command's.
+var topCommands = []topCommand{
+	{"tools", nil, "kernel", newToolsCmd},
+	{"explain", nil, "kernel", newExplainCmd},
+	{"namespaces", []string{"ns"}, "kernel", newNamespacesCmd},
+	{"grants", nil, "kernel", newGrantsCmd},
+	{"escalations", nil, "kernel", newEscalationsCmd},
+	{"audit", nil, "kernel", newAuditCmd},
+	{"test", nil, "kernel", func(f *Factory) *cobra.Command { return newTestCmd(f, nil) }},
+	{"gateway", nil, "kernel", newGatewayCmd},
+	{"messages", nil, "kernel", newMessagesCmd},
+	{"mcp", nil, "", func(f *Factory) *cobra.Command { return newMCPCmd(f, nil) }},           // the MCP surface (cmd/mcp.go)
+	{"serve", nil, "kernel", func(f *Factory) *cobra.Command { return newServeCmd(f, nil) }}, // the HTTP /v1 surface (cmd/serve.go)
+	{"tokens", nil, "kernel", newTokensCmd},                                                  // the bearer tokens of mcp --listen (cmd/tokens.go)
+	{"store", nil, "other", newStoreCmd},
+	{"completion", nil, "other", newCompletionCmd},
+	{"version", nil, "other", newVersionCmd},
+}
+
+// NewRootCmd builds the whole command tree over f.
+func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, nil) }
+
+// newRootCmdFor builds the command tree a run with args needs: when args name one
+// top-level command (after global flags), only that command's subtree — a process start
+// then does not pay for building the ~100 commands and their flags it will not run
+// (issue 28). Anything else builds the whole tree: no command (the root's help,
+// --version), help, completion and the shell's __complete requests (they list every
+// command), a name that is no command's (its error suggests the others), and arguments
+// the scan does not understand (an unknown flag, '--'). The subtree built is the one the
+// whole tree holds (TestLazyTreeMatchesTheWholeTree).
+func newRootCmdFor(f *Factory, args []string) *cobra.Command {
+	root := newRootCmd(f, func(root *cobra.Command) []topCommand {
+		name, ok := commandName(root.PersistentFlags(), args)
+		if !ok {
+			return nil
+		}
+		for _, t := range topCommands {
+			if (t.name == name || slices.Contains(t.aliases, name)) && t.name != "completion" {
+				return []topCommand{t}
+			}
+		}
+		return nil
+	})
+	return root
+}
+
+// commandName is the first argument that is not a global flag or a global flag's value;
+// ok=false when there is none or an argument is not understood.
+func commandName(flags *pflag.FlagSet, args []string) (string, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var fl *pflag.Flag
+		switch {
+		case a == "--" || a == "-":
+			return "", false
+		case strings.HasPrefix(a, "--"):
+			name, _, attached := strings.Cut(a[2:], "=")
+			if fl = flags.Lookup(name); fl == nil {
+				return "", false
+			}
+			if !attached && fl.NoOptDefVal == "" {
+				i++ // its value
+			}
+		case strings.HasPrefix(a, "-"):
+			if fl = flags.ShorthandLookup(a[1:2]); fl == nil {
+				return "", false
+			}
+			if len(a) == 2 && fl.NoOptDefVal == "" {
+				i++ // its value
+			} else if len(a) > 2 && fl.NoOptDefVal != "" {
+				return "", false // combined boolean shorthands: let cobra read them
+			}
+		default:
+			return a, true
+		}
+	}
+	return "", false
+}
+
+// newRootCmd builds the root command over f with the top-level commands only returns
+// (given the root with its global flags bound; nil: all of them, with help and the flags
+// topic).
+func newRootCmd(f *Factory, only func(root *cobra.Command) []topCommand) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sharedos",
 		Short: "A permission kernel for AI-agent tools",
@@ -148,25 +242,24 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddGroup(&cobra.Group{ID: "kernel", Title: "Tools and authority:"}, &cobra.Group{ID: "other", Title: "Other commands:"})
-	for _, c := range []*cobra.Command{newToolsCmd(f), newExplainCmd(f), newNamespacesCmd(f), newGrantsCmd(f),
-		newEscalationsCmd(f), newAuditCmd(f), newTestCmd(f, nil), newGatewayCmd(f), newMessagesCmd(f)} {
-		c.GroupID = "kernel"
-		root.AddCommand(c)
+	var some []topCommand
+	if only != nil {
+		some = only(root)
 	}
-	root.AddCommand(newMCPCmd(f, nil)) // mcp: the MCP surface (cmd/mcp.go)
-	serveCmd := newServeCmd(f, nil)    // serve: the HTTP /v1 surface (cmd/serve.go)
-	serveCmd.GroupID = "kernel"
-	root.AddCommand(serveCmd)
-	tokensCmd := newTokensCmd(f) // tokens: the bearer tokens of mcp --listen (cmd/tokens.go)
-	tokensCmd.GroupID = "kernel"
-	root.AddCommand(tokensCmd)
-	for _, c := range []*cobra.Command{newStoreCmd(f), newCompletionCmd(f), newVersionCmd(f)} {
-		c.GroupID = "other"
+	cmds := topCommands
+	if some != nil {
+		cmds = some
+	}
+	for _, t := range cmds {
+		c := t.build(f)
+		c.GroupID = t.group
 		root.AddCommand(c)
 	}
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID("other")
-	root.AddCommand(newFlagsTopic(root))
+	if some == nil {
+		root.AddCommand(newFlagsTopic(root))
+	}
 	root.SetUsageTemplate(usageTemplate)
 	requireSubcommands(root)
 	return root

@@ -26,104 +26,120 @@ func (d *Draft) String() string {
 
 var (
 	Draft4 = &Draft{
-		version: 4,
-		url:     "http://json-schema.org/draft-04/schema",
-		id:      "id",
-		subschemas: []SchemaPath{
-			// type agonistic
-			schemaPath("definitions/*"),
-			schemaPath("not"),
-			schemaPath("allOf/[]"),
-			schemaPath("anyOf/[]"),
-			schemaPath("oneOf/[]"),
-			// object
-			schemaPath("properties/*"),
-			schemaPath("additionalProperties"),
-			schemaPath("patternProperties/*"),
-			// array
-			schemaPath("items"),
-			schemaPath("items/[]"),
-			schemaPath("additionalItems"),
-			schemaPath("dependencies/*"),
-		},
+		version:       4,
+		url:           "http://json-schema.org/draft-04/schema",
+		id:            "id",
 		vocabPrefix:   "",
-		allVocabs:     map[string]*Schema{},
 		defaultVocabs: []string{},
 	}
 
 	Draft6 = &Draft{
-		version: 6,
-		url:     "http://json-schema.org/draft-06/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft4.subschemas,
-			schemaPath("propertyNames"),
-			schemaPath("contains"),
-		),
+		version:       6,
+		url:           "http://json-schema.org/draft-06/schema",
+		id:            "$id",
 		vocabPrefix:   "",
-		allVocabs:     map[string]*Schema{},
 		defaultVocabs: []string{},
 	}
 
 	Draft7 = &Draft{
-		version: 7,
-		url:     "http://json-schema.org/draft-07/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft6.subschemas,
-			schemaPath("if"),
-			schemaPath("then"),
-			schemaPath("else"),
-		),
+		version:       7,
+		url:           "http://json-schema.org/draft-07/schema",
+		id:            "$id",
 		vocabPrefix:   "",
-		allVocabs:     map[string]*Schema{},
 		defaultVocabs: []string{},
 	}
 
 	Draft2019 = &Draft{
-		version: 2019,
-		url:     "https://json-schema.org/draft/2019-09/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft7.subschemas,
-			schemaPath("$defs/*"),
-			schemaPath("dependentSchemas/*"),
-			schemaPath("unevaluatedProperties"),
-			schemaPath("unevaluatedItems"),
-			schemaPath("contentSchema"),
-		),
-		vocabPrefix: "https://json-schema.org/draft/2019-09/vocab/",
-		allVocabs: map[string]*Schema{
-			"core":       nil,
-			"applicator": nil,
-			"validation": nil,
-			"meta-data":  nil,
-			"format":     nil,
-			"content":    nil,
-		},
+		version:       2019,
+		url:           "https://json-schema.org/draft/2019-09/schema",
+		id:            "$id",
+		vocabPrefix:   "https://json-schema.org/draft/2019-09/vocab/",
 		defaultVocabs: []string{"core", "applicator", "validation"},
 	}
 
 	Draft2020 = &Draft{
-		version: 2020,
-		url:     "https://json-schema.org/draft/2020-12/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft2019.subschemas,
-			schemaPath("prefixItems/[]"),
-		),
-		vocabPrefix: "https://json-schema.org/draft/2020-12/vocab/",
-		allVocabs: map[string]*Schema{
-			"core":              nil,
-			"applicator":        nil,
-			"unevaluated":       nil,
-			"validation":        nil,
-			"meta-data":         nil,
-			"format-annotation": nil,
-			"format-assertion":  nil,
-			"content":           nil,
-		},
+		version:       2020,
+		url:           "https://json-schema.org/draft/2020-12/schema",
+		id:            "$id",
+		vocabPrefix:   "https://json-schema.org/draft/2020-12/vocab/",
 		defaultVocabs: []string{"core", "applicator", "unevaluated", "validation"},
 	}
 
 	draftLatest = Draft2020
 )
+
+// draftTablesOnce guards buildDraftTables.
+var draftTablesOnce sync.Once
+
+// tables returns d with its subschema locations and vocabulary map filled in.
+//
+// sharedos fork: upstream builds them in the Draft variables' initialisers, which the
+// package's init runs in every process linking it (~140 allocations); they are built on
+// first use instead, before any compilation reads them.
+func (d *Draft) tables() *Draft {
+	draftTablesOnce.Do(buildDraftTables)
+	return d
+}
+
+func buildDraftTables() {
+	Draft4.subschemas = []SchemaPath{
+		// type agonistic
+		schemaPath("definitions/*"),
+		schemaPath("not"),
+		schemaPath("allOf/[]"),
+		schemaPath("anyOf/[]"),
+		schemaPath("oneOf/[]"),
+		// object
+		schemaPath("properties/*"),
+		schemaPath("additionalProperties"),
+		schemaPath("patternProperties/*"),
+		// array
+		schemaPath("items"),
+		schemaPath("items/[]"),
+		schemaPath("additionalItems"),
+		schemaPath("dependencies/*"),
+	}
+	Draft4.allVocabs = map[string]*Schema{}
+	Draft6.subschemas = joinSubschemas(Draft4.subschemas,
+		schemaPath("propertyNames"),
+		schemaPath("contains"),
+	)
+	Draft6.allVocabs = map[string]*Schema{}
+	Draft7.subschemas = joinSubschemas(Draft6.subschemas,
+		schemaPath("if"),
+		schemaPath("then"),
+		schemaPath("else"),
+	)
+	Draft7.allVocabs = map[string]*Schema{}
+	Draft2019.subschemas = joinSubschemas(Draft7.subschemas,
+		schemaPath("$defs/*"),
+		schemaPath("dependentSchemas/*"),
+		schemaPath("unevaluatedProperties"),
+		schemaPath("unevaluatedItems"),
+		schemaPath("contentSchema"),
+	)
+	Draft2019.allVocabs = map[string]*Schema{
+		"core":       nil,
+		"applicator": nil,
+		"validation": nil,
+		"meta-data":  nil,
+		"format":     nil,
+		"content":    nil,
+	}
+	Draft2020.subschemas = joinSubschemas(Draft2019.subschemas,
+		schemaPath("prefixItems/[]"),
+	)
+	Draft2020.allVocabs = map[string]*Schema{
+		"core":              nil,
+		"applicator":        nil,
+		"unevaluated":       nil,
+		"validation":        nil,
+		"meta-data":         nil,
+		"format-annotation": nil,
+		"format-assertion":  nil,
+		"content":           nil,
+	}
+}
 
 // draftsOnce guards the compilation of the drafts' meta-schemas.
 var draftsOnce sync.Once
@@ -141,6 +157,7 @@ func loadDrafts() {
 		c := NewCompiler()
 		c.AssertFormat()
 		for _, d := range []*Draft{Draft4, Draft6, Draft7, Draft2019, Draft2020} {
+			d.tables()
 			d.sch = mustCompile(c, d.url)
 			for name := range d.allVocabs {
 				d.allVocabs[name] = mustCompile(c, strings.TrimSuffix(d.url, "schema")+"meta/"+name)
@@ -225,7 +242,7 @@ func (d *Draft) getVocabs(url url, doc any, vocabularies map[string]*Vocabulary)
 		}
 		name, ok := strings.CutPrefix(vocab, d.vocabPrefix)
 		if ok {
-			if _, ok := d.allVocabs[name]; ok {
+			if _, ok := d.tables().allVocabs[name]; ok {
 				if !slices.Contains(vocabs, name) {
 					vocabs = append(vocabs, name)
 					continue
@@ -294,7 +311,7 @@ func (d *dialect) getSchema(assertVocabs bool, vocabularies map[string]*Vocabula
 
 	var allOf []*Schema
 	for _, vocab := range vocabs {
-		sch := d.draft.allVocabs[vocab]
+		sch := d.draft.tables().allVocabs[vocab]
 		if sch == nil {
 			if v, ok := vocabularies[vocab]; ok {
 				sch = v.Schema
@@ -305,7 +322,7 @@ func (d *dialect) getSchema(assertVocabs bool, vocabularies map[string]*Vocabula
 		}
 	}
 	if !slices.Contains(vocabs, "core") {
-		sch := d.draft.allVocabs["core"]
+		sch := d.draft.tables().allVocabs["core"]
 		if sch == nil {
 			sch = d.draft.sch
 		}

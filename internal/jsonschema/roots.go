@@ -165,7 +165,7 @@ func (rr *roots) _collectResources(r *root, sch any, base url, schPtr jsonPointe
 
 	// process subschemas
 	subschemas := map[jsonPointer]any{}
-	for _, sp := range draft.subschemas {
+	for _, sp := range draft.tables().subschemas {
 		ss := sp.collect(obj, schPtr)
 		for k, v := range ss {
 			subschemas[k] = v

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -263,7 +264,8 @@ type cached struct {
 }
 
 // readEntryAt reads, authenticates and decodes the entry at path for paths; ok=false on a
-// miss or any problem with the entry.
+// miss or any problem with the entry. The decoded files share the bytes read, which
+// nothing else holds.
 func readEntryAt(path string, macKey []byte, paths []string) (c cached, ok bool) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -314,13 +316,18 @@ func randomSuffix() string {
 }
 
 // writeCache stores the files under key, atomically (temporary file + rename), and
-// makes it the latest entry of paths.
-func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes map[scopeKey]string) error {
-	payload, err := encodeSnapshot(files, hashes)
+// makes it the latest entry of paths. sizeHint is the size of the source the files were
+// parsed from: the entry is encoded into one buffer of about that size, framed in place
+// (as sealEntry frames a payload), so that a large set is neither re-grown nor copied.
+func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes map[scopeKey]string, sizeHint int) error {
+	head := len(cacheMagic) + len(key)
+	data := make([]byte, 0, head+max(sizeHint, 64<<10)+sha256.Size)
+	data = append(append(data, cacheMagic...), key[:]...)
+	data, err := appendSnapshot(data, files, hashes)
 	if err != nil {
 		return err
 	}
-	data := sealEntry(macKey, key, payload)
+	data = append(data, entryMAC(macKey, key, data[head:])...)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -420,7 +427,12 @@ func (e *encoder) optInt(p *int64) {
 
 // encodeSnapshot encodes the payload of a cache entry (sealEntry frames it).
 func encodeSnapshot(files []*File, hashes map[scopeKey]string) ([]byte, error) {
-	e := &encoder{b: make([]byte, 0, 64<<10)}
+	return appendSnapshot(make([]byte, 0, 64<<10), files, hashes)
+}
+
+// appendSnapshot appends the payload of a cache entry to dst.
+func appendSnapshot(dst []byte, files []*File, hashes map[scopeKey]string) ([]byte, error) {
+	e := &encoder{b: dst}
 	e.uint(uint64(len(files)))
 	for _, f := range files {
 		e.str(f.Path)
@@ -696,9 +708,11 @@ func (d *decoder) optInt() *int64 {
 }
 
 // decodeSnapshot decodes an authenticated payload (openEntry). It still checks every
-// length and tag, so a payload that is inconsistent is refused, never a panic.
+// length and tag, so a payload that is inconsistent is refused, never a panic. The
+// decoded strings share payload's bytes (no copy of the entry): the caller must not
+// modify payload afterwards.
 func decodeSnapshot(payload []byte) ([]*File, map[scopeKey]string, error) {
-	d := &decoder{s: string(payload)}
+	d := &decoder{s: unsafe.String(unsafe.SliceData(payload), len(payload))}
 	files := make([]*File, d.count())
 	for i := range files {
 		if d.bad {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -38,30 +39,33 @@ import (
 // unchanged since), kept to the single characters that stand in for ASCII letters and
 // digits in Cyrillic, Greek, Armenian and Latin's own extensions. It is not the whole
 // file: a character outside it is not reported unless the script check catches it.
-var confusables = map[rune]string{
-	// ASCII (skeleton only; never reported on their own)
-	'0': "O", '1': "l", 'I': "l", '|': "l", 'm': "rn",
-	// Latin extensions
-	'ı': "i", 'ɑ': "a", 'ɡ': "g", 'ɩ': "i", 'ɪ': "i", 'ʋ': "u", 'ſ': "f", 'ǀ': "l",
-	// Greek
-	'Α': "A", 'Β': "B", 'Ε': "E", 'Ζ': "Z", 'Η': "H", 'Ι': "l", 'Κ': "K", 'Μ': "M", 'Ν': "N",
-	'Ο': "O", 'Ρ': "P", 'Τ': "T", 'Υ': "Y", 'Χ': "X",
-	'α': "a", 'γ': "y", 'ι': "i", 'ν': "v", 'ο': "o", 'ρ': "p", 'σ': "o", 'υ': "u", 'ϲ': "c", 'ϳ': "j",
-	// Cyrillic
-	'Ѕ': "S", 'І': "l", 'Ј': "J", 'А': "A", 'В': "B", 'Е': "E", 'К': "K", 'М': "M", 'Н': "H",
-	'О': "O", 'Р': "P", 'С': "C", 'Т': "T", 'Х': "X", 'Ү': "Y", 'Ӏ': "l", 'Ԝ': "W",
-	'а': "a", 'е': "e", 'о': "o", 'р': "p", 'с': "c", 'у': "y", 'х': "x", 'ѕ': "s", 'і': "i",
-	'ј': "j", 'ѡ': "w", 'ѵ': "v", 'ү': "y", 'һ': "h", 'ҽ': "e", 'ӏ': "i", 'ԁ': "d", 'ԛ': "q", 'ԝ': "w",
-	// Armenian
-	'Ս': "U", 'Տ': "S", 'Օ': "O", 'հ': "h", 'ո': "n", 'ս': "u", 'ց': "g", 'օ': "o",
-}
+// Built on first use: a package-level map literal is built at start-up by every process.
+var confusables = sync.OnceValue(func() map[rune]string {
+	return map[rune]string{
+		// ASCII (skeleton only; never reported on their own)
+		'0': "O", '1': "l", 'I': "l", '|': "l", 'm': "rn",
+		// Latin extensions
+		'ı': "i", 'ɑ': "a", 'ɡ': "g", 'ɩ': "i", 'ɪ': "i", 'ʋ': "u", 'ſ': "f", 'ǀ': "l",
+		// Greek
+		'Α': "A", 'Β': "B", 'Ε': "E", 'Ζ': "Z", 'Η': "H", 'Ι': "l", 'Κ': "K", 'Μ': "M", 'Ν': "N",
+		'Ο': "O", 'Ρ': "P", 'Τ': "T", 'Υ': "Y", 'Χ': "X",
+		'α': "a", 'γ': "y", 'ι': "i", 'ν': "v", 'ο': "o", 'ρ': "p", 'σ': "o", 'υ': "u", 'ϲ': "c", 'ϳ': "j",
+		// Cyrillic
+		'Ѕ': "S", 'І': "l", 'Ј': "J", 'А': "A", 'В': "B", 'Е': "E", 'К': "K", 'М': "M", 'Н': "H",
+		'О': "O", 'Р': "P", 'С': "C", 'Т': "T", 'Х': "X", 'Ү': "Y", 'Ӏ': "l", 'Ԝ': "W",
+		'а': "a", 'е': "e", 'о': "o", 'р': "p", 'с': "c", 'у': "y", 'х': "x", 'ѕ': "s", 'і': "i",
+		'ј': "j", 'ѡ': "w", 'ѵ': "v", 'ү': "y", 'һ': "h", 'ҽ': "e", 'ӏ': "i", 'ԁ': "d", 'ԛ': "q", 'ԝ': "w",
+		// Armenian
+		'Ս': "U", 'Տ': "S", 'Օ': "O", 'հ': "h", 'ո': "n", 'ս': "u", 'ց': "g", 'օ': "o",
+	}
+})
 
 // skeleton is id's TR39 skeleton over the table above (and width folding).
 func skeleton(id string) string {
 	s := norm.NFD.String(width.Fold.String(id))
 	var b strings.Builder
 	for _, r := range s {
-		if p, ok := confusables[r]; ok {
+		if p, ok := confusables()[r]; ok {
 			b.WriteString(p)
 		} else {
 			b.WriteRune(r)
@@ -79,7 +83,7 @@ func lookAlikes(id string) []string {
 		if r < utf8.RuneSelf || seen[r] {
 			continue
 		}
-		p, ok := confusables[r]
+		p, ok := confusables()[r]
 		if !ok {
 			if f := width.Fold.String(string(r)); f != string(r) {
 				p, ok = f, true
@@ -95,13 +99,15 @@ func lookAlikes(id string) []string {
 
 // augmented are TR39's augmented script sets: the scripts a character of a script also
 // counts as (Han is also Japanese, Korean and Han-with-Bopomofo writing).
-var augmented = map[string][]string{
-	"Han":      {"Han", "Jpan", "Kore", "Hanb"},
-	"Hiragana": {"Hiragana", "Jpan"},
-	"Katakana": {"Katakana", "Jpan"},
-	"Hangul":   {"Hangul", "Kore"},
-	"Bopomofo": {"Bopomofo", "Hanb"},
-}
+var augmented = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"Han":      {"Han", "Jpan", "Kore", "Hanb"},
+		"Hiragana": {"Hiragana", "Jpan"},
+		"Katakana": {"Katakana", "Jpan"},
+		"Hangul":   {"Hangul", "Kore"},
+		"Bopomofo": {"Bopomofo", "Hanb"},
+	}
+})
 
 // scriptOf is the name of r's script in the standard library's tables ("" when none).
 func scriptOf(r rune) string {
@@ -130,7 +136,7 @@ func mixedScripts(id string) []string {
 			continue
 		}
 		names = append(names, name)
-		set, ok := augmented[name]
+		set, ok := augmented()[name]
 		if !ok {
 			set = []string{name}
 		}
@@ -152,7 +158,7 @@ func mixedScripts(id string) []string {
 func reading(id string) string {
 	var b strings.Builder
 	for _, r := range width.Fold.String(id) {
-		if p, ok := confusables[r]; ok && r >= utf8.RuneSelf {
+		if p, ok := confusables()[r]; ok && r >= utf8.RuneSelf {
 			b.WriteString(p)
 		} else {
 			b.WriteRune(r)

@@ -179,7 +179,11 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 				return
 			}
 		}
-		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes())
+		size := 0
+		for _, d := range datas {
+			size += len(d)
+		}
+		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes(), size)
 	}
 	if !opts.WriteBehind {
 		write()
