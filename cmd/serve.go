@@ -29,6 +29,8 @@ type ServeOptions struct {
 	MCP bool
 	// IdempotencyWindow is how long an Idempotency-Key's response is kept.
 	IdempotencyWindow time.Duration
+	// IdempotencyLease is the lease of an Idempotency-Key's claim (httpapi.Config).
+	IdempotencyLease time.Duration
 	// OTelTraces is the file of the OpenTelemetry spans ("": no tracing; openTraces).
 	OTelTraces string
 }
@@ -60,7 +62,10 @@ POST /v1/tools/invoke honours an Idempotency-Key header: the same key with the s
 returns the stored result verbatim without running or spending again (kept in the state
 database for --idempotency-window, default 24h, so every serve process over that database
 shares it); the same key with another call is 409 replay_conflict, and while the first
-still runs, 409 replay_pending.
+still runs, 409 replay_pending. A key whose server stopped while running its call is
+taken over by a retry once its claim's lease (--idempotency-lease, default 30s; renewed
+while the call runs) has run out — unless the call had spent its use: then the key is 409
+replay_interrupted, never run again.
 
 A refused call is a 200 result (status denied), never an HTTP error; errors of a request
 use the envelope {"error":{"code","message","requestId"}}. Every response carries
@@ -83,6 +88,9 @@ request names none, is the span's trace id, so audit records and traces join.`,
 			if opts.IdempotencyWindow <= 0 {
 				return usageError("pass a positive duration, e.g. --idempotency-window 24h", "invalid --idempotency-window %s", opts.IdempotencyWindow)
 			}
+			if opts.IdempotencyLease <= 0 {
+				return usageError("pass a positive duration, e.g. --idempotency-lease 30s", "invalid --idempotency-lease %s", opts.IdempotencyLease)
+			}
 			if opts.LogFormat != "text" && opts.LogFormat != "json" {
 				return usageError("pass --log-format text or --log-format json", "invalid --log-format %q", opts.LogFormat)
 			}
@@ -104,6 +112,7 @@ request names none, is the span's trace id, so audit records and traces join.`,
 	c.Flags().BoolVar(&opts.HTTP.InsecureListen, "insecure-listen", false, "allow --listen off loopback without TLS (logs a warning)")
 	c.Flags().BoolVar(&opts.MCP, "mcp", false, "also serve MCP over streamable HTTP at /mcp, with the same tokens")
 	c.Flags().DurationVar(&opts.IdempotencyWindow, "idempotency-window", httpapi.DefaultIdempotencyWindow, "how long the response of a POST /v1/tools/invoke with an Idempotency-Key is kept and replayed")
+	c.Flags().DurationVar(&opts.IdempotencyLease, "idempotency-lease", httpapi.DefaultIdempotencyLease, "how long after its server was last heard of a running Idempotency-Key's claim may be taken over by a retry")
 	c.Flags().StringVar(&opts.OTelTraces, "otel-traces", "", "append an OpenTelemetry span per request (JSON, W3C traceparent honoured) to this file (default: no tracing)")
 	c.Flags().IntVar(&opts.HTTP.MaxSessions, "max-sessions", 0, "open MCP sessions per token with --mcp (default: config mcp.maxSessions, else 64)")
 	return c
@@ -126,7 +135,7 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 		what: "serving the HTTP /v1 API", path: "/v1",
 		handler: func(srv *mcphttp.Server) http.Handler {
 			authenticate, enter := httpapi.Tokens(srv)
-			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, Clock: opts.Clock,
+			cfg := httpapi.Config{Authenticate: authenticate, Enter: enter, Logger: log, IdempotencyWindow: opts.IdempotencyWindow, IdempotencyLease: opts.IdempotencyLease, Clock: opts.Clock,
 				Ready: srv.Ready, Metrics: httpapi.NewMetrics(), Tracer: tracer, Revisions: httpapi.StoreRevisions(srv)}
 			if opts.MCP {
 				cfg.MCP = srv.Handler()

@@ -124,7 +124,12 @@ type Config struct {
 	// first one (default DefaultReplayWait; negative: not at all).
 	IdempotencyWindow time.Duration
 	ReplayWait        time.Duration
-	Clock             func() time.Time
+	// IdempotencyLease is the lease of a key's claim on a store that keeps leases
+	// (store.LeasedIdempotency; default DefaultIdempotencyLease): renewed every third of
+	// it while the request runs, and taken over by a retry of the request once it has
+	// run out (its claimant died).
+	IdempotencyLease time.Duration
+	Clock            func() time.Time
 	// Ready reports whether the state database is reachable (GET /readyz); nil: always.
 	Ready func(ctx context.Context) error
 	// Tracer, when set, traces each request as an OpenTelemetry server span, a child of
@@ -244,6 +249,9 @@ func New(cfg Config) http.Handler {
 	if cfg.ReplayWait == 0 {
 		cfg.ReplayWait = DefaultReplayWait
 	}
+	if cfg.IdempotencyLease <= 0 {
+		cfg.IdempotencyLease = DefaultIdempotencyLease
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -270,6 +278,12 @@ type request struct {
 	storeFailed bool
 	// trace is the kernel's trace id when the request names none (startTrace).
 	trace string
+	// claim is the request's idempotency claim while it runs (a leased store's): the
+	// spends of its call are fenced by it (kernel.WithSpendClaim).
+	claim *kernel.SpendClaim
+	// fences: the request passes claim to every spend it makes (a tool call), so its
+	// idempotency claim may carry a lease (idempotent).
+	fences bool
 }
 
 // match matches a path against a route's pattern, whose {name} segments match any one
@@ -620,6 +634,10 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	run := func() (any, error) {
+		ctx := ctx
+		if rq.claim != nil {
+			ctx = kernel.WithSpendClaim(ctx, *rq.claim)
+		}
 		res, err := svc.Invoke(ctx, api.InvokeRequest{Tool: c.Tool, Arguments: c.Arguments, ID: c.ID, TraceID: c.TraceID})
 		if err != nil {
 			return nil, err
@@ -639,6 +657,7 @@ func (h *handler) invoke(rq *request) (int, any, error) {
 		if trace == "" {
 			trace = c.TraceID
 		}
+		rq.fences = true
 		return h.idempotent(rq.w, rq, strings.Join(key, ","), Fingerprint(c, trace), run)
 	}
 	res, err := run()

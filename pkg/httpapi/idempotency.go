@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +19,15 @@ import (
 const (
 	// DefaultIdempotencyWindow is how long a key's response is kept and replayed.
 	DefaultIdempotencyWindow = 24 * time.Hour
+	// DefaultIdempotencyLease is the lease of a key's claim (store.LeasedIdempotency):
+	// how long after its claimant was last heard of — its claim or its last renewal,
+	// every third of the lease while the request runs — a retry of the request may take
+	// the key over. The claimant renews it, so a call may run longer than the lease;
+	// the lease only bounds how long a key stays pending after its replica died (a
+	// retry then waits at most this, plus the renewal period). 30 s: far beyond a
+	// renewal's round trip under load, within the ReplayWait of a retry that arrives
+	// right after the claimant died.
+	DefaultIdempotencyLease = 30 * time.Second
 	// DefaultReplayWait is how long a request whose key is held by a running request
 	// waits for its response before it is refused 409 replay_pending.
 	DefaultReplayWait = 30 * time.Second
@@ -109,6 +119,8 @@ var (
 		Message: "This Idempotency-Key was used for a different request."}
 	errReplayPending = &Error{Status: http.StatusConflict, Code: "replay_pending",
 		Message: "A request with this Idempotency-Key is still running; retry later."}
+	errReplayInterrupted = &Error{Status: http.StatusConflict, Code: "replay_interrupted",
+		Message: "The request with this Idempotency-Key spent its use, then its server stopped before its result was kept; it is not run again."}
 	errInvalidKey = &Error{Status: http.StatusBadRequest, Code: "invalid_request",
 		Message: "Idempotency-Key must be 1 to 255 visible ASCII characters."}
 )
@@ -132,8 +144,21 @@ func (h *handler) idempotent(w http.ResponseWriter, rq *request, key, fp string,
 	ctx := context.WithoutCancel(rq.r.Context()) // a claim is settled even if the client left
 	deadline := h.cfg.Clock().Add(h.cfg.ReplayWait)
 	poll := 5 * time.Millisecond
+	// Only a request whose spends are fenced by its claim (rq.fences: a tool call) may
+	// have its claim taken over; any other keeps a claim until the window ends.
+	var leased store.LeasedIdempotency
+	if rq.fences {
+		leased, _ = st.(store.LeasedIdempotency)
+	}
 	for {
-		state, rec, err := st.BeginIdempotent(ctx, k, fp, h.cfg.Clock(), h.cfg.IdempotencyWindow)
+		var state store.IdempotencyState
+		var rec store.IdempotencyRecord
+		var err error
+		if leased != nil {
+			state, rec, err = leased.ClaimIdempotent(ctx, k, fp, h.cfg.Clock(), h.cfg.IdempotencyWindow, h.cfg.IdempotencyLease)
+		} else {
+			state, rec, err = st.BeginIdempotent(ctx, k, fp, h.cfg.Clock(), h.cfg.IdempotencyWindow)
+		}
 		if err != nil {
 			h.log.Error("idempotency store", "requestId", rq.id, "err", err)
 			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "state_unavailable", Message: "The server's state is unavailable."}
@@ -145,6 +170,8 @@ func (h *handler) idempotent(w http.ResponseWriter, rq *request, key, fp string,
 			return rec.Status, rawJSON(rec.Body), nil
 		case store.IdempotencyConflict:
 			return 0, nil, errReplayConflict
+		case store.IdempotencyInterrupted:
+			return 0, nil, errReplayInterrupted
 		case store.IdempotencyPending:
 			if !h.cfg.Clock().Before(deadline) {
 				return 0, nil, errReplayPending
@@ -158,9 +185,19 @@ func (h *handler) idempotent(w http.ResponseWriter, rq *request, key, fp string,
 		}
 		done := h.waiting.claim(k)
 		defer done()
+		abandon := func() error { return st.AbandonIdempotent(ctx, k, fp) }
+		complete := func(status int, b []byte) error { return st.CompleteIdempotent(ctx, k, fp, status, b) }
+		if leased != nil {
+			c := store.IdempotencyClaim{Key: k, Fingerprint: fp, Epoch: rec.Epoch}
+			rq.claim = &kernel.SpendClaim{Scope: k.Scope, Key: k.Key, Fingerprint: fp, Epoch: rec.Epoch}
+			abandon = func() error { return leased.AbandonClaim(ctx, c) }
+			complete = func(status int, b []byte) error { return leased.CompleteClaim(ctx, c, status, b) }
+			stop := h.renew(ctx, leased, c, rq.id)
+			defer stop()
+		}
 		res, err := run()
 		if err != nil {
-			if aerr := st.AbandonIdempotent(ctx, k, fp); aerr != nil {
+			if aerr := abandon(); aerr != nil {
 				h.log.Error("idempotency store: abandon", "requestId", rq.id, "err", aerr)
 			}
 			return 0, nil, err
@@ -171,15 +208,45 @@ func (h *handler) idempotent(w http.ResponseWriter, rq *request, key, fp string,
 		}
 		b, err := json.Marshal(res)
 		if err != nil {
-			_ = st.AbandonIdempotent(ctx, k, fp)
+			_ = abandon()
 			return 0, nil, err
 		}
 		b = append(b, '\n')
-		if err := st.CompleteIdempotent(ctx, k, fp, status, b); err != nil {
+		if err := complete(status, b); err != nil {
 			// the call ran: its result is answered; a retry of the key may run it again
 			h.log.Error("idempotency store: the response could not be kept", "requestId", rq.id, "err", err)
 		}
 		return status, rawJSON(b), nil
+	}
+}
+
+// renew renews claim c's lease every third of the lease until the returned stop is
+// called (the request ended). A renewal that finds the claim gone (taken over) stops: the
+// request's spend is fenced by the claim, so it can no longer spend.
+func (h *handler) renew(ctx context.Context, st store.LeasedIdempotency, c store.IdempotencyClaim, requestID string) (stop func()) {
+	quit := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(h.cfg.IdempotencyLease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if err := st.RenewIdempotent(ctx, c, h.cfg.Clock()); err != nil {
+				h.log.Error("idempotency store: the claim could not be renewed", "requestId", requestID, "err", err)
+				if errors.Is(err, store.ErrNotFound) {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-ended
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"math"
 	"slices"
 )
@@ -52,6 +53,10 @@ type Diagnostic struct {
 	MissingDependency string          `json:"missingDependency,omitempty"`
 	Consumed          bool            `json:"consumed"`
 	Discovery         bool            `json:"discovery"`
+	// ClaimLost: the spend was fenced by a claim that no longer holds its request
+	// (ErrSpendClaimLost): nothing was spent, and the call is not this attempt's to
+	// decide.
+	ClaimLost bool `json:"-"`
 }
 
 type delegationFailure struct {
@@ -313,7 +318,19 @@ func (z *Authorizer) settle(ctx context.Context, auth *Authority, actx AccessCon
 		var ok bool
 		var err error
 		rs, reserving := z.Usage.(ReservingUsageStore)
+		claim, claimed := SpendClaimOf(ctx)
 		switch {
+		case consume && claimed:
+			// a spend fenced by its request's claim: only a reservation that checks the
+			// claim in its own transaction may spend it
+			if cs, fences := z.Usage.(ClaimedUsageStore); fences && reserve {
+				reservation, ok, err = cs.ReserveClaimedUse(ctx, UsageKeyOf(g), *g.Constraints.MaxUses, claim)
+			} else {
+				err = errUnfencedSpend
+			}
+			if errors.Is(err, ErrSpendClaimLost) {
+				diag.ClaimLost = true
+			}
 		case consume && reserve && reserving:
 			reservation, ok, err = rs.ReserveUse(ctx, UsageKeyOf(g), *g.Constraints.MaxUses)
 		case consume:

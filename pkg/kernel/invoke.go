@@ -77,6 +77,9 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 	var res ToolResult
 	ran := false
 	switch {
+	case errors.Is(auditErr, ErrSpendClaimLost):
+		res = FailedResult(call, now, CodeSpendClaimLost, "another attempt of this request took it over; this attempt spent nothing")
+		res.Gate = GateInfrastructure
 	case auditErr != nil:
 		res = FailedResult(call, now, CodeAuditUnavailable, "the decision could not be audited; the call was refused")
 		res.Gate = GateInfrastructure
@@ -131,6 +134,11 @@ func (t *Turn) InvokeTool(ctx context.Context, call ToolCall) ToolResult {
 func (t *Turn) settleConsuming(ctx context.Context, auth *Authority, call ToolCall, ev *Evaluation, deferOK bool) (AuthorizationDecision, Diagnostic, *AuditEvent, error) {
 	k := t.k
 	d, diag, reservation := k.authz.settle(ctx, auth, t.actx, ev, true, true)
+	if diag.ClaimLost {
+		// another attempt holds the request now: it decides and records the call, this
+		// one records nothing
+		return d, diag, nil, ErrSpendClaimLost
+	}
 	if reservation != nil {
 		var rec *AuditEvent
 		if k.cfg.Audit != nil {

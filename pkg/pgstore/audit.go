@@ -72,15 +72,33 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []kernel.AuditEvent) error
 		}
 		rows[i] = a
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(auditLock)); err != nil {
+	// the lock and the inserts go in one round trip (a batch), so the lock that
+	// serializes every audit-appending transaction is not held across client round trips
+	// between them
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock($1)", int64(auditLock))
+	for _, a := range rows {
+		b.Queue(insertAuditSQL, a...)
+	}
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return fmt.Errorf("lock the audit trail: %w", err)
 	}
-	for i, a := range rows {
-		tag, err := tx.Exec(ctx, insertAuditSQL, a...)
+	tags := make([]int64, len(rows))
+	for i := range rows {
+		tag, err := br.Exec()
 		if err != nil {
+			_ = br.Close()
 			return fmt.Errorf("write event %s: %w", evs[i].ID, err)
 		}
-		if tag.RowsAffected() == 1 {
+		tags[i] = tag.RowsAffected()
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("write events: %w", err)
+	}
+	for i, a := range rows {
+		if tags[i] == 1 {
 			continue
 		}
 		var prev string

@@ -79,6 +79,35 @@ func checkUsageKey(k kernel.UsageKey) error {
 // across processes: a process killed at any point leaves both or neither. A deadlock or
 // serialization failure of the statement is retried (the transaction was rolled back).
 func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) (kernel.UsageReservation, bool, error) {
+	return s.reserveUse(ctx, key, max, nil)
+}
+
+var _ kernel.ClaimedUsageStore = (*Store)(nil)
+
+// reserveClaimedSQL is spendSQL fenced by an idempotency claim, in one statement: the
+// fence marks the claim ($6-$9: scope, key, fingerprint, epoch) spent only while that
+// epoch holds the key pending, locking its row until the reservation commits or rolls
+// back (a takeover waits, then finds it spent); the use is spent only when the fence
+// held. It returns whether the fence held and the new count (NULL: nothing spent).
+const reserveClaimedSQL = `WITH fence AS (
+		UPDATE idempotency SET spent = true WHERE scope = $6 AND key = $7 AND fingerprint = $8 AND epoch = $9 AND status = 0 RETURNING 1
+	), spend AS (
+		INSERT INTO grant_usage AS g (world, issuer, subject, grant_id, uses) SELECT $1, $2, $3, $4, 1 FROM fence
+		ON CONFLICT (world, issuer, subject, grant_id) DO UPDATE SET uses = g.uses + 1 WHERE g.uses < $5
+		RETURNING uses
+	)
+	SELECT EXISTS (SELECT 1 FROM fence), (SELECT uses FROM spend)`
+
+// ReserveClaimedUse is ReserveUse fenced by claim (kernel.ClaimedUsageStore): one
+// statement checks, in the reservation's transaction, that claim's epoch still holds its
+// idempotency key and marks it spent, and spends the use; kernel.ErrSpendClaimLost, with
+// nothing reserved, when the claim no longer holds the key. Releasing the reservation
+// rolls the mark back with the use.
+func (s *Store) ReserveClaimedUse(ctx context.Context, key kernel.UsageKey, max int64, claim kernel.SpendClaim) (kernel.UsageReservation, bool, error) {
+	return s.reserveUse(ctx, key, max, &claim)
+}
+
+func (s *Store) reserveUse(ctx context.Context, key kernel.UsageKey, max int64, claim *kernel.SpendClaim) (kernel.UsageReservation, bool, error) {
 	if err := checkUsageKey(key); err != nil {
 		return nil, false, fmt.Errorf("reserve grant use: %w", err)
 	}
@@ -90,7 +119,10 @@ func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) 
 	for range maxRetries {
 		var r *reservation
 		var ok bool
-		r, ok, err = s.reserve1(ctx, key, max)
+		r, ok, err = s.reserve1(ctx, key, max, claim)
+		if errors.Is(err, kernel.ErrSpendClaimLost) {
+			return nil, false, fmt.Errorf("%s: %w", op, err)
+		}
 		if err == nil {
 			if !ok {
 				return nil, false, nil
@@ -104,13 +136,27 @@ func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) 
 	return nil, false, fail(op, err)
 }
 
-func (s *Store) reserve1(ctx context.Context, key kernel.UsageKey, max int64) (*reservation, bool, error) {
+func (s *Store) reserve1(ctx context.Context, key kernel.UsageKey, max int64, claim *kernel.SpendClaim) (*reservation, bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	var uses int64
-	err = tx.QueryRow(ctx, spendSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max).Scan(&uses)
+	if claim != nil {
+		var held bool
+		var spent *int64
+		err = tx.QueryRow(ctx, reserveClaimedSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max,
+			[]byte(claim.Scope), claim.Key, []byte(claim.Fingerprint), claim.Epoch).Scan(&held, &spent)
+		switch {
+		case err == nil && !held:
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return nil, false, kernel.ErrSpendClaimLost
+		case err == nil && spent == nil:
+			err = pgx.ErrNoRows
+		}
+	} else {
+		err = tx.QueryRow(ctx, spendSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max).Scan(&uses)
+	}
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -530,6 +530,13 @@ CREATE TABLE idempotency (
 ) WITHOUT ROWID;
 CREATE INDEX idempotency_claimed ON idempotency (claimed_ms);
 `,
+	// the lease and fencing token of an idempotency claim (store.LeasedIdempotency): the
+	// claim's epoch, its last renewal (NULL: claimed_ms) and whether it spent a use
+	`
+ALTER TABLE idempotency ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE idempotency ADD COLUMN held_ms INTEGER;
+ALTER TABLE idempotency ADD COLUMN spent INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // busyWait bounds how long Open retries a first connection refused with SQLITE_BUSY; it

@@ -82,6 +82,20 @@ var _ kernel.ReservingUsageStore = (*Store)(nil)
 // is committed (with its audit record) or released — the order of the reference's
 // ADR 0029, so a process killed in between leaves both or neither.
 func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) (kernel.UsageReservation, bool, error) {
+	return s.reserveUse(ctx, key, max, nil)
+}
+
+var _ kernel.ClaimedUsageStore = (*Store)(nil)
+
+// ReserveClaimedUse is ReserveUse fenced by claim (kernel.ClaimedUsageStore): in the
+// reservation's immediate transaction it first marks claim's idempotency record spent,
+// only while claim's epoch holds the key pending, and returns kernel.ErrSpendClaimLost,
+// reserving nothing, when it does not. Releasing rolls the mark back with the use.
+func (s *Store) ReserveClaimedUse(ctx context.Context, key kernel.UsageKey, max int64, claim kernel.SpendClaim) (kernel.UsageReservation, bool, error) {
+	return s.reserveUse(ctx, key, max, &claim)
+}
+
+func (s *Store) reserveUse(ctx context.Context, key kernel.UsageKey, max int64, claim *kernel.SpendClaim) (kernel.UsageReservation, bool, error) {
 	if err := checkUsageKey(key); err != nil {
 		return nil, false, fmt.Errorf("reserve grant use: %w", err)
 	}
@@ -91,6 +105,21 @@ func (s *Store) ReserveUse(ctx context.Context, key kernel.UsageKey, max int64) 
 	tx, err := s.beginDurable(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("reserve use of grant %s: begin: %w", key.GrantID, err)
+	}
+	if claim != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE idempotency SET spent = 1 WHERE scope = ? AND key = ? AND fingerprint = ? AND epoch = ? AND status = 0`,
+			claim.Scope, claim.Key, claim.Fingerprint, claim.Epoch)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err != nil || n != 1 {
+			_ = tx.Rollback()
+			if err != nil {
+				return nil, false, fmt.Errorf("reserve use of grant %s: %w", key.GrantID, err)
+			}
+			return nil, false, fmt.Errorf("reserve use of grant %s: %w", key.GrantID, kernel.ErrSpendClaimLost)
+		}
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO grant_usage (world, issuer, subject, grant_id, uses)
 		SELECT ?1, ?2, ?3, ?4, 1 WHERE `+legacyUses+` < ?5

@@ -37,6 +37,10 @@ type IdempotencyRecord struct {
 	ClaimedAt   time.Time
 	Status      int
 	Body        []byte
+	// Epoch and Spent (LeasedIdempotency only): the claim's fencing token, and whether a
+	// use was spent under it.
+	Epoch int64
+	Spent bool
 }
 
 // Idempotency keeps the responses of requests sent with an idempotency key, so that one
@@ -61,4 +65,52 @@ type Idempotency interface {
 	// no response to keep): the key is free again. A key that holds anything else is
 	// left as it is.
 	AbandonIdempotent(ctx context.Context, key IdempotencyKey, fp string) error
+}
+
+// IdempotencyInterrupted (ClaimIdempotent only): the key's claimant spent a use for the
+// request (its spend committed with its decision record) and then stopped renewing its
+// claim before it stored a response — it died after the effect. The request is not run
+// again (that would spend a second use); the caller answers that the result is lost.
+const IdempotencyInterrupted IdempotencyState = IdempotencyConflict + 1
+
+// IdempotencyClaim is one claim of a key: the key, the fingerprint of its request and the
+// claim's epoch, its fencing token. The epoch is 1 for a key's first claim and grows by
+// one at every takeover of an expired lease, so an attempt that was paused (not dead)
+// while its claim was taken over holds a stale epoch: its spend, completion, renewal and
+// abandonment are all refused.
+type IdempotencyClaim struct {
+	Key         IdempotencyKey
+	Fingerprint string
+	Epoch       int64
+}
+
+// LeasedIdempotency is an Idempotency whose claims carry a lease and a fencing token, so
+// that a key claimed by a process that died is taken over once its lease runs out instead
+// of answering "pending" until the window ends.
+//
+// A claim holds its key while its lease runs: from the claim (or its last renewal) for
+// lease. The claimant renews it while the request runs (RenewIdempotent), so a call of any
+// length keeps its key; a claimant that died stops renewing, and once the lease has run
+// out the next ClaimIdempotent of the same request takes the key over with epoch+1. A
+// spend made for the request must be fenced by the claim (kernel.ClaimedUsageStore): it
+// checks, in the spend's own transaction, that the claim's epoch still holds the key and
+// marks the claim spent; a spent claim whose lease ran out is Interrupted, never taken
+// over.
+type LeasedIdempotency interface {
+	Idempotency
+	// ClaimIdempotent is BeginIdempotent with a lease: a pending claim of the same
+	// fingerprint whose lease ran out (renewed last before now-lease) is taken over —
+	// Claimed, with the record's Epoch one more than the old claim's — unless it spent a
+	// use (Interrupted). A pending claim within its lease is Pending; the record's Epoch
+	// is the claim's (the caller's fencing token when Claimed).
+	ClaimIdempotent(ctx context.Context, key IdempotencyKey, fp string, now time.Time, window, lease time.Duration) (IdempotencyState, IdempotencyRecord, error)
+	// RenewIdempotent renews c's lease from now; ErrNotFound when c no longer holds its
+	// key (taken over, completed or abandoned).
+	RenewIdempotent(ctx context.Context, c IdempotencyClaim, now time.Time) error
+	// CompleteClaim is CompleteIdempotent for the claim c: ErrNotFound (nothing stored)
+	// when c's epoch no longer holds the key pending.
+	CompleteClaim(ctx context.Context, c IdempotencyClaim, status int, body []byte) error
+	// AbandonClaim is AbandonIdempotent for the claim c: a key that c no longer holds is
+	// left as it is.
+	AbandonClaim(ctx context.Context, c IdempotencyClaim) error
 }

@@ -99,6 +99,7 @@ var subtests = []subtest{
 	{name: "GatewayCatalogs", run: testGatewayCatalogs},
 	{name: "Mailbox", run: testMailbox},
 	{name: "Idempotency", run: testIdempotency},
+	{name: "IdempotencyLease", run: testIdempotencyLease},
 	{name: "Closed", run: testClosed},
 	{name: "Cancelled", run: testCancelled},
 	{name: "CrashConsistency", run: testCrashConsistency, durable: true},
