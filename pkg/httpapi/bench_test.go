@@ -39,9 +39,7 @@ func benchGrants() string {
 
 // benchHandler is the /v1 handler of `serve` (access log and metrics on, as in
 // production; the log discarded) over a 1,000-grant authority, and a token for it.
-func benchHandler(b *testing.B) (http.Handler, string) { return benchHandlerOn(b, "") }
-
-// benchHandlerOn is benchHandler over the state database state ("" : a SQLite file).
+// benchHandlerOn is that handler over the state database state ("" : a SQLite file).
 func benchHandlerOn(b *testing.B, state string) (http.Handler, string) {
 	b.Helper()
 	dir := b.TempDir()
