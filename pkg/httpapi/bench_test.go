@@ -37,9 +37,9 @@ func benchGrants() string {
 	return b.String()
 }
 
-// benchHandler is the /v1 handler of `serve` (access log and metrics on, as in
-// production; the log discarded) over a 1,000-grant authority, and a token for it.
-// benchHandlerOn is that handler over the state database state ("" : a SQLite file).
+// benchHandlerOn is the /v1 handler of `serve` (access log and metrics on, as in
+// production; the log discarded) over a 1,000-grant authority and the state database
+// state ("" : a SQLite file), and a token for it.
 func benchHandlerOn(b *testing.B, state string) (http.Handler, string) {
 	b.Helper()
 	dir := b.TempDir()
