@@ -94,7 +94,7 @@ var (
 	belowNames = []string{"EscalateIfOffered", "ByCall"}
 	// backendConstructors build or close the embedded backend, or read what it was set
 	// up with (no kernel operation, nothing audited): what a surface may call.
-	backendConstructors = []string{"Open", "Service", "TurnService", "BeginTurnAt", "NewSession", "Close", "Context", "Host",
+	backendConstructors = []string{"Open", "Service", "RequestService", "TurnService", "BeginTurnAt", "NewSession", "Close", "Context", "Host",
 		"Definitions", "Definition", "Gateway", "GatewayNamespaces", "AccessContext"}
 	// belowFields are a host's fields that reach below the service: a surface calling a
 	// method through one (h.Store.ListAudit, h.Turn.ListTools, h.Kernel.BeginTurnWith)

@@ -88,13 +88,14 @@ func (s *Session) Definition(name string) *kernel.ToolDefinition { return s.h.De
 // namespace selection read now, the instant read now. meta goes to every audit event of
 // the turn (kernel.TurnOptions.AuditMetadata; not copied, do not change it after).
 func (s *Session) Begin(ctx context.Context, meta map[string]any) (*kernel.Turn, error) {
-	t, _, _, err := s.begin(ctx, meta, "")
+	t, _, _, err := s.begin(ctx, meta, "", "")
 	return t, err
 }
 
-// begin is Begin under trace (the session's own when "") and also returns the kernel
-// the turn runs on and where the turn's selection came from (as selection).
-func (s *Session) begin(ctx context.Context, meta map[string]any, trace string) (*kernel.Turn, *kernel.Kernel, string, error) {
+// begin is Begin under trace (the session's own when "") and sessionKey
+// (kernel.TurnOptions.SessionKey) and also returns the kernel the turn runs on and where
+// the turn's selection came from (as selection).
+func (s *Session) begin(ctx context.Context, meta map[string]any, trace, sessionKey string) (*kernel.Turn, *kernel.Kernel, string, error) {
 	k, err := s.kernel()
 	if err != nil {
 		return nil, nil, "", err
@@ -108,7 +109,7 @@ func (s *Session) begin(ctx context.Context, meta map[string]any, trace string) 
 	}
 	// A session writes authority.resolved once per authority snapshot (and identity and
 	// metadata), not once per operation: every call's records name the authorityHash.
-	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta, AuthorityResolvedOnce: true})
+	t, err := k.BeginTurnWith(actx, kernel.TurnOptions{AuditMetadata: meta, AuthorityResolvedOnce: true, SessionKey: sessionKey})
 	if err != nil {
 		return nil, nil, "", usageError("check --as, --owner, --authority, --world and --purpose", "%v", err)
 	}

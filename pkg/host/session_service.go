@@ -15,11 +15,22 @@ import (
 // without an id of its own gets a fresh one. The audit and escalation operations use the
 // session's store; an escalation resolved through it is recorded with source surface.
 func (s *Session) Service(meta map[string]any, trace, surface string) *Service {
+	return s.RequestService(meta, trace, surface, "")
+}
+
+// RequestService is Service for a surface whose every request carries metadata and a
+// trace of its own under one long-lived session (serve's /v1: a request id and a trace
+// per HTTP request): with sessionKey set (the session's name, e.g. its surface and
+// token), the requests' turns record authority.resolved once per session, context and
+// authority — again when the authority changes (a grant file edited) — not once per
+// request (kernel.TurnOptions.SessionKey); every other record carries the request's own
+// metadata and trace. With sessionKey "" it is Service.
+func (s *Session) RequestService(meta map[string]any, trace, surface, sessionKey string) *Service {
 	h := s.h
 	return &Service{b: Backend{
 		Prepare: func() (*Prepared, error) { return h.Prepared, nil },
 		Open: func(ctx context.Context) (*Host, error) {
-			t, k, source, err := s.begin(ctx, meta, trace)
+			t, k, source, err := s.begin(ctx, meta, trace, sessionKey)
 			if err != nil {
 				return nil, err
 			}

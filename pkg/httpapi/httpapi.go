@@ -700,8 +700,8 @@ func (h *handler) explain(rq *request) (int, any, error) {
 }
 
 func (h *handler) authorize(rq *request) (int, any, error) {
-	var req kernel.CapabilityRequirement
-	if kernel.CheckDuplicateKeys(rq.body) != nil || json.Unmarshal(rq.body, &req) != nil {
+	req, err := kernel.DecodeRequirement(rq.body) // strict: the same rules as json.Unmarshal, one scan for the common form
+	if err != nil {
 		return 0, nil, errInvalidRequest
 	}
 	if explain, err := boolQuery(rq.r, "explain"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -500,3 +501,78 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// auditOf is the fixture's audit events of type typ written for token.
+func (f *fixture) auditOf(t testing.TB, typ kernel.AuditEventType, token string) []kernel.AuditEvent {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), f.state, sqlitestore.Options{})
+	must(t, err)
+	defer st.Close()
+	evs, err := st.ListAudit(context.Background(), store.AuditFilter{Types: []string{string(typ)}, Oldest: true})
+	must(t, err)
+	var out []kernel.AuditEvent
+	for _, ev := range evs {
+		if ev.Metadata["token"] == token {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// A token's context is a long-lived session (spec 50 §1): its requests record
+// authority.resolved once per authority, not once per request, and again when the
+// authority changes; every authorize still records its decision with its own request id.
+func TestAuthorityResolvedOncePerSession(t *testing.T) {
+	f := newFixture(t)
+	req := `{"resource":{"namespace":"files","path":["notes","todo.md"]},"action":"read"}`
+	const n = 5
+	ids := map[string]bool{}
+	for i := 0; i < n; i++ {
+		r := f.do("POST", "/v1/authorize", "alice", req, "X-Sharedos-Trace-Id", fmt.Sprintf("trace-%d", i))
+		if m := r.json(t); r.status != 200 || m["allowed"] != true {
+			t.Fatalf("authorize #%d: %d %s", i, r.status, r.body)
+		}
+		ids[r.header.Get("X-Request-Id")] = true
+	}
+	res := f.auditOf(t, kernel.EventAuthorityResolved, "alice")
+	if len(res) != 1 {
+		t.Fatalf("%d authorize requests wrote %d authority.resolved records, want 1", n, len(res))
+	}
+	hash := res[0].AuthorityHash
+	decisions := f.auditOf(t, kernel.EventAuthorizationChecked, "alice")
+	if len(decisions) != n {
+		t.Fatalf("%d authorize requests wrote %d decision records, want %d", n, len(decisions), n)
+	}
+	traces := map[string]bool{}
+	for _, d := range decisions {
+		rid, _ := d.Metadata["requestId"].(string)
+		if !ids[rid] || d.AuthorityHash != hash {
+			t.Errorf("decision record: requestId %q (want one of the responses'), authorityHash %q (want %q)", rid, d.AuthorityHash, hash)
+		}
+		delete(ids, rid)
+		traces[d.TraceID] = true
+	}
+	if len(traces) != n {
+		t.Errorf("the decision records carry %d distinct traces, want %d (their requests')", len(traces), n)
+	}
+
+	// the grant file edited: a new authority, recorded once more
+	grants := filepath.Join(f.dir, "etc", "grants", "alice.yaml")
+	must(t, os.WriteFile(grants, []byte(aliceGrants+`  - id: g-alice-notes
+    subject: agent:alice-bot
+    issuer: human:alice
+    capabilities:
+      - resource: {namespace: files, path: [notes]}
+        actions: [create]
+        scope: descendants
+`), 0o600))
+	for i := 0; i < 2; i++ {
+		if r := f.do("POST", "/v1/authorize", "alice", req); r.status != 200 {
+			t.Fatalf("authorize after the edit: %d %s", r.status, r.body)
+		}
+	}
+	res = f.auditOf(t, kernel.EventAuthorityResolved, "alice")
+	if len(res) != 2 || res[1].AuthorityHash == hash {
+		t.Fatalf("after the grant file was edited: %d authority.resolved records (want 2, the second of a new hash): %+v", len(res), res)
+	}
+}

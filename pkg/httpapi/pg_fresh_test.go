@@ -30,8 +30,8 @@ func revisionOf(r response) int64 {
 // every change; B, asked with it, never answers from older state: 0 stale reads, and
 // B's answer names at least that revision. B's first call without the revision is timed
 // until B refuses: the delay from A's answer to B's refusal is logged (p50, p99, max),
-// not asserted (a pgstore replica reads the selection from the database at every call,
-// so it is B's very next call today).
+// not asserted (B serves the selection from its cache until its view of the revision
+// passes the change: A's notification, else B's listener poll; every 500 ms).
 func TestReplicasSeeADisableAtOnce(t *testing.T) {
 	trials := 10000
 	if testing.Short() {
@@ -57,14 +57,14 @@ func TestReplicasSeeADisableAtOnce(t *testing.T) {
 		}
 		last = rev
 		t0 := time.Now()
-		for tries := 0; ; tries++ { // bounded: B's view is the database's at its next call
+		for { // bounded by a test timeout (not a measure): B's view passes the change within its poll
 			r := b.do("POST", "/v1/tools/invoke", "alice", stat)
 			if r.status == 200 && strings.Contains(string(r.body), `"status":"denied"`) {
 				delays = append(delays, time.Since(t0))
 				break
 			}
-			if tries == 1000 {
-				t.Fatalf("trial %d: B still allows the call 1,000 calls after the disable through A: %d %s", i, r.status, r.body)
+			if time.Since(t0) > time.Minute {
+				t.Fatalf("trial %d: B still allows the call a minute after the disable through A: %d %s", i, r.status, r.body)
 			}
 		}
 		r = b.do("POST", "/v1/tools/invoke", "alice", stat, httpapi.HeaderRevision, strconv.FormatInt(rev, 10))

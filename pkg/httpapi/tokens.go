@@ -62,6 +62,11 @@ func (t tokenPrincipal) Idempotency() store.Idempotency {
 	return st
 }
 
+// Service is the request's backend over the token's session. A token's context is a
+// long-lived session, not a turn (spec 50 §1): its requests record authority.resolved
+// once per (token, context, authority hash) — again when the authority changes —, not
+// once per request; each request's records still carry its own request id and trace
+// (host.Session.RequestService).
 func (t tokenPrincipal) Service(meta map[string]any, trace string) Backend {
-	return t.p.Session.Service(meta, trace, "http")
+	return t.p.Session.RequestService(meta, trace, "http", "http\x00"+t.p.ID)
 }

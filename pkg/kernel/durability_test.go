@@ -227,6 +227,31 @@ func TestAuthorityResolvedOnce(t *testing.T) {
 		t.Errorf("listing names authority %q, the last authority.resolved %q", last.AuthorityHash, resolved.AuthorityHash)
 	}
 
+	// A session key: neither the per-request metadata nor the trace makes a new record;
+	// another session key or another authority does.
+	keyed := &memAudit{}
+	k = newKernel(keyed)
+	for i := range 3 {
+		actx := testContext()
+		actx.TraceID = fmt.Sprintf("trace-req-%d", i)
+		list(k, actx, kernel.TurnOptions{AuditMetadata: map[string]any{"requestId": fmt.Sprint(i)}, AuthorityResolvedOnce: true, SessionKey: "http alice"})
+	}
+	if n := count(keyed); n != 1 {
+		t.Errorf("three requests of one keyed session wrote %d authority.resolved records, want 1", n)
+	}
+	if evs := keyed.all(); evs[0].TraceID != "trace-req-0" || evs[0].Metadata["requestId"] != "0" || evs[len(evs)-1].Metadata["requestId"] != "2" {
+		t.Errorf("the records do not carry their requests' trace and metadata: first %+v, last %+v", evs[0], evs[len(evs)-1])
+	}
+	list(k, testContext(), kernel.TurnOptions{AuditMetadata: map[string]any{"requestId": "x"}, AuthorityResolvedOnce: true, SessionKey: "http bob"})
+	if n := count(keyed); n != 2 {
+		t.Errorf("another session key: %d records, want 2", n)
+	}
+	grants.grants = append(grants.grants, grant("g3", []string{"read"}, kernel.ScopeExact, "y"))
+	list(k, testContext(), kernel.TurnOptions{AuditMetadata: map[string]any{"requestId": "y"}, AuthorityResolvedOnce: true, SessionKey: "http alice"})
+	if n := count(keyed); n != 3 {
+		t.Errorf("a keyed session's changed grants: %d records, want 3", n)
+	}
+
 	// Without the option: one per turn.
 	plain := &memAudit{}
 	k = newKernel(plain)

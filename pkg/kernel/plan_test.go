@@ -410,13 +410,13 @@ func TestTurnOptions(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, nil, &memAudit{}, echoTool("t.read", "read"))
 	meta := map[string]any{"surface": "test"}
-	for _, opts := range []kernel.TurnOptions{{}, {AuditMetadata: meta}, {AuditMetadata: meta, AuthorityResolvedOnce: true}} {
+	for _, opts := range []kernel.TurnOptions{{}, {AuditMetadata: meta}, {AuditMetadata: meta, AuthorityResolvedOnce: true}, {AuthorityResolvedOnce: true, SessionKey: "s"}} {
 		turn, err := k.BeginTurnWith(testContext(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := turn.Options()
-		if fmt.Sprint(got.AuditMetadata) != fmt.Sprint(opts.AuditMetadata) || got.AuthorityResolvedOnce != opts.AuthorityResolvedOnce {
+		if fmt.Sprint(got.AuditMetadata) != fmt.Sprint(opts.AuditMetadata) || got.AuthorityResolvedOnce != opts.AuthorityResolvedOnce || got.SessionKey != opts.SessionKey {
 			t.Errorf("Options() = %+v, begun with %+v", got, opts)
 		}
 	}

@@ -26,7 +26,8 @@ type Turn struct {
 	actx    AccessContext
 	instant int64 // actx.Now, parsed once
 	meta    map[string]any
-	once    bool // TurnOptions.AuthorityResolvedOnce
+	once    bool   // TurnOptions.AuthorityResolvedOnce
+	session string // TurnOptions.SessionKey
 
 	authOnce sync.Once
 	auth     *Authority
@@ -56,6 +57,17 @@ type TurnOptions struct {
 	// recorded by every turn, and a record that could not be written is tried again by
 	// the next turn.
 	AuthorityResolvedOnce bool
+	// SessionKey, with AuthorityResolvedOnce, names a long-lived session whose every
+	// operation carries metadata and a trace of its own (serve's /v1: one request id and
+	// trace per HTTP request, under one token's context). Its turns then record
+	// authority.resolved once per (session key, context identity without the trace,
+	// authority): the memo is keyed by the session key instead of the trace and
+	// AuditMetadata, so a per-request id does not make every request record the
+	// authority again (spec 50 §1, "a session is not a turn"). The record written carries
+	// the metadata and trace of the operation that wrote it; every decision record still
+	// carries its own and names the authorityHash that record describes. A changed grant
+	// set is a new hash and is recorded again.
+	SessionKey string
 }
 
 // BeginTurn starts a turn for actx. It fails (matching ErrInvalidContext) when actx does
@@ -76,7 +88,7 @@ func (k *Kernel) BeginTurnWith(actx AccessContext, opts TurnOptions) (*Turn, err
 		})
 	}
 	instant, _ := ParseTimestamp(actx.Now) // Validate parsed it already
-	return &Turn{k: k, actx: actx, instant: instant, meta: opts.AuditMetadata, once: opts.AuthorityResolvedOnce}, nil
+	return &Turn{k: k, actx: actx, instant: instant, meta: opts.AuditMetadata, once: opts.AuthorityResolvedOnce, session: opts.SessionKey}, nil
 }
 
 // Context returns a copy of the turn's context.
@@ -87,7 +99,7 @@ func (t *Turn) Context() AccessContext { return cloneContext(t.actx) }
 // request's purpose and trace). Its AuditMetadata is the turn's map itself (not a copy):
 // do not change it.
 func (t *Turn) Options() TurnOptions {
-	return TurnOptions{AuditMetadata: t.meta, AuthorityResolvedOnce: t.once}
+	return TurnOptions{AuditMetadata: t.meta, AuthorityResolvedOnce: t.once, SessionKey: t.session}
 }
 
 // Authority returns the turn's authority, loading it on first use. It writes no audit
@@ -148,19 +160,24 @@ func (t *Turn) authorityMemoKey(auth *Authority) string {
 	a := &t.actx
 	// A session's turns share the authority and the metadata map (TurnOptions: not to
 	// be changed after): the key of the last turn is reused when nothing it names changed.
+	// With a session key, neither the metadata nor the trace is part of the key.
 	var metaPtr uintptr
-	if t.meta != nil {
-		metaPtr = reflect.ValueOf(t.meta).Pointer()
+	meta, trace := t.meta, a.TraceID
+	if t.session != "" {
+		meta, trace = nil, ""
+	}
+	if meta != nil {
+		metaPtr = reflect.ValueOf(meta).Pointer()
 	}
 	last := t.k.lastMemo.Load()
-	if last != nil && last.auth == auth && last.metaPtr == metaPtr && last.actor == a.Actor && last.authority == a.Authority &&
-		last.owner == a.Owner && last.world == a.World && last.purpose == a.Purpose && last.trace == a.TraceID {
+	if last != nil && last.auth == auth && last.metaPtr == metaPtr && last.session == t.session && last.actor == a.Actor &&
+		last.authority == a.Authority && last.owner == a.Owner && last.world == a.World && last.purpose == a.Purpose && last.trace == trace {
 		return last.key
 	}
-	key := t.buildMemoKey(auth)
+	key := t.buildMemoKey(auth, meta, trace)
 	if key != "" {
-		t.k.lastMemo.Store(&memoKey{auth: auth, meta: t.meta, metaPtr: metaPtr, actor: a.Actor, authority: a.Authority, owner: a.Owner,
-			world: a.World, purpose: a.Purpose, trace: a.TraceID, key: key})
+		t.k.lastMemo.Store(&memoKey{auth: auth, meta: meta, metaPtr: metaPtr, session: t.session, actor: a.Actor, authority: a.Authority,
+			owner: a.Owner, world: a.World, purpose: a.Purpose, trace: trace, key: key})
 	}
 	return key
 }
@@ -174,22 +191,25 @@ type memoKey struct {
 	metaPtr                 uintptr
 	actor, authority, owner Address
 	world, purpose, trace   string
+	session                 string
 	key                     string
 }
 
-func (t *Turn) buildMemoKey(auth *Authority) string {
+// buildMemoKey is the memo key of auth under the turn's context identity with trace,
+// and meta (or, for a session key, the key instead of both: trace and meta are then "" and nil).
+func (t *Turn) buildMemoKey(auth *Authority, meta map[string]any, trace string) string {
 	a := &t.actx
 	b := make([]byte, 0, 256)
 	b = append(b, auth.Hash()...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(len(auth.grants)), 10)
-	for _, v := range []string{a.Actor.String(), a.Authority.String(), a.Owner.String(), a.World, a.Purpose, a.TraceID} {
+	for _, v := range []string{a.Actor.String(), a.Authority.String(), a.Owner.String(), a.World, a.Purpose, trace, t.session} {
 		b = append(b, ' ')
 		b = strconv.AppendQuote(b, v)
 	}
 	b = append(b, ' ')
 	// sorted keys: a stable identity (json.Marshal's bytes)
-	b, ok := appendJSONValue(b, t.meta, 0)
+	b, ok := appendJSONValue(b, meta, 0)
 	if !ok {
 		return "" // unencodable metadata: record every turn
 	}

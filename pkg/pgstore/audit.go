@@ -101,13 +101,23 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []kernel.AuditEvent) error
 		if tags[i] == 1 {
 			continue
 		}
-		var prev string
-		if err := tx.QueryRow(ctx, `SELECT event FROM audit_events WHERE id = $1`, evs[i].ID).Scan(&prev); err != nil {
-			return fmt.Errorf("read event %s: %w", evs[i].ID, err)
+		if err := sameEvent(ctx, tx, &evs[i], a); err != nil {
+			return err
 		}
-		if prev != a[len(a)-1].(string) {
-			return fmt.Errorf("event id %s: %w with other content", evs[i].ID, store.ErrDuplicate)
-		}
+	}
+	return nil
+}
+
+// sameEvent checks that the event recorded under ev's id is ev (row a, eventArgs'): an
+// append again is a no-op, another event under a recorded id an error wrapping
+// store.ErrDuplicate.
+func sameEvent(ctx context.Context, tx pgx.Tx, ev *kernel.AuditEvent, a []any) error {
+	var prev string
+	if err := tx.QueryRow(ctx, `SELECT event FROM audit_events WHERE id = $1`, ev.ID).Scan(&prev); err != nil {
+		return fmt.Errorf("read event %s: %w", ev.ID, err)
+	}
+	if prev != a[len(a)-1].(string) {
+		return fmt.Errorf("event id %s: %w with other content", ev.ID, store.ErrDuplicate)
 	}
 	return nil
 }
@@ -149,13 +159,20 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
+	grouped := writeAhead
 	if writeAhead && hasRefusal(evs) {
 		// A refusal is answered once its record is written, so its record must survive
 		// a crash of the server: committed durably, never write-ahead (an immediate
 		// shutdown loses the commits not yet flushed; TestServeSurvivesDatabaseRestart).
 		writeAhead = false
 	}
-	if err := s.inTx(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) }); err != nil {
+	var err error
+	if grouped {
+		err = s.appendGrouped(ctx, evs, !writeAhead) // see auditgroup.go
+	} else {
+		err = s.inTx(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+	}
+	if err != nil {
 		return fail(op, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -18,4 +19,36 @@ func SynchronousCommitIn(ctx context.Context, s *Store, writeAhead bool) (string
 		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v)
 	})
 	return v, err
+}
+
+// HoldAuditGroups makes the next write-ahead append that writes a group wait until
+// release is called (the appends that come meanwhile join the next group).
+func HoldAuditGroups(s *Store) (release func()) {
+	held := make(chan struct{})
+	var once sync.Once
+	s.group.mu.Lock()
+	s.group.hook = func() { once.Do(func() { <-held }) }
+	s.group.mu.Unlock()
+	return sync.OnceFunc(func() { close(held) })
+}
+
+// AuditGroupWaiting is the number of appends in the group waiting to be written.
+func AuditGroupWaiting(s *Store) int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	if s.group.next == nil {
+		return 0
+	}
+	return s.group.next.members
+}
+
+// SelectionCacheLive reports whether s's selections may be served from its cache now
+// (its listener connected and current).
+func SelectionCacheLive(s *Store) bool { return s.rev.running.Load() && s.rev.current() }
+
+// AuditGroupWriting reports whether a group is being written.
+func AuditGroupWriting(s *Store) bool {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	return s.group.writing != nil
 }

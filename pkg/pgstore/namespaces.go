@@ -85,18 +85,31 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 }
 
 // Selection returns the enabled namespaces of (world, owner), sorted. When nothing is
-// stored it returns the default selection and stored=false. It is read from the database
-// on every call (there is no cache: another process may have changed it).
+// stored it returns the default selection and stored=false. It is read from the
+// database, or from the selections read before while the revision says none changed
+// since (selCache; only while the revision listener runs — a long-lived server —, and
+// is current).
 func (s *Store) Selection(ctx context.Context, world string, owner kernel.Address) (selection []string, stored bool, err error) {
 	if err := checkKey(world, owner); err != nil {
 		return nil, false, fmt.Errorf("read namespace selection: %w", err)
 	}
-	sel, stored, err := readSelection(ctx, s.pool, world, owner.String())
+	key := selKey{world, owner.String()}
+	cache := s.rev.running.Load() && s.rev.current()
+	rev := s.rev.cur.Load() // before the read: the entry holds every change up to it
+	if cache {
+		if e, ok := s.sel.get(key, rev); ok {
+			return append([]string{}, e.sel...), e.stored, nil
+		}
+	}
+	sel, stored, err := readSelection(ctx, s.pool, world, key.owner)
 	if err != nil {
 		return nil, false, fail("read namespace selection", err)
 	}
 	if !stored {
 		sel = s.defaults
+	}
+	if cache {
+		s.sel.put(key, selEntry{sel: append([]string{}, sel...), stored: stored, rev: rev})
 	}
 	return append([]string{}, sel...), stored, nil
 }

@@ -31,8 +31,8 @@ import (
 // notification is only a wake-up hint — it is lost while the listener reconnects, and
 // the poll catches up. The listener reconnects by itself (backing off up to the poll
 // interval), and polls through the pool meanwhile. A cache of shared state (the tokens
-// of `--tokens store:`) keeps the revision it was loaded at and is stale once the view
-// is past it.
+// of `--tokens store:`, the namespace selections: selCache) keeps the revision it was
+// loaded at and is stale once the view is past it.
 
 // DefaultRevisionPoll is how often the listener reads the revision when no
 // notification came: the bound on how late a replica learns of a change whose
@@ -56,6 +56,18 @@ type revisions struct {
 	done    chan struct{}
 	pid     atomic.Uint32 // the listener's backend process id (0: not connected)
 	poll    time.Duration
+	// heard is when the listener last read the revision on its connection (Unix ns; 0
+	// while it is not connected): a cache validated by the view trusts it only while
+	// the listener is connected and has polled recently (see selCache).
+	heard atomic.Int64
+}
+
+// current reports whether the view is being kept current by a connected listener that
+// read the revision within two poll intervals (and a second): only then may a cache
+// validated by the view be used instead of the database.
+func (r *revisions) current() bool {
+	h := r.heard.Load()
+	return h != 0 && time.Since(time.Unix(0, h)) < 2*r.poll+time.Second
 }
 
 func newRevisions(poll time.Duration) *revisions {
@@ -193,6 +205,7 @@ func (s *Store) runListener() {
 	backoff := 20 * time.Millisecond
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx)
+		s.rev.heard.Store(0)
 		s.rev.pid.Store(0)
 		if ctx.Err() != nil {
 			return
@@ -240,6 +253,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 			return err
 		}
 		s.rev.advance(n)
+		s.rev.heard.Store(time.Now().UnixNano())
 		for next := time.Now().Add(s.rev.poll); time.Now().Before(next); {
 			wctx, cancel := context.WithDeadline(ctx, next)
 			note, err := conn.WaitForNotification(wctx)

@@ -104,6 +104,8 @@ type Store struct {
 	defaults []string
 	rev      *revisions
 	hints    *mailbox.Hub // the mailbox's wake-up hints (MessageHints)
+	sel      selCache     // the selections read, validated by the revision
+	group    auditGroup   // the write-ahead appends being joined (auditgroup.go)
 }
 
 // IsDSN reports whether state names a PostgreSQL database (a postgres:// or
