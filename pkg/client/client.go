@@ -98,7 +98,7 @@ func (e *Error) Error() string {
 // apiCode is the api.Error code of a server's envelope code.
 func apiCode(e *Error) string {
 	switch e.Code {
-	case "invalid_request", "invalid_json", "replay_conflict", "replay_pending":
+	case "invalid_request", "invalid_json", "replay_conflict", "replay_pending", "replay_interrupted":
 		return api.CodeInvalidRequest
 	case "not_found":
 		return api.CodeNotFound
