@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -709,10 +708,10 @@ func (d *decoder) optInt() *int64 {
 
 // decodeSnapshot decodes an authenticated payload (openEntry). It still checks every
 // length and tag, so a payload that is inconsistent is refused, never a panic. The
-// decoded strings share payload's bytes (no copy of the entry): the caller must not
-// modify payload afterwards.
+// payload is copied once into a string and the decoded strings are slices of it (one
+// allocation for the entry, not one per string; no unsafe: the module imports none).
 func decodeSnapshot(payload []byte) ([]*File, map[scopeKey]string, error) {
-	d := &decoder{s: unsafe.String(unsafe.SliceData(payload), len(payload))}
+	d := &decoder{s: string(payload)}
 	files := make([]*File, d.count())
 	for i := range files {
 		if d.bad {
