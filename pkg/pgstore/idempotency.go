@@ -51,9 +51,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, key store.IdempotencyKey, f
 		default:
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM idempotency WHERE ctid IN
-			(SELECT ctid FROM idempotency WHERE claimed_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, expiredBatch)
-		return err
+		return sweepExpired(ctx, tx, cutoff)
 	})
 	if err != nil {
 		return 0, store.IdempotencyRecord{}, fail("claim idempotency key", err)
@@ -147,9 +145,7 @@ func (s *Store) ClaimIdempotent(ctx context.Context, key store.IdempotencyKey, f
 		default:
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM idempotency WHERE ctid IN
-			(SELECT ctid FROM idempotency WHERE claimed_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, expiredBatch)
-		return err
+		return sweepExpired(ctx, tx, cutoff)
 	})
 	if err != nil {
 		return 0, store.IdempotencyRecord{}, fail("claim idempotency key", err)
@@ -205,4 +201,12 @@ func (s *Store) AbandonClaim(ctx context.Context, c store.IdempotencyClaim) erro
 		return fail("abandon idempotency key", err)
 	}
 	return nil
+}
+
+// sweepExpired deletes up to expiredBatch records claimed before cutoff (in ms), skipping
+// rows another transaction holds.
+func sweepExpired(ctx context.Context, tx pgx.Tx, cutoff int64) error {
+	_, err := tx.Exec(ctx, `DELETE FROM idempotency WHERE ctid IN
+		(SELECT ctid FROM idempotency WHERE claimed_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, expiredBatch)
+	return err
 }

@@ -172,10 +172,7 @@ func (s *Store) RenewIdempotent(ctx context.Context, c store.IdempotencyClaim, n
 	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET held_ms = MAX(COALESCE(held_ms, claimed_ms), ?)
 		WHERE scope = ? AND key = ? AND fingerprint = ? AND epoch = ? AND status = 0`,
 		now.UnixMilli(), c.Key.Scope, c.Key.Key, c.Fingerprint, c.Epoch)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := affected(res, err)
 	if err != nil {
 		return fmt.Errorf("renew idempotency claim: %w", err)
 	}
@@ -200,10 +197,7 @@ func (s *Store) CompleteClaim(ctx context.Context, c store.IdempotencyClaim, sta
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE idempotency SET status = ?, body = ? WHERE scope = ? AND key = ? AND fingerprint = ? AND epoch = ? AND status = 0`,
 		status, body, c.Key.Scope, c.Key.Key, c.Fingerprint, c.Epoch)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := affected(res, err)
 	if err != nil || n != 1 {
 		_ = tx.Rollback()
 		if err != nil {

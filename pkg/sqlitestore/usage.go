@@ -109,10 +109,7 @@ func (s *Store) reserveUse(ctx context.Context, key kernel.UsageKey, max int64, 
 	if claim != nil {
 		res, err := tx.ExecContext(ctx, `UPDATE idempotency SET spent = 1 WHERE scope = ? AND key = ? AND fingerprint = ? AND epoch = ? AND status = 0`,
 			claim.Scope, claim.Key, claim.Fingerprint, claim.Epoch)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
+		n, err := affected(res, err)
 		if err != nil || n != 1 {
 			_ = tx.Rollback()
 			if err != nil {
@@ -125,10 +122,7 @@ func (s *Store) reserveUse(ctx context.Context, key kernel.UsageKey, max int64, 
 		SELECT ?1, ?2, ?3, ?4, 1 WHERE `+legacyUses+` < ?5
 		ON CONFLICT (world, issuer, subject, grant_id) DO UPDATE SET uses = uses + 1 WHERE uses + `+legacyUses+` < ?5`,
 		key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := affected(res, err)
 	if err != nil || n != 1 {
 		_ = tx.Rollback()
 		if err != nil {
@@ -161,3 +155,11 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 
 // Release gives the reserved use back.
 func (r *reservation) Release() error { return r.tx.Rollback() }
+
+// affected is the number of rows a statement that returned (res, err) changed, or err.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
