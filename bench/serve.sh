@@ -68,7 +68,10 @@ start() { # binary port: serve in the background, wait until ready
     "$1" --root "$out/root" --state "$out/state/state.db" serve --listen "127.0.0.1:$2" \
     --tokens "$out/etc/tokens.yaml" 2>/dev/null &
   servers+=($!)
-  for _ in $(seq 1 200); do curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+  for _ in $(seq 1 200); do curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0; sleep 0.05; done
+  # A BASE build older than a migration of this one is not ready (/readyz 503) on the state this one migrated.
+  echo "bench/serve.sh: $1 serve did not become ready on 127.0.0.1:$2 within 10 s (a BASE build older than this checkout's state migrations is not ready on the state this build migrated)" >&2
+  exit 1
 }
 port=$(free_port)
 start "$out/sharedos" "$port"
