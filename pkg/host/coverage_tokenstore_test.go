@@ -131,7 +131,7 @@ func TestStoreTokensLifecycle(t *testing.T) {
 		kind Kind
 		msg  string
 	}{
-		{"duplicate id", func() error { return CreateStoreToken(ctx, dsn, op, now) }, KindUsage, `store:: token "op": duplicate token id`},
+		{"duplicate id", func() error { return CreateStoreToken(ctx, dsn, op, now) }, KindUsage, `--tokens store: token "op": duplicate token id`},
 		{"relative grant", func() error {
 			e := op
 			e.ID, e.SHA256, e.Grants = "rel", strings.Repeat("d", 64), []string{"g.yaml"}
@@ -142,7 +142,7 @@ func TestStoreTokensLifecycle(t *testing.T) {
 			e.ID, e.SHA256 = "no spaces", strings.Repeat("e", 64)
 			return CreateStoreToken(ctx, dsn, e, now)
 		}, KindUsage, `token "no spaces": invalid id`},
-		{"unknown id", func() error { return RevokeStoreToken(ctx, dsn, "ghost") }, KindUsage, `store:: token "ghost": no such token`},
+		{"unknown id", func() error { return RevokeStoreToken(ctx, dsn, "ghost") }, KindUsage, `--tokens store: token "ghost": no such token`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()

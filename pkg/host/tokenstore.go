@@ -26,6 +26,10 @@ import (
 // there). The tokens file stays the default.
 const StoreTokens = "store:"
 
+// storeTokensName names the store's tokens in messages ("--tokens store:" reads better
+// than the bare value, which ends in a colon of its own).
+const storeTokensName = "--tokens store:"
+
 // IsStoreTokens reports whether a --tokens value names the store's tokens.
 func IsStoreTokens(v string) bool { return v == StoreTokens }
 
@@ -96,7 +100,7 @@ func (ts *TokenStore) Current() (*tokens.File, error) {
 	for i, t := range list {
 		e, err := tokenEntry(t)
 		if err != nil {
-			return nil, fmt.Errorf("%s: token %q: %w", StoreTokens, t.ID, err)
+			return nil, fmt.Errorf("%s token %q: %w", storeTokensName, t.ID, err)
 		}
 		e.Line = i + 1
 		f.Entries = append(f.Entries, e)
@@ -179,7 +183,7 @@ func CreateStoreToken(ctx context.Context, state string, e tokens.NewEntry, now 
 	}
 	if err := st.CreateToken(ctx, t); err != nil {
 		if errors.Is(err, store.ErrDuplicate) {
-			return &Error{Kind: KindUsage, Message: fmt.Sprintf("%s: token %q: duplicate token id", StoreTokens, e.ID),
+			return &Error{Kind: KindUsage, Message: fmt.Sprintf("%s token %q: duplicate token id", storeTokensName, e.ID),
 				Hint: "choose another --id, or 'sharedos tokens revoke " + e.ID + " --tokens store:' first", Err: err}
 		}
 		return &Error{Kind: KindState, Message: err.Error(), Hint: postgresStateHint, Err: err}
@@ -197,7 +201,7 @@ func RevokeStoreToken(ctx context.Context, state, id string) error {
 	defer st.Close()
 	if err := st.RevokeToken(ctx, id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return &Error{Kind: KindUsage, Message: fmt.Sprintf("%s: token %q: no such token", StoreTokens, id),
+			return &Error{Kind: KindUsage, Message: fmt.Sprintf("%s token %q: no such token", storeTokensName, id),
 				Hint: "'sharedos tokens list --tokens store:' shows the ids", Err: err}
 		}
 		return &Error{Kind: KindState, Message: err.Error(), Hint: postgresStateHint, Err: err}
