@@ -444,8 +444,10 @@ func decisionRecords(t *testing.T, dsn string) (byCall map[string]recs, total re
 // succeeded has exactly one allowed record and no refusal; one answered denied exactly
 // one denied record and no allowed one; one answered failed no decision record; a stuck
 // call (no answer) at most one decision record. With outage, a call answered failed
-// may have one allowed record (a commit whose connection dropped: it may have
-// committed, and is not retried) but no refusal. Returns the totals.
+// may have one decision record, allowed or denied: a commit whose connection dropped
+// may have committed, and the server, which cannot know, answers failed and does not
+// retry it (seen once in 11 runs for a refusal's record: "hot-1031 answered failed
+// with 1 denied"). Never two, never a use without its record. Returns the totals.
 func checkExact(t *testing.T, dsn string, a *answers, maxUses int, exhaustedOnly, outage bool) recs {
 	t.Helper()
 	byCall, total := decisionRecords(t, dsn)
@@ -479,7 +481,7 @@ func checkExact(t *testing.T, dsn string, a *answers, maxUses int, exhaustedOnly
 			// spent (with its record) by a replica killed before it kept its answer
 			good = r == recs{allowed: 1}
 		case "failed":
-			good = r == recs{} || outage && r == recs{allowed: 1}
+			good = r == recs{} || outage && (r == recs{allowed: 1} || r == recs{denied: 1, exhausted: r.exhausted})
 		default: // stuck, or never sent (reported by hammer)
 			good = r.allowed+r.denied+r.other <= 1
 		}
