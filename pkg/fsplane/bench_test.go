@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,12 +61,26 @@ func benchInvoke(b *testing.B, p *Provider, action string, in any) {
 	}
 }
 
-// BenchmarkGrep times files.grep over the whole tree (walk, read, match, merge).
+// BenchmarkGrep times files.grep over the whole tree (walk, read, match, merge);
+// cpu-ns/op is the process's CPU time per grep (every goroutine, the GC included).
 func BenchmarkGrep(b *testing.B) {
 	p := benchProvider(b)
 	for _, c := range benchGrepCases {
-		b.Run(c.name, func(b *testing.B) { benchInvoke(b, p, ActionGrep, c.in) })
+		b.Run(c.name, func(b *testing.B) {
+			c0 := processCPU()
+			benchInvoke(b, p, ActionGrep, c.in)
+			b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
+		})
 	}
+}
+
+// processCPU is the CPU time (user + system) this process has used, in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkSearch times files.search over the whole tree.
@@ -96,6 +112,40 @@ func TestBenchCount(t *testing.T) {
 		out := rr.Output.(GrepOutput)
 		fmt.Printf("count %s %d truncated=%v\n", c.name, len(out.Matches), out.Truncated)
 	}
+}
+
+// TestBenchGrepRepeat runs one bench case FSPLANE_BENCH_REPEAT times over
+// FSPLANE_BENCH_ROOT in this process, for bench/files.sh's in-process rows (a process
+// doing exactly N greps, timed beside N rg processes); it runs only when
+// FSPLANE_BENCH_GREP names a case.
+func TestBenchGrepRepeat(t *testing.T) {
+	root, name := os.Getenv("FSPLANE_BENCH_ROOT"), os.Getenv("FSPLANE_BENCH_GREP")
+	if root == "" || name == "" {
+		t.Skip("set FSPLANE_BENCH_ROOT and FSPLANE_BENCH_GREP (and FSPLANE_BENCH_REPEAT)")
+	}
+	n, err := strconv.Atoi(os.Getenv("FSPLANE_BENCH_REPEAT"))
+	if err != nil || n < 1 {
+		n = 1
+	}
+	p, err := NewProvider(root, ProviderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, c := range benchGrepCases {
+		if c.name != name {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			rr, err := p.Invoke(context.Background(), kernel.ResourceOperation{OperationID: "b",
+				Resource: kernel.ResourceRef{Namespace: "files", Path: []string{}}, Action: ActionGrep, Input: c.in})
+			if err != nil || rr.Status != kernel.StatusSucceeded {
+				t.Fatalf("%v %+v", err, rr.Error)
+			}
+		}
+		return
+	}
+	t.Fatalf("no bench case %q", name)
 }
 
 // BenchmarkReadSmall times files.read of a 20-byte file through the provider (the

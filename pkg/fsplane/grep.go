@@ -591,18 +591,24 @@ func (p *Provider) grep(ctx context.Context, path []string, in GrepInput) (any, 
 	bufs := make([][]byte, p.workers+1)
 	batches := make([][]fileResult, p.workers+1)
 	walkErr := p.runWalkBatches(ctx, path, walkOpts{all: true}, func(w int, e walkEntry) {
-		b, ok := readWalked(e, bufs[w], MaxGrepFileBytes)
+		b, ok := readWalked(e, bufs[w], MaxGrepFileBytes, true)
+		if b != nil && cap(b) <= 8<<20 {
+			bufs[w] = b[:0]
+		}
 		var ms []GrepMatch
 		if ok {
-			if cap(b) <= 8<<20 {
-				bufs[w] = b[:0]
+			// A file holding a NUL byte is binary and skipped whole. Most files have
+			// no match, so the matcher runs first and only a file with matches is
+			// scanned for a NUL byte (readWalked already refused a large file whose
+			// first bytes hold one): the same files are skipped, with one pass over
+			// the others fewer.
+			ms = m.fileMatches(displayPath(e.path), b, in.ContextBefore, in.ContextAfter, MaxGrepMatches+1, p.maxOut)
+			if len(ms) > 0 && bytes.IndexByte(b, 0) >= 0 {
+				ms = nil
 			}
-			if bytes.IndexByte(b, 0) < 0 {
-				ms = m.fileMatches(displayPath(e.path), b, in.ContextBefore, in.ContextAfter, MaxGrepMatches+1, p.maxOut)
-				if e.unaddressable {
-					for i := range ms {
-						ms[i].Addressable = notAddressable
-					}
+			if e.unaddressable {
+				for i := range ms {
+					ms[i].Addressable = notAddressable
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"unicode"
@@ -177,5 +178,40 @@ func TestGrepRegexNewlineRefused(t *testing.T) {
 		if _, err := newGrepMatcher(in); err != nil {
 			t.Fatalf("%+v: %v", in, err)
 		}
+	}
+}
+
+// TestGrepSkipsBinaryFilesWhole: a file holding a NUL byte anywhere is skipped by grep
+// and search, whether the NUL byte lies in the first binaryProbe bytes (the file's rest
+// is then not read), after them, or after the match; a large text file is still read to
+// its end.
+func TestGrepSkipsBinaryFilesWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	filler := strings.Repeat("plain text line\n", 2*binaryProbe/16) // 2 probes long
+	e.write("a/nul-first.dat", "\x00"+filler+"ships\n")
+	e.write("a/nul-after-probe.dat", "ships\n"+filler+"\x00")
+	e.write("a/nul-after-match.txt", "x\nships\n\x00")
+	e.write("a/nul-before-match.txt", "\x00ships\n")
+	e.write("a/text.txt", filler+"ships\n")
+	e.write("a/small.txt", "ships\n")
+	out := e.ok("files.grep", jobj{"path": pth(), "pattern": "ships"})
+	var got []string
+	for _, m := range out["matches"].([]any) {
+		mm := m.(map[string]any)
+		got = append(got, fmt.Sprintf("%v:%v", mm["path"], mm["line"]))
+	}
+	want := fmt.Sprintf("[[a small.txt]:1 [a text.txt]:%d]", 2*binaryProbe/16+1)
+	if fmt.Sprint(got) != want {
+		t.Fatalf("grep = %v, want %s", got, want)
+	}
+	hits := e.ok("files.search", jobj{"path": pth(), "query": "ships"})["hits"].([]any)
+	got = nil
+	for _, h := range hits {
+		got = append(got, fmt.Sprint(h.(map[string]any)["path"]))
+	}
+	sort.Strings(got)
+	if fmt.Sprint(got) != "[[a small.txt] [a text.txt]]" {
+		t.Fatalf("search = %v", got)
 	}
 }

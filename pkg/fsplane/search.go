@@ -362,11 +362,13 @@ func (p *Provider) search(ctx context.Context, path []string, in SearchInput) (a
 	states := make([]workerState, p.workers+1)
 	walkErr := p.runWalk(ctx, path, walkOpts{all: true}, func(w int, e walkEntry) {
 		st := &states[w]
-		b, ok := readWalked(e, st.buf, MaxSearchFileBytes)
+		b, ok := readWalked(e, st.buf, MaxSearchFileBytes, true)
+		if b != nil {
+			st.buf = b[:0]
+		}
 		if !ok {
 			return
 		}
-		st.buf = b[:0]
 		if bytes.IndexByte(b, 0) >= 0 {
 			return
 		}

@@ -1,6 +1,7 @@
 package fsplane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -304,27 +305,42 @@ func openWalked(e walkEntry) (*os.File, bool, error) {
 	return os.NewFile(uintptr(fd), e.name), true, nil
 }
 
+// binaryProbe is how much of a file larger than it readWalked reads first when asked to
+// skip binary files: a NUL byte in it marks the file binary (grep and search skip such
+// files whole), so the rest is not read. Smaller files are read in one piece, and the
+// caller checks them. A file whose NUL byte lies further on is read whole and skipped
+// by the caller's own check, so what is skipped is the same; only less is read.
+const binaryProbe = 64 << 10
+
 // readWalked opens a walked file without following a link, checks it is a regular file
-// of at most max bytes, and reads it into buf (reused when large enough). It returns
-// (nil, false) for a file to skip.
-func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
+// of at most limit bytes, and reads it into buf (reused when large enough). It returns
+// ok=false for a file to skip (with buf, perhaps grown, when it was read from: callers
+// may keep it). With skipBinary, a file larger than binaryProbe
+// whose first binaryProbe bytes hold a NUL byte is skipped after that first read.
+func readWalked(e walkEntry, buf []byte, limit int64, skipBinary bool) ([]byte, bool) {
 	fd, err := openatNoFollow(e.dir.fd, e.name, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, false
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > max || e.frozen.ofID(uint64(st.Dev), uint64(st.Ino)) != "" {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > limit || e.frozen.ofID(uint64(st.Dev), uint64(st.Ino)) != "" {
 		return nil, false
 	}
 	size := int(st.Size)
 	if cap(buf) < size+1 {
-		buf = make([]byte, size+1, size+size/4+512)
+		// grow geometrically (up to 8 MiB, past which the exact size): a walk meets
+		// ever larger files, and each new buffer is zeroed
+		buf = make([]byte, max(size+1, min(2*cap(buf), 8<<20), 64<<10))
 	}
 	buf = buf[:cap(buf)]
 	n := 0
 	for n < size {
-		m, err := unix.Read(fd, buf[n:size])
+		want := size
+		if skipBinary && n == 0 && size > binaryProbe {
+			want = binaryProbe
+		}
+		m, err := unix.Read(fd, buf[n:want])
 		if err == unix.EINTR {
 			continue
 		}
@@ -333,6 +349,9 @@ func readWalked(e walkEntry, buf []byte, max int64) ([]byte, bool) {
 		}
 		if m == 0 {
 			break // shrank meanwhile: what is there
+		}
+		if skipBinary && n == 0 && want < size && bytes.IndexByte(buf[:m], 0) >= 0 {
+			return buf[:0], false // the buffer, for the caller to keep
 		}
 		n += m
 	}
