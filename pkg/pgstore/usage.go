@@ -137,7 +137,9 @@ func (s *Store) reserveUse(ctx context.Context, key kernel.UsageKey, max int64, 
 }
 
 func (s *Store) reserve1(ctx context.Context, key kernel.UsageKey, max int64, claim *kernel.SpendClaim) (*reservation, bool, error) {
-	tx, err := s.pool.Begin(ctx)
+	// committed with synchronous_commit off, then waited for outside the audit lock
+	// (Commit, flush.go)
+	tx, err := s.pool.BeginTx(ctx, beginWriteAhead)
 	if err != nil {
 		return nil, false, err
 	}
@@ -164,17 +166,22 @@ func (s *Store) reserve1(ctx context.Context, key kernel.UsageKey, max int64, cl
 		}
 		return nil, false, err
 	}
-	return &reservation{tx: tx, grant: key.GrantID}, true, nil
+	return &reservation{s: s, tx: tx, grant: key.GrantID}, true, nil
 }
 
 // reservation is a reserved use: an open transaction.
 type reservation struct {
+	s     *Store
 	tx    pgx.Tx
 	grant string
 }
 
 // Commit appends ev (when non-nil) and spends the use, in the reservation's transaction:
-// both or neither.
+// both or neither. It returns once both are durable: the transaction commits with
+// synchronous_commit off, so the audit lock it took is not held through the log flush,
+// and Commit then waits for a flush that covers it (waitDurable, shared with the other
+// commits of the moment). An error after the commit (the flush not proven) leaves the use
+// spent with its record — never one without the other — and the caller acts on nothing.
 func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 	op := "commit use of grant " + r.grant
 	if ev != nil {
@@ -185,6 +192,9 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 	}
 	if err := r.tx.Commit(ctx); err != nil {
 		_ = r.tx.Rollback(context.WithoutCancel(ctx))
+		return fail(op, err)
+	}
+	if err := r.s.waitDurable(ctx); err != nil {
 		return fail(op, err)
 	}
 	return nil
