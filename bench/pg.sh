@@ -152,8 +152,8 @@ load() { # name, lua, base, serve pid
   [ -n "$r" ] || r="RESULT 0 - - - 0"
   set -- "$1" $r "$((s1 - s0))" "$((p1 - p0))"
   local cs cp
-  cs=$(python3 -c "n=int('$7' or 0);print(round(($9)*1e6/$hz/n) if n else '-')")
-  cp=$(python3 -c "n=int('$7' or 0);print(round((${10})*1e6/$hz/n) if n else '-')")
+  cs=$(python3 -c "n=int('$7' or 0);print(round(($8)*1e6/$hz/n) if n else '-')")
+  cp=$(python3 -c "n=int('$7' or 0);print(round(($9)*1e6/$hz/n) if n else '-')")
   printf '%-26s %10s %9s %9s %8s %9s %9s %9s\n' "$1" "$3" "$4" "$5" "$6" "$7" "$cs" "$cp"
   echo "$3" > "$out/rate-${1// /_}"
 }

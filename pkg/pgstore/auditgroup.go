@@ -25,8 +25,9 @@ import (
 //
 //   - committed and visible to every reader when the method returns; a batch's events
 //     (AppendWriteAheadBatch) are inserted together, in order, all or none;
-//   - a group holding a refusal's record commits durably (synchronous_commit on), as a
-//     refusal's own transaction did (see appendAll): it is answered once written;
+//   - a group holding a refusal's record is durable when the appends return (committed,
+//     then its flush waited for outside the audit lock: flush.go), as a refusal's own
+//     transaction is (see appendAll): it is answered once durable;
 //   - when a group fails (an event under a recorded id with other content, a cancelled
 //     context of the append that writes it, an outage), no event of it is recorded, and
 //     each append of the group is tried again alone, under its own context, so that
