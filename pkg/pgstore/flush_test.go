@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -233,5 +234,43 @@ func TestFollowerMissesNothingUnderConcurrentWriters(t *testing.T) {
 		if n > 1 {
 			t.Errorf("the follower read %s %d times", id, n)
 		}
+	}
+}
+
+// TestCommitBesideAnotherEventSpendsNothing: a reservation whose record's id is recorded
+// already with other content is refused (ErrDuplicate) and spends nothing — the record's
+// check travels in the same message as the COMMIT, so the spend cannot commit without
+// its record; the same record again commits (an append again is a no-op).
+func TestCommitBesideAnotherEventSpendsNothing(t *testing.T) {
+	st, _ := openFresh(t)
+	ctx := context.Background()
+	if err := st.Append(ctx, decision("taken", "g-other")); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := st.ReserveUse(ctx, key("g1"), 10)
+	if err != nil || !ok {
+		t.Fatalf("ReserveUse = %v, %v", ok, err)
+	}
+	ev := decision("taken", "g1")
+	if err := r.Commit(ctx, &ev); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("Commit beside another event under its id = %v, want ErrDuplicate", err)
+	}
+	if n, err := st.GetUsage(ctx, key("g1")); err != nil || n != 0 {
+		t.Errorf("after the refused commit GetUsage = %d, %v; want 0", n, err)
+	}
+	if err := r.Release(); err != nil {
+		t.Errorf("Release after a refused commit: %v", err)
+	}
+	// the store still works, and the same event again is a no-op that commits the spend
+	r, ok, err = st.ReserveUse(ctx, key("g1"), 10)
+	if err != nil || !ok {
+		t.Fatalf("ReserveUse again = %v, %v", ok, err)
+	}
+	same := decision("taken", "g-other")
+	if err := r.Commit(ctx, &same); err != nil {
+		t.Fatalf("Commit with the recorded event itself: %v", err)
+	}
+	if n, err := st.GetUsage(ctx, key("g1")); err != nil || n != 1 {
+		t.Errorf("GetUsage = %d, %v; want 1", n, err)
 	}
 }
