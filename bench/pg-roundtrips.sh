@@ -12,6 +12,7 @@
 #
 #   bench/pg-roundtrips.sh
 #   N=50 bench/pg-roundtrips.sh
+#   BIN=/tmp/sharedos-old bench/pg-roundtrips.sh   # another build (no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${N:-20}
@@ -36,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
 dsn="postgres://postgres@127.0.0.1:$pgport/sharedos?sslmode=disable"
-go build -o "$out/sharedos" .
+if [ -n "${BIN:-}" ]; then cp "$BIN" "$out/sharedos"; else go build -o "$out/sharedos" .; fi
 cat > "$out/etc/grants.yaml" <<YAML
 version: 1
 context: {actor: agent:bench, owner: human:alice}
@@ -100,6 +101,7 @@ for line in open(path, errors="replace"):
     elif sql.startswith("commit") or sql.startswith("rollback"): k = "commit/rollback"
     elif "synchronous_commit" in sql: k = "set synchronous_commit"
     elif "pg_advisory_xact_lock" in sql: k = "audit lock"
+    elif "pg_logical_emit_message" in sql: k = "flush round (shared by the commits of the moment)"
     elif "insert into audit_events" in sql: k = "audit insert"
     elif "grant_usage" in sql: k = "spend / usage"
     elif "idempotency" in sql: k = "idempotency"

@@ -21,8 +21,13 @@
 # script's stdout open, so a caller reading that output (a pipe, $(…)) waited for an EOF
 # that never came. The server is now started directly, its output to a log.
 #
+# CPU per request (cpu_us columns): the serve process's and the whole cluster's (postmaster,
+# its live backends and the ones that exited) CPU time over the case, read from /proc,
+# divided by the requests of the case.
+#
 #   bench/pg.sh                     # 10 s per case
 #   DURATION=30s CONNS=64 bench/pg.sh
+#   BIN=/tmp/sharedos-old bench/pg.sh   # another build (before/after in turn; no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -50,7 +55,7 @@ timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres pgbench
 timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
 dsn="postgres://postgres@127.0.0.1:$pgport/sharedos?sslmode=disable"
 
-go build -o "$out/sharedos" .
+if [ -n "${BIN:-}" ]; then cp "$BIN" "$out/sharedos"; else go build -o "$out/sharedos" .; fi
 {
   echo "version: 1"
   echo "context: {actor: agent:bench, owner: human:alice}"
@@ -126,24 +131,42 @@ LUA
 secs=${duration%s}
 # wrk stops at its duration; the timeout (SIGINT: wrk prints what it measured) bounds a
 # server that stops answering.
-load() { # name, lua, base
-  local r
+# cputicks PID...: user+system CPU clock ticks of the processes (with their waited-for
+# children's)
+cputicks() {
+  local t=0 p f
+  for p in "$@"; do
+    f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    f=${f##*) }; set -- $f
+    t=$((t + ${12} + ${13} + ${14} + ${15}))
+  done
+  echo "$t"
+}
+pgpids() { local pm; pm=$(head -1 "$out/pg/data/postmaster.pid"); echo "$pm" $(pgrep -P "$pm"); }
+hz=$(getconf CLK_TCK)
+load() { # name, lua, base, serve pid
+  local r s0 p0 s1 p1
+  s0=$(cputicks "$4"); p0=$(cputicks $(pgpids))
   r=$(timeout -s INT $((secs + 60)) wrk -t2 -c"$conns" -d"$duration" --timeout 10s --latency -s "$2" "$3" 2>&1 | grep '^RESULT' || true)
+  s1=$(cputicks "$4"); p1=$(cputicks $(pgpids))
   [ -n "$r" ] || r="RESULT 0 - - - 0"
-  set -- "$1" $r
-  printf '%-26s %10s %9s %9s %8s %9s\n' "$1" "$3" "$4" "$5" "$6" "$7"
+  set -- "$1" $r "$((s1 - s0))" "$((p1 - p0))"
+  local cs cp
+  cs=$(python3 -c "n=int('$7' or 0);print(round(($8)*1e6/$hz/n) if n else '-')")
+  cp=$(python3 -c "n=int('$7' or 0);print(round(($9)*1e6/$hz/n) if n else '-')")
+  printf '%-26s %10s %9s %9s %8s %9s %9s %9s\n' "$1" "$3" "$4" "$5" "$6" "$7" "$cs" "$cp"
   echo "$3" > "$out/rate-${1// /_}"
 }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 timeout 900 "$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -i -q -s 10 pgbench >/dev/null 2>&1
 tps=$(timeout $((secs + 120)) "$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -N -c "$conns" -j 2 -T "$secs" pgbench 2>/dev/null |
   sed -n 's/^tps = \([0-9.]*\).*/\1/p' | tail -1)
-printf '%-26s %10s %9s %9s %8s %9s\n' case per_s p50_ms p95_ms errors requests
+printf '%-26s %10s %9s %9s %8s %9s %9s %9s\n' case per_s p50_ms p95_ms errors requests serve_us pg_us
 printf '%-26s %10s\n' "pgbench -N (tps)" "${tps%.*}"
-load "invoke distinct pg" "$out/invoke0.lua" "$base"
-load "invoke hot grant pg" "$out/invoke1.lua" "$base"
-load "authorize pg" "$out/authorize.lua" "$base/v1/authorize"
-load "authorize sqlite" "$out/authorize.lua" "$sbase/v1/authorize"
+load "invoke distinct pg" "$out/invoke0.lua" "$base" "${servers[0]}"
+load "invoke hot grant pg" "$out/invoke1.lua" "$base" "${servers[0]}"
+load "authorize pg" "$out/authorize.lua" "$base/v1/authorize" "${servers[0]}"
+load "authorize sqlite" "$out/authorize.lua" "$sbase/v1/authorize" "${servers[1]}"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 r() { cat "$out/rate-${1// /_}"; }
 ratio() { python3 -c "a,b=float('$1' or 0),float('$2' or 0);print(round(a/b,3) if b else '-')"; }

@@ -20,7 +20,10 @@ import (
 // is the order of seq and a reader that keeps LastAuditSeq misses no record committed
 // later with a smaller seq. It is taken last in every transaction (after a counter's or
 // a selection's lock), so it adds no deadlock. The cost: commits that append audit events
-// are serialized (see the package doc of the figures).
+// are serialized. So that this costs a commit's round trips and not its log flush, such a
+// transaction commits with synchronous_commit off and a durable one waits for its flush
+// after the lock is released, sharing the flush with the other commits of the moment
+// (flush.go).
 const auditLock = 0x73684f53 // "shOS"
 
 // insertAuditSQL inserts one audit event (no row when its id is recorded already).
@@ -170,7 +173,7 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 	if grouped {
 		err = s.appendGrouped(ctx, evs, !writeAhead) // see auditgroup.go
 	} else {
-		err = s.inTx(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+		err = s.inTxClass(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
 	}
 	if err != nil {
 		return fail(op, err)

@@ -25,8 +25,9 @@ import (
 //
 //   - committed and visible to every reader when the method returns; a batch's events
 //     (AppendWriteAheadBatch) are inserted together, in order, all or none;
-//   - a group holding a refusal's record commits durably (synchronous_commit on), as a
-//     refusal's own transaction did (see appendAll): it is answered once written;
+//   - a group holding a refusal's record is durable when the appends return (committed,
+//     then its flush waited for outside the audit lock: flush.go), as a refusal's own
+//     transaction is (see appendAll): it is answered once durable;
 //   - when a group fails (an event under a recorded id with other content, a cancelled
 //     context of the append that writes it, an outage), no event of it is recorded, and
 //     each append of the group is tried again alone, under its own context, so that
@@ -82,7 +83,7 @@ func (s *Store) appendGrouped(ctx context.Context, evs []kernel.AuditEvent, dura
 	if hook != nil {
 		hook()
 	}
-	b.err = s.inTx(ctx, !b.durable, func(tx pgx.Tx) error { return appendEventsPipelined(ctx, tx, b.evs) })
+	b.err = s.inTxClass(ctx, !b.durable, func(tx pgx.Tx) error { return appendEventsPipelined(ctx, tx, b.evs) })
 	g.mu.Lock()
 	g.writing = nil
 	g.mu.Unlock()
@@ -96,7 +97,7 @@ func (s *Store) groupResult(ctx context.Context, b *auditBatch, evs []kernel.Aud
 	if b.err == nil || b.members == 1 {
 		return b.err
 	}
-	return s.inTx(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+	return s.inTxClass(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
 }
 
 // appendEventsPipelined is appendEvents with the lock and every insert sent at once (one

@@ -15,7 +15,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // openFresh opens a store on a fresh, migrated database for t.
-func openFresh(t *testing.T) (*pgstore.Store, string) {
+func openFresh(t testing.TB) (*pgstore.Store, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
 	st, err := pgstore.Open(context.Background(), dsn, pgstore.Options{DefaultNamespaces: []string{"files", "repo"}, Migrate: true})

@@ -151,7 +151,7 @@ func (s *Store) ResolveEscalation(ctx context.Context, id int64, res store.Escal
 	var rec store.EscalationRecord
 	var rev int64
 	var refusal error // not found, already resolved: not an outage
-	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+	err := s.inTxDurable(ctx, func(tx pgx.Tx) error {
 		var err error
 		rec, err = scanEscalation(tx.QueryRow(ctx, escalationByID, id))
 		switch {

@@ -52,3 +52,31 @@ func AuditGroupWriting(s *Store) bool {
 	defer s.group.mu.Unlock()
 	return s.group.writing != nil
 }
+
+// HoldFlushes makes the next durability flush round of s wait until release is called;
+// entered is closed when that round is about to flush (its waiters committed already).
+func HoldFlushes(s *Store) (entered <-chan struct{}, release func()) {
+	held, in := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.flush.mu.Lock()
+	s.flush.hook = func() { once.Do(func() { close(in); <-held }) }
+	s.flush.mu.Unlock()
+	return in, sync.OnceFunc(func() { close(held) })
+}
+
+// FlushRounds is the number of durability flush rounds s ran.
+func FlushRounds(s *Store) int64 {
+	s.flush.mu.Lock()
+	defer s.flush.mu.Unlock()
+	return s.flush.rounds
+}
+
+// SynchronousCommitInDurableAudit reports the synchronous_commit setting inside a
+// durable transaction of s that appends audit events.
+func SynchronousCommitInDurableAudit(ctx context.Context, s *Store) (string, error) {
+	var v string
+	err := s.inTxDurable(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v)
+	})
+	return v, err
+}

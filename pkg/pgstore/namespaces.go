@@ -47,7 +47,7 @@ func (s *Store) ApplyUpdateAudited(ctx context.Context, actx kernel.AccessContex
 	var next []string
 	var rev int64
 	var invalid error // an error of the update itself, not of the database
-	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+	err := s.inTxDurable(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2 || ' ' || $3))", int32(selectionLock), actx.World, owner); err != nil {
 			return fmt.Errorf("lock the selection: %w", err)
 		}

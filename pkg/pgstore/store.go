@@ -23,7 +23,10 @@
 // # Durability
 //
 // A durable write commits with synchronous_commit on (the server's default: the commit is
-// flushed to its write-ahead log before it returns). A write-ahead record or a cache
+// flushed to its write-ahead log before it returns), or — a transaction that appends audit
+// events, which holds the audit lock until it ends — commits with synchronous_commit off
+// and then waits, outside the lock, for a flush that covers its commit (flush.go); either
+// way the method returns once the write is durable. A write-ahead record or a cache
 // entry commits with SET LOCAL synchronous_commit = off: committed and visible at once,
 // flushed with the server's next WAL flush (at most wal_writer_delay × 3 later, and with
 // any durable commit after it). This is the class table of pkg/store, kept by the
@@ -106,6 +109,7 @@ type Store struct {
 	hints    *mailbox.Hub // the mailbox's wake-up hints (MessageHints)
 	sel      selCache     // the selections read, validated by the revision
 	group    auditGroup   // the write-ahead appends being joined (auditgroup.go)
+	flush    flusher      // the waits for durability being joined (flush.go)
 }
 
 // IsDSN reports whether state names a PostgreSQL database (a postgres:// or

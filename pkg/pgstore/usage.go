@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
+	"github.com/sharedos/sharedos/pkg/store"
 )
 
 // spendSQL spends one use of a grant when fewer than $5 were spent and returns the new
@@ -137,54 +141,116 @@ func (s *Store) reserveUse(ctx context.Context, key kernel.UsageKey, max int64, 
 }
 
 func (s *Store) reserve1(ctx context.Context, key kernel.UsageKey, max int64, claim *kernel.SpendClaim) (*reservation, bool, error) {
-	tx, err := s.pool.Begin(ctx)
+	// A connection of its own, not a pgx.Tx: Commit sends the audit lock, the record and
+	// the COMMIT in one message (commitSQL). Committed with synchronous_commit off, then
+	// waited for outside the audit lock (Commit, flush.go).
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
+		return nil, false, err
+	}
+	r := &reservation{s: s, c: c, grant: key.GrantID}
+	if _, err := c.Exec(ctx, beginWriteAhead.BeginQuery); err != nil {
+		r.abandon(ctx)
 		return nil, false, err
 	}
 	var uses int64
 	if claim != nil {
 		var held bool
 		var spent *int64
-		err = tx.QueryRow(ctx, reserveClaimedSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max,
+		err = c.QueryRow(ctx, reserveClaimedSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max,
 			[]byte(claim.Scope), claim.Key, []byte(claim.Fingerprint), claim.Epoch).Scan(&held, &spent)
 		switch {
 		case err == nil && !held:
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			r.abandon(ctx)
 			return nil, false, kernel.ErrSpendClaimLost
 		case err == nil && spent == nil:
 			err = pgx.ErrNoRows
 		}
 	} else {
-		err = tx.QueryRow(ctx, spendSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max).Scan(&uses)
+		err = c.QueryRow(ctx, spendSQL, key.World, key.Issuer.String(), key.Subject.String(), key.GrantID, max).Scan(&uses)
 	}
 	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		r.abandon(ctx)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, nil
 		}
 		return nil, false, err
 	}
-	return &reservation{tx: tx, grant: key.GrantID}, true, nil
+	return r, true, nil
 }
 
-// reservation is a reserved use: an open transaction.
+// reservation is a reserved use: an open transaction on a connection of its own.
 type reservation struct {
-	tx    pgx.Tx
+	s     *Store
+	c     *pgxpool.Conn // nil once committed or rolled back
 	grant string
 }
 
+// sameEventCheckSQL fails the transaction (an invalid integer, SQLSTATE 22P02, whose text
+// holds dupMarker) when the event recorded under $1 is not $2: sent in the same message
+// as the insert and the COMMIT, it keeps a spend from committing beside another event
+// under its record's id. The failing cast reads a column, so the planner cannot fold it
+// into an error when the branch is not taken.
+const sameEventCheckSQL = `SELECT CASE WHEN event = $2 THEN 0 ELSE (id || ' ` + dupMarker + `')::int END
+	FROM audit_events WHERE id = $1`
+
+// dupMarker marks sameEventCheckSQL's error.
+const dupMarker = "sharedos: recorded with other content"
+
+// isDupCheck reports whether err is sameEventCheckSQL's.
+func isDupCheck(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22P02" && strings.Contains(pe.Message, dupMarker)
+}
+
 // Commit appends ev (when non-nil) and spends the use, in the reservation's transaction:
-// both or neither.
+// both or neither. The audit lock, the insert, its check and the COMMIT go in one
+// message, so the lock that orders the trail is held only while the server runs them,
+// never across a round trip to this process. It returns once both are durable: the
+// transaction commits with synchronous_commit off, so the lock is not held through the
+// log flush either, and Commit then waits for a flush that covers it (waitDurable,
+// shared with the other commits of the moment). An error after the commit (the flush not
+// proven) leaves the use spent with its record — never one without the other — and the
+// caller acts on nothing.
 func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 	op := "commit use of grant " + r.grant
+	if r.c == nil {
+		return fmt.Errorf("%s: %w", op, pgx.ErrTxClosed)
+	}
+	var b pgx.Batch
 	if ev != nil {
-		if err := appendEvents(ctx, r.tx, []kernel.AuditEvent{*ev}); err != nil {
-			_ = r.tx.Rollback(context.WithoutCancel(ctx))
-			return fail(op+": audit", err)
+		a, err := eventArgs(ev)
+		if err != nil {
+			r.abandon(ctx)
+			return fmt.Errorf("%s: audit: %w", op, err)
+		}
+		b.Queue("SELECT pg_advisory_xact_lock($1)", int64(auditLock))
+		b.Queue(insertAuditSQL, a...)
+		b.Queue(sameEventCheckSQL, ev.ID, a[len(a)-1])
+	}
+	b.Queue("COMMIT")
+	br := r.c.SendBatch(ctx, &b)
+	var err error
+	var tag pgconn.CommandTag
+	for range b.Len() {
+		if tag, err = br.Exec(); err != nil {
+			break
 		}
 	}
-	if err := r.tx.Commit(ctx); err != nil {
-		_ = r.tx.Rollback(context.WithoutCancel(ctx))
+	err = errors.Join(err, br.Close())
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("the transaction was rolled back (%s)", tag)
+	}
+	if err != nil {
+		r.abandon(ctx)
+		if isDupCheck(err) {
+			return fmt.Errorf("%s: audit: event id %s: %w with other content", op, ev.ID, store.ErrDuplicate)
+		}
+		return fail(op, err)
+	}
+	r.c.Release()
+	r.c = nil
+	if err := r.s.waitDurable(ctx); err != nil {
 		return fail(op, err)
 	}
 	return nil
@@ -192,9 +258,24 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 
 // Release gives the reserved use back. Releasing a committed reservation does nothing.
 func (r *reservation) Release() error {
-	err := r.tx.Rollback(context.Background())
-	if errors.Is(err, pgx.ErrTxClosed) {
+	if r.c == nil {
 		return nil
 	}
+	_, err := r.c.Exec(context.Background(), "ROLLBACK")
+	r.c.Release() // a connection still in a transaction is closed, not reused
+	r.c = nil
 	return err
+}
+
+// abandon rolls the transaction back, if the connection is still in one, and gives the
+// connection back (closed when it could not be rolled back).
+func (r *reservation) abandon(ctx context.Context) {
+	if r.c == nil {
+		return
+	}
+	if st := r.c.Conn().PgConn().TxStatus(); st == 'T' || st == 'E' {
+		_, _ = r.c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	r.c.Release()
+	r.c = nil
 }
