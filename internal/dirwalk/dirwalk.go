@@ -49,12 +49,19 @@ const (
 	direntNameOff   = 19
 )
 
-// Parse appends the entries of the getdents64 records in b to out. "." and "..",
+// Parse appends the entries of the getdents64 records in b to out (see ParseFunc).
+func Parse(b []byte, out []Entry) []Entry {
+	ParseFunc(b, func(e Entry) { out = append(out, e) })
+	return out
+}
+
+// ParseFunc calls fn for each entry of the getdents64 records in b. "." and "..",
 // deleted entries (inode 0) and names that are not one component (ValidName: the
 // kernel never writes one) are left out; a malformed record (a length shorter than a
 // header or past the end of b) ends the parse. The names of one call share a single
-// string allocation.
-func Parse(b []byte, out []Entry) []Entry {
+// string allocation (a name kept long after the listing holds that string: copy it
+// with strings.Clone if that matters).
+func ParseFunc(b []byte, fn func(Entry)) {
 	var s string // b as a string, made once the first name is kept
 	off := 0
 	for len(b)-off >= direntNameOff {
@@ -78,9 +85,8 @@ func Parse(b []byte, out []Entry) []Entry {
 		if s == "" {
 			s = string(b)
 		}
-		out = append(out, Entry{Name: s[start : start+len(nameb)], Type: typeOf(dt)})
+		fn(Entry{Name: s[start : start+len(nameb)], Type: typeOf(dt)})
 	}
-	return out
 }
 
 func typeOf(dt byte) Type {
@@ -151,22 +157,29 @@ func (d *Dir) Name() string { return d.name }
 // Close closes the descriptor.
 func (d *Dir) Close() error { return unix.Close(d.fd) }
 
-// ReadAll lists the directory from its current offset to the end, appending to out;
+// ReadAll lists the directory from its current offset to the end, appending to out
+// (see List).
+func (d *Dir) ReadAll(buf []byte, out []Entry) ([]Entry, error) {
+	err := d.List(buf, func(e Entry) { out = append(out, e) })
+	return out, err
+}
+
+// List calls fn for each name of the directory from its current offset to the end;
 // buf is the getdents64 buffer (at least a few hundred bytes; 32-64 KiB lists most
 // directories in one call).
-func (d *Dir) ReadAll(buf []byte, out []Entry) ([]Entry, error) {
+func (d *Dir) List(buf []byte, fn func(Entry)) error {
 	for {
 		n, err := unix.Getdents(d.fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return out, &fs.PathError{Op: "getdents", Path: d.name, Err: err}
+			return &fs.PathError{Op: "getdents", Path: d.name, Err: err}
 		}
 		if n <= 0 {
-			return out, nil
+			return nil
 		}
-		out = Parse(buf[:n], out)
+		ParseFunc(buf[:n], fn)
 	}
 }
 
