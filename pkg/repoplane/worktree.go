@@ -85,6 +85,22 @@ type wtChange struct {
 // they hold tracked files, and a tracked file whose stat data still match its index
 // entry is not read (unless it is racily clean: modified in the same second the index
 // was written, git's rule).
+//
+// What is never skipped, and why (issue 28 item 2, decided after git's read-cache.c):
+//   - Every tracked file is lstat'ed. git's refresh_cache_ent skips the lstat only for
+//     an entry marked assume-unchanged (CE_VALID) or skip-worktree, or one an fsmonitor
+//     daemon vouched for (CE_FSMONITOR_VALID); otherwise the stat data decide, and
+//     d_type cannot stand for them (a clean file and an edited one have the same
+//     type). The walker skips the first two like git; the fsmonitor bits of an index
+//     are not trusted (that would need the daemon's answer for the index's token).
+//   - No untracked cache. An ignored directory is never opened or listed (it is one
+//     name in its parent's listing; only its tracked entries, if any, are looked up),
+//     so a tree of ignored files costs nothing to cache. git's untracked cache (the
+//     index's UNTR extension) saves the listing of unchanged tracked directories
+//     across processes, validated by each directory's stat data and the hashes of
+//     the ignore files; using it would mean replicating those validity rules exactly
+//     (and a status writing the index to keep it), and within one process a status
+//     walks each directory once. So each status lists every directory it enters.
 type walker struct {
 	*walkShared
 	out   []wtChange
