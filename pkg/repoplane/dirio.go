@@ -2,17 +2,8 @@ package repoplane
 
 import (
 	"io/fs"
-	"os"
 	"strings"
 )
-
-// dirEnt is one name of a directory listing with its file type (fs.ModeDir,
-// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else, or
-// typeUnknown when the listing does not say).
-type dirEnt struct {
-	name string
-	typ  fs.FileMode
-}
 
 // typeUnknown is the type of a listed name whose type the listing does not give.
 const typeUnknown = ^fs.FileMode(0)
@@ -40,36 +31,9 @@ type fileStat struct {
 
 // dirHandle is an open directory: a descriptor of the directory itself (to list it and
 // lstat and open its children relative to it) and, where needed, the directory as an
-// *os.Root. On Linux the descriptor is a plain one (dirio_fast.go: no poller
-// registration, no os.File) and the root is opened on first use; elsewhere both are
-// os types (dirio_other.go).
-type dirHandle struct {
-	root    *os.Root // nil on Linux until rootOf opens it
-	ownRoot bool     // root was opened by this handle and is closed with it
-	f       *os.File // the listing handle (openDirHandle; every handle off Linux)
-	fd      int      // Linux: the plain descriptor of the directory
-	name    string   // for error messages
-}
-
-// openDirHandle opens root's own directory (the top of a walk, or a single lookup).
-func openDirHandle(root *os.Root) (*dirHandle, error) {
-	f, err := root.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	return &dirHandle{root: root, f: f, fd: int(f.Fd()), name: root.Name()}, nil
-}
-
-func (d *dirHandle) close() {
-	if d.f != nil {
-		_ = d.f.Close()
-	} else {
-		d.closeFd()
-	}
-	if d.ownRoot && d.root != nil {
-		_ = d.root.Close()
-	}
-}
+// *os.Root. On Linux the descriptor is a plain one (internal/dirwalk, dirio_fast.go: no
+// poller registration, no os.File) and the root is opened on first use; elsewhere both
+// are os types (dirio_other.go). The struct is defined per platform.
 
 // singleName reports whether name is one path component that names a child of a
 // directory: not empty, not "." or "..", no separator. Only such names are opened

@@ -3,131 +3,92 @@
 package repoplane
 
 import (
-	"bytes"
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"runtime"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sharedos/sharedos/internal/dirwalk"
 )
 
 // On Linux the walker lists directories with getdents(2), lstats with fstatat(2) and
-// opens children with openat(2), all relative to a plain directory descriptor through
-// golang.org/x/sys/unix: one system call per file, no path resolution that a
-// concurrent rename could redirect, and no os.File (whose poller registration costs
-// four fcntl and an epoll_ctl per open). A child is opened only by a single-component
-// name (singleName) with O_NOFOLLOW, so a link is never followed and nothing outside
-// the directory is reached; other names go through the directory's os.Root.
+// opens children with openat(2), all relative to a plain directory descriptor
+// (internal/dirwalk, golang.org/x/sys/unix): one system call per file, no path
+// resolution that a concurrent rename could redirect, and no os.File (whose poller
+// registration costs four fcntl and an epoll_ctl per open). A child is opened only by a
+// single-component name with O_NOFOLLOW, so a link is never followed and nothing
+// outside the directory is reached; other names go through the directory's os.Root.
 
-// list reads the directory's names with the types getdents64 gives (d_type); a name
-// of unknown type (a file system without d_type) is typeUnknown and the walker asks
-// lstat for it when it needs it.
-func (d *dirHandle) list(buf []byte) ([]dirEnt, error) {
-	var out []dirEnt
-	for {
-		n, err := unix.ReadDirent(d.fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "getdents", Path: d.name, Err: err}
-		}
-		if n <= 0 {
-			break
-		}
-		out = parseDirents(buf[:n], out)
-	}
-	if d.f != nil {
-		runtime.KeepAlive(d.f)
-	}
-	return out, nil
+// dirHandle is an open directory (see dirio.go).
+type dirHandle struct {
+	d       *dirwalk.Dir
+	root    *os.Root // the directory as a root: given (the top) or opened by rootOf
+	ownRoot bool     // root was opened by this handle and is closed with it
 }
 
-// Layout of struct linux_dirent64 (the same on every Linux architecture):
-// u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[] (NUL-terminated).
-const (
-	direntInoOff    = 0
-	direntReclenOff = 16
-	direntTypeOff   = 18
-	direntNameOff   = 19
-)
+// openDirHandle opens root's own directory (the top of a walk, or a single lookup).
+func openDirHandle(root *os.Root) (*dirHandle, error) {
+	d, err := dirwalk.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	return &dirHandle{d: d, root: root}, nil
+}
 
-// parseDirents appends the entries of the getdents64 records in b to out ("." and
-// ".." and deleted entries left out). A malformed record ends the parse (the kernel
-// never writes one).
-func parseDirents(b []byte, out []dirEnt) []dirEnt {
-	for len(b) >= direntNameOff {
-		reclen := int(binary.NativeEndian.Uint16(b[direntReclenOff:]))
-		if reclen < direntNameOff || reclen > len(b) {
-			break
-		}
-		ino := binary.NativeEndian.Uint64(b[direntInoOff:])
-		dt := b[direntTypeOff]
-		nameb := b[direntNameOff:reclen]
-		if i := bytes.IndexByte(nameb, 0); i >= 0 {
-			nameb = nameb[:i]
-		}
-		b = b[reclen:]
-		if ino == 0 || len(nameb) == 0 || string(nameb) == "." || string(nameb) == ".." {
-			continue
-		}
+func (d *dirHandle) close() {
+	_ = d.d.Close()
+	if d.ownRoot && d.root != nil {
+		_ = d.root.Close()
+	}
+}
+
+// list calls fn with each name of the directory and the type getdents64 gives
+// (d_type); a name of unknown type (a file system without d_type) is typeUnknown and
+// the walker asks lstat for it when it needs it. buf is the getdents buffer.
+func (d *dirHandle) list(buf []byte, fn func(name string, typ fs.FileMode)) error {
+	return d.d.List(buf, func(e dirwalk.Entry) {
 		typ := fs.ModeIrregular
-		switch dt {
-		case unix.DT_DIR:
+		switch e.Type {
+		case dirwalk.Directory:
 			typ = fs.ModeDir
-		case unix.DT_REG:
+		case dirwalk.Regular:
 			typ = 0
-		case unix.DT_LNK:
+		case dirwalk.Symlink:
 			typ = fs.ModeSymlink
-		case unix.DT_UNKNOWN:
+		case dirwalk.Unknown:
 			typ = typeUnknown
 		}
-		out = append(out, dirEnt{name: string(nameb), typ: typ})
-	}
-	return out
+		fn(e.Name, typ)
+	})
 }
 
 func (d *dirHandle) lstat(name string) (fileStat, error) {
+	if !singleName(name) {
+		root, err := d.rootOf()
+		if err != nil {
+			return fileStat{}, err
+		}
+		fi, err := root.Lstat(name)
+		if err != nil {
+			return fileStat{}, err
+		}
+		st, ok := sysStat(fi)
+		if !ok {
+			return fileStat{}, fmt.Errorf("lstat %s: no stat data", name)
+		}
+		return st, nil
+	}
 	var st unix.Stat_t
-	for {
-		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.EINTR {
-			continue
-		}
-		if d.f != nil {
-			runtime.KeepAlive(d.f)
-		}
-		if err != nil {
-			return fileStat{}, &fs.PathError{Op: "lstat", Path: name, Err: err}
-		}
-		return statFromSys(uint32(st.Mode), st.Size, uint64(st.Dev), uint64(st.Ino), uint32(st.Uid), uint32(st.Gid),
-			int64(st.Ctim.Sec), int64(st.Ctim.Nsec), int64(st.Mtim.Sec), int64(st.Mtim.Nsec)), nil
+	if err := d.d.Lstat(name, &st); err != nil {
+		return fileStat{}, err
 	}
-}
-
-// openat opens name relative to the directory, never following a final link.
-func (d *dirHandle) openat(name string, flags int) (int, error) {
-	for {
-		fd, err := unix.Openat(d.fd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if d.f != nil {
-			runtime.KeepAlive(d.f)
-		}
-		if err != nil {
-			if err == unix.ELOOP { // a link where a directory or file was expected
-				err = unix.ENOTDIR
-			}
-			return -1, &fs.PathError{Op: "openat", Path: name, Err: err}
-		}
-		return fd, nil
-	}
+	return statFromSys(uint32(st.Mode), st.Size, uint64(st.Dev), uint64(st.Ino), uint32(st.Uid), uint32(st.Gid),
+		int64(st.Ctim.Sec), int64(st.Ctim.Nsec), int64(st.Mtim.Sec), int64(st.Mtim.Nsec)), nil
 }
 
 // openSub opens the child directory name (a link is never followed: a link in its
@@ -150,14 +111,12 @@ func (d *dirHandle) openSub(name string) (*dirHandle, error) {
 		h.ownRoot = true
 		return h, nil
 	}
-	fd, err := d.openat(name, unix.O_RDONLY|unix.O_DIRECTORY)
+	sub, err := d.d.OpenDir(name)
 	if err != nil {
 		return nil, err
 	}
-	return &dirHandle{fd: fd, name: d.name + "/" + name}, nil
+	return &dirHandle{d: sub}, nil
 }
-
-func (d *dirHandle) closeFd() { _ = unix.Close(d.fd) }
 
 // rootOf returns the directory as an *os.Root, opening it on first use through
 // /proc/self/fd (the very directory the descriptor holds, even if renamed since) and
@@ -166,9 +125,9 @@ func (d *dirHandle) rootOf() (*os.Root, error) {
 	if d.root != nil {
 		return d.root, nil
 	}
-	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(d.fd))
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(d.d.Fd()))
 	if err != nil {
-		return nil, fmt.Errorf("open directory %s: %w", d.name, err)
+		return nil, fmt.Errorf("open directory %s: %w", d.d.Name(), err)
 	}
 	var st unix.Stat_t
 	fi, err := root.Stat(".")
@@ -176,37 +135,13 @@ func (d *dirHandle) rootOf() (*os.Root, error) {
 	if err == nil {
 		ss, ok = sysStat(fi)
 	}
-	if !ok || unix.Fstat(d.fd, &st) != nil || uint64(st.Ino) != ss.ino || uint64(st.Dev) != ss.dev {
+	if !ok || unix.Fstat(d.d.Fd(), &st) != nil || uint64(st.Ino) != ss.ino || uint64(st.Dev) != ss.dev {
 		root.Close()
-		return nil, fmt.Errorf("open directory %s: it changed while it was read", d.name)
+		return nil, fmt.Errorf("open directory %s: it changed while it was read", d.d.Name())
 	}
 	d.root, d.ownRoot = root, true
 	return root, nil
 }
-
-// fdFile is a regular file open on a plain descriptor (read with read(2), no poller).
-type fdFile struct {
-	fd   int
-	name string
-}
-
-func (f *fdFile) Read(b []byte) (int, error) {
-	for {
-		n, err := unix.Read(f.fd, b)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, &fs.PathError{Op: "read", Path: f.name, Err: err}
-		}
-		if n == 0 && len(b) > 0 {
-			return 0, io.EOF
-		}
-		return n, nil
-	}
-}
-
-func (f *fdFile) Close() error { return unix.Close(f.fd) }
 
 // openChecked opens the regular file name without following a link and checks it is
 // the file lstat described (a file swapped for another in between is refused, not
@@ -219,16 +154,15 @@ func (d *dirHandle) openChecked(name string, st fileStat) (io.ReadCloser, error)
 		}
 		return openChecked(root, name, st)
 	}
-	fd, err := d.openat(name, unix.O_RDONLY|unix.O_NONBLOCK)
+	var fst unix.Stat_t
+	f, err := d.d.OpenFile(name, st.dev, st.ino, &fst)
+	if errors.Is(err, dirwalk.ErrChanged) {
+		return nil, fmt.Errorf("%s changed while it was read", name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", name, err)
 	}
-	var fst unix.Stat_t
-	if unix.Fstat(fd, &fst) != nil || fst.Mode&unix.S_IFMT != unix.S_IFREG || uint64(fst.Ino) != st.ino || uint64(fst.Dev) != st.dev {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s changed while it was read", name)
-	}
-	return &fdFile{fd: fd, name: name}, nil
+	return f, nil
 }
 
 // readlink reads the link name in the directory.
@@ -240,20 +174,7 @@ func (d *dirHandle) readlink(name string) (string, error) {
 		}
 		return root.Readlink(name)
 	}
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Readlinkat(d.fd, name, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return "", &fs.PathError{Op: "readlinkat", Path: name, Err: err}
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	return d.d.Readlink(name)
 }
 
 // readFileLimited reads the regular file name in the directory (refusing links and

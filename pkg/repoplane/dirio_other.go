@@ -8,9 +8,49 @@ import (
 	"os"
 )
 
-func (d *dirHandle) list([]byte) ([]dirEnt, error) { return listTypes(d.f) }
+// dirEnt is one name of a directory listing with its file type (fs.ModeDir,
+// fs.ModeSymlink, 0 for a regular file, fs.ModeIrregular for anything else, or
+// typeUnknown when the listing does not say).
+type dirEnt struct {
+	name string
+	typ  fs.FileMode
+}
 
-func (d *dirHandle) closeFd() {}
+// dirHandle is an open directory (see dirio.go): its os.Root, and the root's own
+// directory open for listing.
+type dirHandle struct {
+	root    *os.Root
+	ownRoot bool     // root was opened by this handle and is closed with it
+	f       *os.File // the listing handle
+}
+
+// openDirHandle opens root's own directory (the top of a walk, or a single lookup).
+func openDirHandle(root *os.Root) (*dirHandle, error) {
+	f, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	return &dirHandle{root: root, f: f}, nil
+}
+
+func (d *dirHandle) close() {
+	_ = d.f.Close()
+	if d.ownRoot {
+		_ = d.root.Close()
+	}
+}
+
+// list calls fn with each name of the directory and its type.
+func (d *dirHandle) list(_ []byte, fn func(name string, typ fs.FileMode)) error {
+	list, err := listTypes(d.f)
+	if err != nil {
+		return err
+	}
+	for _, de := range list {
+		fn(de.name, de.typ)
+	}
+	return nil
+}
 
 func (d *dirHandle) rootOf() (*os.Root, error) { return d.root, nil }
 

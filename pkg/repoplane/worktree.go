@@ -85,11 +85,48 @@ type wtChange struct {
 // they hold tracked files, and a tracked file whose stat data still match its index
 // entry is not read (unless it is racily clean: modified in the same second the index
 // was written, git's rule).
+//
+// What is never skipped, and why (issue 28 item 2, decided after git's read-cache.c):
+//   - Every tracked file is lstat'ed. git's refresh_cache_ent skips the lstat only for
+//     an entry marked assume-unchanged (CE_VALID) or skip-worktree, or one an fsmonitor
+//     daemon vouched for (CE_FSMONITOR_VALID); otherwise the stat data decide, and
+//     d_type cannot stand for them (a clean file and an edited one have the same
+//     type). The walker skips the first two like git; the fsmonitor bits of an index
+//     are not trusted (that would need the daemon's answer for the index's token).
+//   - No untracked cache. An ignored directory is never opened or listed (it is one
+//     name in its parent's listing; only its tracked entries, if any, are looked up),
+//     so a tree of ignored files costs nothing to cache. git's untracked cache (the
+//     index's UNTR extension) saves the listing of unchanged tracked directories
+//     across processes, validated by each directory's stat data and the hashes of
+//     the ignore files; using it would mean replicating those validity rules exactly
+//     (and a status writing the index to keep it), and within one process a status
+//     walks each directory once. So each status lists every directory it enters.
 type walker struct {
 	*walkShared
-	out []wtChange
-	buf []byte
-	h   hash.Hash
+	out   []wtChange
+	buf   []byte
+	h     hash.Hash
+	spare []map[string]fs.FileMode // listing maps of finished directories, reused
+}
+
+// takeNames returns an empty map for a directory's listing (one of a finished
+// directory's when there is one: a walk allocates about one map per level of depth,
+// not one per directory).
+func (w *walker) takeNames() map[string]fs.FileMode {
+	if n := len(w.spare); n > 0 {
+		m := w.spare[n-1]
+		w.spare = w.spare[:n-1]
+		return m
+	}
+	return make(map[string]fs.FileMode)
+}
+
+func (w *walker) putNames(m map[string]fs.FileMode) {
+	if len(m) > 256 {
+		return // an unusually large directory's map is not kept
+	}
+	clear(m)
+	w.spare = append(w.spare, m)
 }
 
 // walkShared is the state all goroutines of one walk share. Subdirectories are handed
@@ -165,6 +202,10 @@ func (w *walker) spawn(sub *dirHandle, prefix string, ents []*idxEntry, ignored 
 	return true
 }
 
+// testHookListed, when set by a test, runs after a directory was listed and before
+// anything in it is inspected (where a concurrent swap would strike).
+var testHookListed func(prefix string)
+
 func (w *walker) add(c wtChange) { w.out = append(w.out, c) }
 
 // walkDir visits directory d (path prefix, "" or ending in "/"), and closes it; ents
@@ -183,14 +224,14 @@ func (w *walker) walkDir(d *dirHandle, prefix string, ents []*idxEntry, ignored 
 	listing := w.untracked && !ignored
 	var names map[string]fs.FileMode // listed names not yet matched with the index
 	if listing {
-		list, err := d.list(w.buf)
-		if err != nil {
+		names = w.takeNames()
+		defer w.putNames(names)
+		if err := d.list(w.buf, func(name string, typ fs.FileMode) { names[name] = typ }); err != nil {
 			w.fail(fmt.Errorf("read directory %q: %w", prefix, err))
 			return
 		}
-		names = make(map[string]fs.FileMode, len(list))
-		for _, de := range list {
-			names[de.name] = de.typ
+		if testHookListed != nil {
+			testHookListed(prefix)
 		}
 		if t, ok := names[".gitignore"]; ok && (t == 0 || t == typeUnknown) { // read only if regular
 			if data, err := d.readFileLimited(".gitignore", maxIgnoreFileBytes); err == nil {
@@ -270,7 +311,7 @@ func (w *walker) checkEntry(d *dirHandle, prefix, name string, group []*idxEntry
 		return
 	}
 	st, err := d.lstat(name)
-	if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
+	if err != nil && (errors.Is(err, fs.ErrNotExist) || isNotDir(err)) {
 		w.add(wtChange{path: e.name, code: 'D', entry: e})
 		return
 	}
