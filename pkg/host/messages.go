@@ -367,7 +367,13 @@ func (s *Service) ReplyMessage(ctx context.Context, req api.ReplyMessageRequest)
 		if h.Settings.Trace == "" {
 			actx.TraceID = request.TraceID
 		}
-		if turn, err = h.Kernel.BeginTurn(actx); err != nil {
+		// the turn of the request's purpose and trace keeps the host turn's audit metadata
+		// (serve's: its HTTP request's), as every other record of the operation has it
+		var opts kernel.TurnOptions
+		if turn != nil {
+			opts.AuditMetadata = turn.Options().AuditMetadata
+		}
+		if turn, err = h.Kernel.BeginTurnWith(actx, opts); err != nil {
 			return api.MessageSent{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err}
 		}
 	}
