@@ -5,7 +5,10 @@
 # per round trip: the request authorized, spent and stored durably, the recipient's turn
 # run, its reply authorized and stored durably, the reply read back and returned — timed
 # from process start, interleaved with `sharedos version` (the process floor) and
-# `messages send` (the one-way durable send) in one run (bench/interleave.py). Prints each
+# `messages send` (the one-way durable send) in one run (bench/interleave.py) — the row
+# "messages.request round trip, exec recipient replying at once" is that whole process;
+# then the round trip from a running `sharedos mcp` session (the agent's usual setting:
+# only the recipient's process start in it; bench/messages-mcp.py). Prints each
 # case's p50 and p95 wall time, its CPU time, and the load average before and after; then
 # the PostgreSQL rows (pkg/httpapi TestBenchMessagesPostgres: mailbox throughput, send +
 # deliver unbatched; the round trip through serve replicas, a wait recipient answering
@@ -89,6 +92,10 @@ for name, r in items:
     wall = r["wall"] if isinstance(r, dict) else r
     print(f"{name}: wall p50 {statistics.median(wall)*1000:.1f} ms, p95 {p95(wall)*1000:.1f} ms")
 PY
+# The same round trip from a running host: one `sharedos mcp` stdio session driven by a
+# raw client (bench/messages-mcp.py), so that only the recipient's process start (its
+# `sharedos messages reply`) is in each trip, not the requester's.
+RUNS="$runs" CALL_ARGS="$args" python3 bench/messages-mcp.py "$bin" mcp
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The PostgreSQL rows (a throwaway cluster from the Debian binaries, via internal/pgtest,
 # fsync off: indicative): the mailbox's send + deliver throughput, unbatched, and the

@@ -191,9 +191,8 @@ func (fl *fleet) giveUp(t *testing.T, i int, id string) message {
 // failed message_reply_resolution_failed (want "failed"), has exactly one message.sent
 // record as a request, exactly one delivered reply when answered and none when failed,
 // and every other reply to it was refused message_already_resolved (lateReplies[n] of
-// them). A request in unrecorded (delivered just before its replica was killed) has no
-// message.sent record instead. It returns the rows.
-func checkOnce(t *testing.T, db *pgx.Conn, want map[int]string, lateReplies map[int]int, unrecorded map[string]bool) map[int]row {
+// them). It returns the rows.
+func checkOnce(t *testing.T, db *pgx.Conn, want map[int]string, lateReplies map[int]int) map[int]row {
 	t.Helper()
 	rows := writerRows(t, db)
 	if len(rows) != len(want) {
@@ -218,8 +217,8 @@ func checkOnce(t *testing.T, db *pgx.Conn, want map[int]string, lateReplies map[
 			bad = append(bad, fmt.Sprintf("request n=%d (%s) is %s %s, want %s", n, r.id, r.status, r.failedCode, want[n]))
 			continue
 		}
-		if wantRecords := map[bool]int{false: 1, true: 0}[unrecorded[r.id]]; reqs[r.id] != wantRecords {
-			bad = append(bad, fmt.Sprintf("request n=%d has %d message.sent records, want %d", n, reqs[r.id], wantRecords))
+		if reqs[r.id] != 1 {
+			bad = append(bad, fmt.Sprintf("request n=%d has %d message.sent records, want 1", n, reqs[r.id]))
 		}
 		others := 0
 		for k, v := range rep {
@@ -296,7 +295,7 @@ func TestKillWaitingServe(t *testing.T) {
 			t.Fatalf("call %d returned %s", n, out)
 		}
 	}
-	fl.kill(a)
+	fl.Kill(a)
 	for n := 10; n < pendingRequests; n++ {
 		if !c.wait(n) {
 			t.Fatalf("call %d still running after its replica was killed", n)
@@ -311,7 +310,7 @@ func TestKillWaitingServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fl.start(a)
+	fl.Start(a)
 	fl.waitReady(a)
 	t.Logf("the waiter killed and ready again after %v", time.Since(began).Round(time.Millisecond))
 
@@ -325,7 +324,7 @@ func TestKillWaitingServe(t *testing.T) {
 	// a restarted CLI re-attaches as well: `sharedos messages wait ID` over the same
 	// database, for 5 of the requests answered while A was down
 	for n := 10; n < 15; n++ {
-		out, code := fl.sosOut("--as", "agent:writer", "--owner", "human:alice", "messages", "wait", rows[n].id, "-o", "json")
+		out, code := fl.SosOut(-1, "--as", "agent:writer", "--owner", "human:alice", "messages", "wait", rows[n].id, "-o", "json")
 		var m message
 		if code != 0 || json.Unmarshal(out, &m) != nil || m.Status != "answered" || m.Reply == nil ||
 			string(m.Reply.Payload) != fmt.Sprintf(`{"answer":%d}`, n) {
@@ -384,7 +383,7 @@ func TestKillWaitingServe(t *testing.T) {
 		}
 		late[n] = 1
 	}
-	final := checkOnce(t, db, want, late, nil)
+	final := checkOnce(t, db, want, late)
 	for n := 0; n < 70; n++ {
 		if !reflectEqual(final[n].reply, views[n].Reply) {
 			t.Fatalf("request %d: the mailbox's reply %+v is not the one the writer got %+v", n, final[n].reply, views[n].Reply)
@@ -458,7 +457,7 @@ func TestDatabaseRestartUnderWaiters(t *testing.T) {
 	c := startCalls(fl, a, pendingRequests)
 	rows := waitRows(t, connect(t, dsn), pendingRequests)
 	pg.Stop(t)
-	if got := fl.readyWithin(a, 503, 2*time.Minute); got != 503 {
+	if got := fl.ReadyWithin(a, 503, 2*time.Minute); got != 503 {
 		t.Fatalf("replica A: /readyz %d with the database stopped; want 503", got)
 	}
 	pg.Restart(t)
@@ -496,7 +495,7 @@ func TestDatabaseRestartUnderWaiters(t *testing.T) {
 			late[n] = 1
 		}
 	}
-	checkOnce(t, db, want, late, nil)
+	checkOnce(t, db, want, late)
 }
 
 // answerAll has the reviewer answer request n of rows with {"answer":n} through replica
@@ -552,7 +551,7 @@ func TestKillDuringReplyDelivery(t *testing.T) {
 	for range pendingRequests / 2 {
 		<-answered
 	}
-	fl.kill(a)
+	fl.Kill(a)
 	<-done
 	before := 0
 	for n := range pendingRequests {
@@ -563,7 +562,7 @@ func TestKillDuringReplyDelivery(t *testing.T) {
 			before++
 		}
 	}
-	fl.start(a)
+	fl.Start(a)
 	fl.waitReady(a)
 	views := make([]message, pendingRequests)
 	errs := make([]error, pendingRequests)
@@ -582,7 +581,7 @@ func TestKillDuringReplyDelivery(t *testing.T) {
 	for n := range pendingRequests {
 		want[n] = "answered"
 	}
-	final := checkOnce(t, db, want, nil, nil)
+	final := checkOnce(t, db, want, nil)
 	for n := range pendingRequests {
 		v := views[n]
 		if errs[n] != nil || v.Status != "answered" || !reflectEqual(v.Reply, final[n].reply) {
@@ -647,7 +646,7 @@ func TestReplyAtTwoReplicasAtOnce(t *testing.T) {
 	for n := range pendingRequests {
 		want[n], late[n] = "answered", 1
 	}
-	final := checkOnce(t, db, want, late, nil)
+	final := checkOnce(t, db, want, late)
 	won := [3]int{}
 	for n := range pendingRequests {
 		r := receipts[n]
@@ -678,13 +677,16 @@ func TestReplyAtTwoReplicasAtOnce(t *testing.T) {
 // TestKillDuringRequestDelivery: replica A is killed with SIGKILL while the writer's 100
 // messages.request calls are being delivered (once 30 are in the mailbox). Every request
 // the mailbox holds is pending and can be found after the restart — by the recipient's
-// inbox (GET /v1/admin/messages), whether or not its message.sent record was written
-// before the kill (a delivery and its record are two writes: a request delivered just
-// before the kill has no record, and its requester, whose call was never answered,
-// cannot find it in the trail; the count is logged) — and the writer re-attaches to each
-// on the restarted A: half are answered through B and return their reply, the writer
-// gives up on the other half, resolved failed. 0 lost, 0 answered twice. A call killed
-// between its spent use and its delivery leaves a use spent and no message (logged).
+// inbox (GET /v1/admin/messages) and in the requester's trail: a delivery and its
+// message.sent record are one transaction (store.RecordedMailbox), so a request
+// delivered just before the kill has its record too, and a requester whose call was
+// never answered finds its id there — and the writer re-attaches to each on the
+// restarted A: half are answered through B and return their reply, the writer gives up
+// on the other half, resolved failed. 0 lost, 0 answered twice. A call killed between
+// its spent use and its delivery leaves a use spent and no message: the trail says so —
+// its decision record (authorization.checked, operationId the call's id) has no
+// message.sent record of that operation, and every message.sent record has its
+// decision (the count is logged).
 func TestKillDuringRequestDelivery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("serve processes killed and restarted over PostgreSQL")
@@ -699,7 +701,7 @@ func TestKillDuringRequestDelivery(t *testing.T) {
 			t.Fatal("30 requests were not delivered within 2 minutes")
 		}
 	}
-	fl.kill(a)
+	fl.Kill(a)
 	for n := range pendingRequests {
 		if !c.wait(n) {
 			t.Fatalf("call %d still running after its replica was killed", n)
@@ -707,7 +709,7 @@ func TestKillDuringRequestDelivery(t *testing.T) {
 	}
 	rows := writerRows(t, db)
 	reqs, _ := sentRecords(t, db)
-	fl.start(a)
+	fl.Start(a)
 	fl.waitReady(a)
 	// the recipient's inbox lists every one of them
 	r := fl.do(context.Background(), b, "GET", "/v1/admin/messages?status=pending", "reviewer", "")
@@ -720,21 +722,51 @@ func TestKillDuringRequestDelivery(t *testing.T) {
 	for _, m := range inbox {
 		listed[m.Envelope.ID] = true
 	}
-	unrecorded := map[string]bool{}
 	for _, row := range rows {
 		if row.status != "pending" || !listed[row.id] {
 			t.Fatalf("request %d (%s) is %s, listed %v; want pending and in the recipient's inbox", row.n, row.id, row.status, listed[row.id])
 		}
-		if reqs[row.id] == 0 {
-			unrecorded[row.id] = true
+		if reqs[row.id] != 1 {
+			t.Fatalf("request %d (%s) was delivered with %d message.sent records in the requester's trail, want 1", row.n, row.id, reqs[row.id])
 		}
 	}
-	if len(inbox) != len(rows) {
-		t.Fatalf("the inbox lists %d messages, the mailbox holds %d", len(inbox), len(rows))
+	if len(inbox) != len(rows) || len(reqs) != len(rows) {
+		t.Fatalf("the inbox lists %d messages, the trail records %d, the mailbox holds %d", len(inbox), len(reqs), len(rows))
+	}
+	// the uses spent: each with its decision record; those without a message.sent record
+	// of their operation bought no message
+	decided := map[string]bool{}
+	dr, err := db.Query(context.Background(), `SELECT coalesce(event::jsonb->>'operationId', '') FROM audit_events
+		WHERE type = 'authorization.checked' AND outcome = 'allowed' AND event::jsonb->>'tool' = 'messages.request'`)
+	must(t, err)
+	for dr.Next() {
+		var op string
+		must(t, dr.Scan(&op))
+		decided[op] = true
+	}
+	must(t, dr.Err())
+	dr.Close()
+	sentOps := map[string]bool{}
+	sr, err := db.Query(context.Background(), `SELECT coalesce(event::jsonb->>'operationId', '') FROM audit_events
+		WHERE type = 'message.sent' AND outcome = 'succeeded' AND event::jsonb->>'tool' = 'messages.request'`)
+	must(t, err)
+	for sr.Next() {
+		var op string
+		must(t, sr.Scan(&op))
+		if !decided[op] {
+			t.Fatalf("a message.sent record of operation %q has no decision record", op)
+		}
+		sentOps[op] = true
+	}
+	must(t, sr.Err())
+	sr.Close()
+	if len(sentOps) != len(rows) {
+		t.Fatalf("%d operations have a message.sent record, %d requests were delivered", len(sentOps), len(rows))
 	}
 	var allowed int
 	must(t, db.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE type = 'authorization.checked' AND outcome = 'allowed'`).Scan(&allowed))
-	t.Logf("killed with %d requests delivered, %d of them without their message.sent record; %d uses spent", len(rows), len(unrecorded), allowed)
+	t.Logf("killed with %d requests delivered, each with its message.sent record; %d uses spent, %d of them (a decision without a message.sent record) before a delivery the kill prevented",
+		len(rows), allowed, len(decided)-len(sentOps))
 	want := map[int]string{}
 	views := map[int]message{}
 	var mu sync.Mutex
@@ -772,7 +804,7 @@ func TestKillDuringRequestDelivery(t *testing.T) {
 		half++
 	}
 	wg.Wait()
-	final := checkOnce(t, db, want, nil, unrecorded)
+	final := checkOnce(t, db, want, nil)
 	for n, v := range views {
 		switch want[n] {
 		case "answered":
@@ -792,9 +824,8 @@ func TestKillDuringRequestDelivery(t *testing.T) {
 // the answers came back. B is started again and the reviewer sends again every answer
 // that got no response: each is delivered, or refused message_already_resolved when
 // its first try had landed before the kill. Every call on A returns the one reply the
-// mailbox recorded; no request has two delivered replies (an answer delivered just
-// before the kill may lack its message.sent record: a delivery and its record are two
-// writes; the count is logged).
+// mailbox recorded; no request has two delivered replies, and every delivered reply has
+// its message.sent record (one transaction with the delivery, even just before the kill).
 func TestKillReplierDuringReplies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("serve processes killed and restarted over PostgreSQL")
@@ -831,9 +862,9 @@ func TestKillReplierDuringReplies(t *testing.T) {
 	for got.Load() < pendingRequests/2 {
 		time.Sleep(time.Millisecond) // polling for progress
 	}
-	fl.kill(b)
+	fl.Kill(b)
 	wg.Wait()
-	fl.start(b)
+	fl.Start(b)
 	fl.waitReady(b)
 	retried, refused := 0, 0
 	for n := range pendingRequests {
@@ -860,7 +891,6 @@ func TestKillReplierDuringReplies(t *testing.T) {
 	}
 	final := writerRows(t, db)
 	_, replies := sentRecords(t, db)
-	unrecorded := 0
 	for n := range pendingRequests {
 		r := final[n]
 		if r.status != "answered" || r.reply == nil || string(r.reply.Payload) != fmt.Sprintf(`{"answer":%d}`, n) {
@@ -873,12 +903,10 @@ func TestKillReplierDuringReplies(t *testing.T) {
 		switch {
 		case rep["succeeded"] > 1:
 			t.Fatalf("request %d has %d delivered replies", n, rep["succeeded"])
-		case rep["succeeded"] == 0 && results[n] == nil:
-			t.Fatalf("request %d: its answer was delivered and acknowledged, but has no record", n)
 		case rep["succeeded"] == 0:
-			unrecorded++
+			t.Fatalf("request %d: its answer was delivered, but has no message.sent record", n)
 		}
 	}
-	t.Logf("%d answers got no response (B killed), sent again: %d delivered then, %d refused message_already_resolved (%d of them without the first delivery's record)",
-		retried, retried-refused, refused, unrecorded)
+	t.Logf("%d answers got no response (B killed), sent again: %d delivered then, %d refused message_already_resolved",
+		retried, retried-refused, refused)
 }

@@ -9,7 +9,6 @@
 package replicas_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,9 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	efleet "github.com/sharedos/sharedos/e2e/internal/fleet"
 	"github.com/sharedos/sharedos/internal/pgtest"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/tokens"
@@ -49,91 +47,39 @@ grants:
     constraints: {maxUses: 1000}
 `
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// sharedosBin builds the sharedos binary once per test binary (into a directory removed
-// by TestMain's process exit: the OS temp dir, named by the process).
-func sharedosBin(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sharedos-replicas-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sharedos")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-// replica is one `sharedos serve` process on a fixed loopback port (kept across restarts).
-type replica struct {
-	port   int
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *syncBuffer
-}
-
-// fleet is N serve processes over one database, with one tokens file and one root.
+// fleet is N serve processes over one database (e2e/internal/fleet), with one tokens
+// file and one root.
 type fleet struct {
-	t                      *testing.T
-	bin, work, root, state string
-	tokensPath, token      string
-	mu                     sync.Mutex
-	reps                   []*replica
-	kills                  atomic.Int64
+	*efleet.Fleet
+	t     *testing.T
+	work  string
+	token string
+	kills atomic.Int64
 }
 
 func newFleet(t *testing.T, dsn string, n int) *fleet {
 	t.Helper()
-	fl := &fleet{t: t, bin: sharedosBin(t), work: t.TempDir(), state: dsn}
-	fl.root = filepath.Join(fl.work, "root")
-	must(t, os.MkdirAll(filepath.Join(fl.root, "load"), 0o755))
-	must(t, os.WriteFile(filepath.Join(fl.root, "load", "x.md"), []byte("x"), 0o644))
+	fl := &fleet{t: t, work: t.TempDir()}
+	fl.Fleet = &efleet.Fleet{T: t, Bin: efleet.Bin(t), State: dsn, Root: filepath.Join(fl.work, "root"), Env: fl.env,
+		ServeArgs: []string{"--idempotency-lease", idempotencyLease.String()}}
+	must(t, os.MkdirAll(filepath.Join(fl.Root, "load"), 0o755))
+	must(t, os.WriteFile(filepath.Join(fl.Root, "load", "x.md"), []byte("x"), 0o644))
 	etc := filepath.Join(fl.work, "etc")
 	must(t, os.MkdirAll(etc, 0o755))
 	must(t, os.WriteFile(filepath.Join(etc, "alice.yaml"), []byte(hotGrants), 0o600))
-	fl.tokensPath = filepath.Join(etc, "tokens.yaml")
+	fl.TokensPath = filepath.Join(etc, "tokens.yaml")
 	tok, err := tokens.New()
 	must(t, err)
 	fl.token = tok
 	owner, _ := kernel.ParseAddress("human:alice")
 	actor, _ := kernel.ParseAddress("agent:alice-bot")
-	must(t, tokens.Append(fl.tokensPath, tokens.NewEntry{ID: "alice", SHA256: tokens.Hash(tok),
+	must(t, tokens.Append(fl.TokensPath, tokens.NewEntry{ID: "alice", SHA256: tokens.Hash(tok),
 		Context: tokens.Context{Actor: actor, Owner: &owner, Purpose: "test"}, Grants: []string{"alice.yaml"}}))
-	fl.sos(-1, "store", "migrate")
-	fl.sos(-1, "--owner", "human:alice", "namespaces", "enable", "files")
+	fl.Sos(-1, "store", "migrate")
+	fl.Sos(-1, "--owner", "human:alice", "namespaces", "enable", "files")
+	fl.Add(n)
 	for i := range n {
-		port, err := freePort()
-		must(t, err)
-		fl.reps = append(fl.reps, &replica{port: port})
-		fl.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range fl.reps {
-			fl.kill(i)
-		}
-		if t.Failed() {
-			for i, r := range fl.reps {
-				log := r.log.String()
-				t.Logf("replica %d's last output:\n%s", i, log[max(0, len(log)-4000):])
-			}
-		}
-	})
-	for i := range n {
-		fl.waitReady(i, 200)
+		fl.WaitReady(i, 200)
 	}
 	return fl
 }
@@ -144,95 +90,6 @@ func (fl *fleet) env(i int) []string {
 	home := filepath.Join(fl.work, "home", strconv.Itoa(i+1))
 	return append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "config"),
 		"XDG_STATE_HOME="+filepath.Join(home, "state"), "SHAREDOS_STATE=", "SHAREDOS_TOKENS=")
-}
-
-// sos runs one sharedos command on the fleet's database and fails t when it fails.
-func (fl *fleet) sos(i int, args ...string) {
-	fl.t.Helper()
-	cmd := exec.Command(fl.bin, append([]string{"--root", fl.root, "--state", fl.state}, args...)...)
-	cmd.Env = fl.env(i)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fl.t.Fatalf("sharedos %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// start starts replica i's serve process (it does not wait for it to be ready). The
-// process gets SIGKILL if this test binary dies (Pdeathsig, from a thread kept alive
-// while it runs).
-func (fl *fleet) start(i int) {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	r := fl.reps[i]
-	cmd := exec.Command(fl.bin, "--root", fl.root, "--state", fl.state, "serve",
-		"--listen", "127.0.0.1:"+strconv.Itoa(r.port), "--tokens", fl.tokensPath, "--log-format", "text",
-		"--idempotency-lease", idempotencyLease.String())
-	cmd.Env = fl.env(i)
-	r.log = &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = r.log, r.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	exited := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	must(fl.t, <-started)
-	r.cmd, r.exited = cmd, exited
-}
-
-// kill sends replica i SIGKILL and waits for it to exit.
-func (fl *fleet) kill(i int) {
-	fl.mu.Lock()
-	r := fl.reps[i]
-	cmd, exited := r.cmd, r.exited
-	fl.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
-}
-
-func (fl *fleet) url(i int) string {
-	return "http://127.0.0.1:" + strconv.Itoa(fl.reps[i%len(fl.reps)].port)
-}
-
-// waitReady polls replica i's /readyz until it answers want (at most two minutes: a
-// bound for a loaded machine, not a measured delay) and fails t otherwise.
-func (fl *fleet) waitReady(i, want int) {
-	fl.t.Helper()
-	if got := fl.readyWithin(i, want, 2*time.Minute); got != want {
-		fl.mu.Lock()
-		log := fl.reps[i].log.String()
-		fl.mu.Unlock()
-		fl.t.Fatalf("replica %d: /readyz %d, want %d; its log:\n%s", i, got, want, log)
-	}
-}
-
-// readyWithin polls replica i's /readyz until it answers want or limit passes, and
-// returns the last status (0: no answer).
-func (fl *fleet) readyWithin(i, want int, limit time.Duration) int {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(limit)
-	for {
-		got := 0
-		if resp, err := hc.Get(fl.url(i) + "/readyz"); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			got = resp.StatusCode
-		}
-		if got == want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(50 * time.Millisecond) // polling for a state, not waiting for time to pass
-	}
 }
 
 // killer kills replica 0 with SIGKILL every period and starts it again at once on its
@@ -250,9 +107,9 @@ func (fl *fleet) killer(period time.Duration, stop <-chan struct{}) (wait func()
 			case <-stop:
 				return
 			case <-tick.C:
-				fl.kill(0)
+				fl.Kill(0)
 				fl.kills.Add(1)
-				fl.start(0)
+				fl.Start(0)
 			}
 		}
 	}()
@@ -332,7 +189,7 @@ func hammer(t *testing.T, fl *fleet, clients int, res *answers, rt retry) {
 					if try > 0 {
 						res.retries.Add(1)
 					}
-					req, _ := http.NewRequest("POST", fl.url(c+n+try)+"/v1/tools/invoke", strings.NewReader(body))
+					req, _ := http.NewRequest("POST", fl.URL(c+n+try)+"/v1/tools/invoke", strings.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+fl.token)
 					req.Header.Set("Idempotency-Key", fmt.Sprintf("key-%d", n))
 					resp, err := hc.Do(req)
@@ -595,7 +452,7 @@ func TestServeSurvivesDatabaseRestart(t *testing.T) {
 	}
 	pg.Stop(t)
 	for i := range replicas {
-		if got := fl.readyWithin(i, 503, 2*time.Minute); got != 503 {
+		if got := fl.ReadyWithin(i, 503, 2*time.Minute); got != 503 {
 			t.Errorf("replica %d: /readyz %d with the database stopped; want 503", i, got)
 		}
 	}
@@ -606,7 +463,7 @@ func TestServeSurvivesDatabaseRestart(t *testing.T) {
 	t.Logf("database stopped: the clients saw %d failures", failures())
 	pg.Restart(t)
 	for i := range replicas {
-		fl.waitReady(i, 200)
+		fl.WaitReady(i, 200)
 	}
 	<-done
 	cnt := res.count()
@@ -632,39 +489,5 @@ func stuckWith(a *answers, dsn string, t *testing.T) int {
 
 func must(t testing.TB, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer is a process's output, written by its two streams.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 2<<20 { // keep the last MiB or two
-		rest := append([]byte(nil), s.b.Bytes()[s.b.Len()-1<<20:]...)
-		s.b.Reset()
-		s.b.Write(rest)
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	efleet.Must(t, err)
 }

@@ -508,7 +508,8 @@ func (p *Prepared) open(ctx context.Context, shared store.State) (*Host, error) 
 	if p.needs.Unaudited {
 		audit = discardAudit{}
 	}
-	transport, router := p.messagingPorts(mailboxOf(st))
+	// the kernel audits into st and counts uses there: deliveries are written with their records
+	transport, router := p.messagingPorts(mailboxOf(st), !p.needs.Unaudited)
 	h.Kernel = kernel.New(kernel.Config{Grants: p.source, Resolver: p.resolver, Usage: st, Ceiling: p.ceiling,
 		Settings: st, Audit: audit, MaxGrants: s.MaxGrants, ForbiddenNamespaces: s.ForbiddenNamespaces, Clock: p.clock,
 		MessageTransport: transport, MessageRouter: router})

@@ -107,7 +107,9 @@ func MessagingConfig(routes map[kernel.Address]mailbox.Route, replyTimeout strin
 
 // messagingPorts are the kernel's transport and router over st (nil, nil when messaging
 // is not configured).
-func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, kernel.MessageRequestRouter) {
+// With recorded (the kernel's audit sink and usage store are box's store), a delivery
+// is written with its records in one transaction (mailbox.Transport.Recorded).
+func (p *Prepared) messagingPorts(box store.Mailbox, recorded bool) (kernel.MessageTransport, kernel.MessageRequestRouter) {
 	cfg := p.Settings.Messaging
 	if cfg == nil || box == nil {
 		return nil, nil
@@ -118,7 +120,7 @@ func (p *Prepared) messagingPorts(box store.Mailbox) (kernel.MessageTransport, k
 	}
 	claims, _ := box.(store.Idempotency)
 	hints, poll := hintsFor(box, cfg)
-	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims, Notifier: hints},
+	return &mailbox.Transport{Box: box, Config: cfg, Now: now, Claims: claims, Notifier: hints, Recorded: recorded},
 		&mailbox.Router{Box: box, Config: cfg, Run: p.runRecipient, Report: reportNoReply, Notifier: hints, Poll: poll}
 }
 
@@ -365,7 +367,13 @@ func (s *Service) ReplyMessage(ctx context.Context, req api.ReplyMessageRequest)
 		if h.Settings.Trace == "" {
 			actx.TraceID = request.TraceID
 		}
-		if turn, err = h.Kernel.BeginTurn(actx); err != nil {
+		// the turn of the request's purpose and trace keeps the host turn's audit metadata
+		// (serve's: its HTTP request's), as every other record of the operation has it
+		var opts kernel.TurnOptions
+		if turn != nil {
+			opts.AuditMetadata = turn.Options().AuditMetadata
+		}
+		if turn, err = h.Kernel.BeginTurnWith(actx, opts); err != nil {
 			return api.MessageSent{}, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error(), Err: err}
 		}
 	}

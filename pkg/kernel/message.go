@@ -349,6 +349,26 @@ type MessageTransport interface {
 	Deliver(ctx context.Context, actx AccessContext, env MessageEnvelope) (MessageDeliveryResult, error)
 }
 
+// RecordingMessageTransport is what a transport whose store also keeps the kernel's
+// audit trail and counts its uses may add, so that a delivery and its records are one
+// write (issue 24): a process killed at any point leaves the message (or the answer)
+// with its message.sent record — and the spent use with its decision record, when the
+// kernel hands the transport its reserved use — or none of them.
+type RecordingMessageTransport interface {
+	MessageTransport
+	// RecordsDeliveries reports whether DeliverRecorded may be used: the transport's
+	// store is the kernel's audit sink and its usage store.
+	RecordsDeliveries() bool
+	// DeliverRecorded delivers env as Deliver does and, only when the receipt is accepted
+	// or delivered, in the delivery's transaction: spends use (when not nil, a use the
+	// kernel's usage store reserved; ReservingUsageStore), appends decision (when not
+	// nil: the use's authorization.checked record) and record(receipt) (message.sent).
+	// Otherwise — a refusal receipt, an error, an error from record — it writes nothing
+	// and releases use; the kernel then records the outcome itself.
+	DeliverRecorded(ctx context.Context, actx AccessContext, env MessageEnvelope, use UsageReservation, decision *AuditEvent,
+		record func(MessageDeliveryResult) (AuditEvent, error)) (MessageDeliveryResult, error)
+}
+
 // MessageReceiptLookup is what a transport may add so that a message sent again under
 // the same id (a retried direct send) is answered with its first receipt instead of being
 // authorized, spent and delivered again: found reports a stored message of the context's
@@ -360,7 +380,8 @@ type MessageReceiptLookup interface {
 
 // MessageAdmission is what a transport may add to refuse a message before its send
 // use is spent: AdmitMessage returns the bound env breaks (a requester with too many
-// messages in flight: messages_in_flight_exceeded) or nil; an error is a transport fault.
+// messages in flight: messages_in_flight_exceeded; a reply to a message that does not
+// exist or was already resolved) or nil; an error is a transport fault.
 // It is a check, not a reservation: two sends admitted at once may both spend, and the
 // transport's Deliver enforces the bound again, exactly, where the message is stored.
 type MessageAdmission interface {
@@ -552,9 +573,10 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 	}
 	var eval Evaluation
 	evaluateInto(&eval, st.auth, &t.actx, t.instant, t.instant, st.wall, req, false)
-	if env.ReplyTo == "" {
-		// a bound only the transport can count, refused before the use is spent (a send
-		// that would be refused anyway is settled below, its refusal audited)
+	{
+		// a bound only the transport can count (too many requests in flight; a reply to a
+		// message that is unknown or already resolved), refused before the use is spent
+		// (a send that would be refused anyway is settled below, its refusal audited)
 		if d, _ := k.authz.Settle(ctx, st.auth, t.actx, &eval, false); d.Allowed {
 			b, err := k.admitMessage(ctx, actx, env)
 			switch {
@@ -569,7 +591,7 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 			}
 		}
 	}
-	d, _, _, aerr := t.settleConsuming(ctx, st.auth, ToolCall{Tool: MessageToolName}, &eval, false)
+	d, use, decision, aerr := t.settleSend(ctx, st.auth, &eval)
 	if aerr != nil {
 		res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeAuditUnavailable, "the decision could not be audited; the message was not sent")
 		t.recordMessage(ctx, &env, res, "", "")
@@ -581,7 +603,35 @@ func (t *Turn) SendMessage(ctx context.Context, env MessageEnvelope) (MessageDel
 		t.recordMessage(ctx, &env, res, "", "")
 		return res, nil
 	}
-	return t.deliverAuthorized(ctx, env, d.MatchedGrantID, ""), nil
+	return t.k.deliverReserved(ctx, t.actx, t.meta, env, d.MatchedGrantID, "", use, decision), nil
+}
+
+// settleSend settles a send's consuming authorization. Over a recording transport
+// (RecordingMessageTransport) a use that is reserved is not committed here: it is
+// returned with its decision record, unwritten, for the transport to spend and write
+// with the delivery — so a send the transport refuses (a reply to a message already
+// answered, say) spends nothing, and a process killed before the delivery commits
+// leaves no spent use without its message. Otherwise it is settleConsuming: the use is
+// spent with its record before the delivery (ADR 0029's reserve → audit → commit).
+func (t *Turn) settleSend(ctx context.Context, auth *Authority, ev *Evaluation) (AuthorizationDecision, UsageReservation, *AuditEvent, error) {
+	call := ToolCall{Tool: MessageToolName}
+	if t.k.recordingTransport() == nil {
+		d, _, _, err := t.settleConsuming(ctx, auth, call, ev, false)
+		return d, nil, nil, err
+	}
+	d, diag, reservation := t.k.authz.settle(ctx, auth, t.actx, ev, true, true)
+	if diag.ClaimLost {
+		return d, nil, nil, ErrSpendClaimLost
+	}
+	rec := t.decisionEvent(auth, call, ev.Requirement, d, diag, true)
+	if reservation != nil {
+		e := t.k.prepare(t.withMeta(rec))
+		return d, reservation, &e, nil
+	}
+	if diag.Consumed {
+		return d, nil, nil, t.audit(ctx, rec) // a spent use: durable before the effect
+	}
+	return d, nil, nil, t.auditWriteAhead(ctx, rec)
 }
 
 // MessageBoundError is a bound a message broke (too large a payload, a message to
@@ -632,11 +682,61 @@ func resolveMessageSafely(resolve MessageCapabilityResolver, actx AccessContext,
 
 // deliverAuthorized hands an envelope whose send was authorized to the transport, checks
 // the receipt and records it (message.sent). It never authorizes.
-func (t *Turn) deliverAuthorized(ctx context.Context, env MessageEnvelope, grantID, operationID string) MessageDeliveryResult {
-	return t.k.deliverAuthorized(ctx, t.actx, t.meta, env, grantID, operationID)
+func (k *Kernel) deliverAuthorized(ctx context.Context, actx AccessContext, meta map[string]any, env MessageEnvelope, grantID, operationID string) MessageDeliveryResult {
+	return k.deliverReserved(ctx, actx, meta, env, grantID, operationID, nil, nil)
 }
 
-func (k *Kernel) deliverAuthorized(ctx context.Context, actx AccessContext, meta map[string]any, env MessageEnvelope, grantID, operationID string) MessageDeliveryResult {
+// recordingTransport is the kernel's transport when it writes deliveries with their
+// records (RecordingMessageTransport) into the kernel's own audit trail.
+func (k *Kernel) recordingTransport() RecordingMessageTransport {
+	rt, ok := k.cfg.MessageTransport.(RecordingMessageTransport)
+	if !ok || k.cfg.Audit == nil || !rt.RecordsDeliveries() {
+		return nil
+	}
+	return rt
+}
+
+// errMismatchedReceipt is what deliverReserved's record function answers for a receipt
+// that fails the contract or names another message: the delivery is then not written.
+var errMismatchedReceipt = errors.New("the message transport returned a mismatched receipt")
+
+// deliverReserved is deliverAuthorized with the send's reserved use and its unwritten
+// decision record (both nil when the use was spent, or the grant is unbounded): over a
+// recording transport the delivery, its message.sent record and the use with its record
+// are one write; otherwise use is nil and the records follow the delivery.
+func (k *Kernel) deliverReserved(ctx context.Context, actx AccessContext, meta map[string]any, env MessageEnvelope, grantID, operationID string,
+	use UsageReservation, decision *AuditEvent) MessageDeliveryResult {
+	if rt := k.recordingTransport(); rt != nil {
+		record := func(r MessageDeliveryResult) (AuditEvent, error) {
+			if r.Validate() != nil || r.MessageID != env.ID {
+				return AuditEvent{}, errMismatchedReceipt
+			}
+			return k.prepare(k.messageEvent(actx, meta, &env, r, grantID, operationID)), nil
+		}
+		receipt, err := deliverRecordedSafely(ctx, rt, cloneContext(actx), env, use, decision, record)
+		var res MessageDeliveryResult
+		switch {
+		case errors.Is(err, errMismatchedReceipt):
+			res = deliveryResult(&env, actx.Now, DeliveryFailed, CodeInvalidMessageReceipt, "the message transport returned a mismatched receipt")
+		case err != nil:
+			res = deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport failed while delivering the message")
+		case receipt.Validate() != nil || receipt.MessageID != env.ID:
+			res = deliveryResult(&env, actx.Now, DeliveryFailed, CodeInvalidMessageReceipt, "the message transport returned a mismatched receipt")
+		case receipt.Ok():
+			return receipt // written with its records
+		default:
+			res = receipt
+		}
+		k.recordMessage(ctx, actx, meta, &env, res, grantID, operationID)
+		return res
+	}
+	if use != nil {
+		// not reached: the kernel reserves for a recording transport only
+		_ = use.Release()
+		res := deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageDeliveryFailed, "the message transport cannot spend a reserved use")
+		k.recordMessage(ctx, actx, meta, &env, res, grantID, operationID)
+		return res
+	}
 	var res MessageDeliveryResult
 	if k.cfg.MessageTransport == nil {
 		res = deliveryResult(&env, actx.Now, DeliveryFailed, CodeMessageTransportNotConfigured, "no message transport is configured")
@@ -664,6 +764,19 @@ func deliverSafely(ctx context.Context, tr MessageTransport, actx AccessContext,
 	return tr.Deliver(ctx, actx, env)
 }
 
+func deliverRecordedSafely(ctx context.Context, tr RecordingMessageTransport, actx AccessContext, env MessageEnvelope, use UsageReservation,
+	decision *AuditEvent, record func(MessageDeliveryResult) (AuditEvent, error)) (res MessageDeliveryResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if use != nil {
+				_ = use.Release()
+			}
+			err = fmt.Errorf("message transport panicked: %v", r)
+		}
+	}()
+	return tr.DeliverRecorded(ctx, actx, env, use, decision, record)
+}
+
 func (t *Turn) recordMessage(ctx context.Context, env *MessageEnvelope, res MessageDeliveryResult, grantID, operationID string) {
 	t.k.recordMessage(ctx, t.actx, t.meta, env, res, grantID, operationID)
 }
@@ -676,6 +789,11 @@ func (k *Kernel) recordMessage(ctx context.Context, actx AccessContext, meta map
 	if k.cfg.Audit == nil {
 		return
 	}
+	k.auditAfter(ctx, k.messageEvent(actx, meta, env, res, grantID, operationID), res.Ok())
+}
+
+// messageEvent is the message.sent record of one outcome (see recordMessage).
+func (k *Kernel) messageEvent(actx AccessContext, meta map[string]any, env *MessageEnvelope, res MessageDeliveryResult, grantID, operationID string) AuditEvent {
 	outcome := OutcomeSucceeded
 	switch res.Status {
 	case DeliveryDenied:
@@ -702,7 +820,7 @@ func (k *Kernel) recordMessage(ctx context.Context, actx AccessContext, meta map
 	if env.ReplyTo != "" {
 		ev.Metadata["replyTo"] = env.ReplyTo
 	}
-	k.auditAfter(ctx, ev, res.Ok())
+	return ev
 }
 
 // ReplyMatchesRequest reports whether reply answers request: replyTo is the request's id,

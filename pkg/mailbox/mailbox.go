@@ -144,6 +144,10 @@ type Transport struct {
 	Claims store.Idempotency
 	// Notifier, when set, is told of each reply recorded (the waiter's wake-up hint).
 	Notifier Notifier
+	// Recorded says that the kernel's audit sink and usage store are Box's store: a
+	// delivery is then written with its records, and a send's reserved use spent with
+	// it, in one transaction (DeliverRecorded), when Box is a store.RecordedMailbox.
+	Recorded bool
 }
 
 // ClaimLease is how long a claimed message id stays claimed by a send that neither
@@ -207,9 +211,64 @@ func receipt(env kernel.MessageEnvelope, status kernel.MessageDeliveryStatus, at
 // messages_in_flight_exceeded. A reply to an unknown request is denied
 // message_not_found; to an answered or failed one, message_already_resolved.
 func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageDeliveryResult, error) {
+	return t.deliver(ctx, actx, env, nil, nil, nil)
+}
+
+var _ kernel.RecordingMessageTransport = (*Transport)(nil)
+
+// RecordsDeliveries reports whether DeliverRecorded writes a delivery with its records
+// (kernel.RecordingMessageTransport): Recorded is set and Box is a store.RecordedMailbox.
+func (t *Transport) RecordsDeliveries() bool {
+	_, ok := t.Box.(store.RecordedMailbox)
+	return t.Recorded && ok
+}
+
+// DeliverRecorded is Deliver writing an accepted or delivered message with its records —
+// the send's reserved use and decision record, when given, and its message.sent record —
+// in the delivery's transaction (kernel.RecordingMessageTransport). A refusal writes
+// nothing and releases use.
+func (t *Transport) DeliverRecorded(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope, use kernel.UsageReservation,
+	decision *kernel.AuditEvent, record func(kernel.MessageDeliveryResult) (kernel.AuditEvent, error)) (kernel.MessageDeliveryResult, error) {
+	if !t.RecordsDeliveries() {
+		if use != nil {
+			_ = use.Release()
+		}
+		return kernel.MessageDeliveryResult{}, errors.New("this mailbox cannot write a delivery with its records")
+	}
+	return t.deliver(ctx, actx, env, use, decision, record)
+}
+
+// deliver is Deliver, and DeliverRecorded when record is set.
+func (t *Transport) deliver(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope, use kernel.UsageReservation,
+	decision *kernel.AuditEvent, record func(kernel.MessageDeliveryResult) (kernel.AuditEvent, error)) (kernel.MessageDeliveryResult, error) {
 	now := t.now()
+	box, _ := t.Box.(store.RecordedMailbox)
+	// records are the events written with the delivery: decision, then message.sent
+	// of the receipt r(rec) the delivery answers
+	records := func(r func(store.MessageRecord) kernel.MessageDeliveryResult) func(store.MessageRecord) ([]kernel.AuditEvent, error) {
+		if record == nil {
+			return nil
+		}
+		return func(rec store.MessageRecord) ([]kernel.AuditEvent, error) {
+			sent, err := record(r(rec))
+			if err != nil {
+				return nil, err
+			}
+			if decision != nil {
+				return []kernel.AuditEvent{*decision, sent}, nil
+			}
+			return []kernel.AuditEvent{sent}, nil
+		}
+	}
 	if env.ReplyTo != "" {
-		_, err := t.Box.ReplyMessage(ctx, actx.World, env, now)
+		var err error
+		if record != nil {
+			_, err = box.ReplyMessageRecorded(ctx, actx.World, env, now, use, records(func(store.MessageRecord) kernel.MessageDeliveryResult {
+				return receipt(env, kernel.DeliveryDelivered, now, "", "")
+			}))
+		} else {
+			_, err = t.Box.ReplyMessage(ctx, actx.World, env, now)
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return receipt(env, kernel.DeliveryDenied, now, CodeMessageNotFound, "the message this replies to does not exist"), nil
@@ -224,10 +283,22 @@ func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env 
 		return receipt(env, kernel.DeliveryDelivered, now, "", ""), nil
 	}
 	if _, ok := t.Config.Routes[env.Receiver]; !ok {
+		if use != nil {
+			_ = use.Release()
+		}
 		return receipt(env, kernel.DeliveryDenied, now, kernel.CodeRecipientUnreachable,
 			"no route to "+env.Receiver.String()+": it is not configured under agents"), nil
 	}
-	rec, _, err := t.Box.DeliverMessage(ctx, actx.World, env, now, t.Config.maxInFlight())
+	var rec store.MessageRecord
+	var err error
+	if record != nil {
+		rec, _, err = box.DeliverMessageRecorded(ctx, actx.World, env, now, t.Config.maxInFlight(), use,
+			records(func(rec store.MessageRecord) kernel.MessageDeliveryResult {
+				return receipt(env, kernel.DeliveryAccepted, rec.AcceptedAt, "", "")
+			}))
+	} else {
+		rec, _, err = t.Box.DeliverMessage(ctx, actx.World, env, now, t.Config.maxInFlight())
+	}
 	switch {
 	case errors.Is(err, store.ErrDuplicate):
 		return receipt(env, kernel.DeliveryFailed, now, CodeMessageIDConflict, "another message was delivered under this id"), nil
@@ -247,9 +318,17 @@ func (t *Transport) Deliver(ctx context.Context, actx kernel.AccessContext, env 
 // and the store's count at delivery (DeliverMessage's maxInFlight, in the delivery's
 // transaction) refuses the one that comes second — that one's use is spent and its
 // receipt denied messages_in_flight_exceeded, so the bound itself is never exceeded.
+//
+// A reply is refused before its use is spent when its request is not there
+// (message_not_found), the reply is not from its receiver (receiver_mismatch) or not
+// addressed back to its sender with its purpose and trace (message_context_mismatch) —
+// SendReply's checks, made here too for a reply sent directly (SendMessage) — or the
+// request is already answered or failed (message_already_resolved). Also a check: of two replies admitted at once the delivery's
+// transaction refuses the second (message_already_resolved), and over a recording
+// transport (DeliverRecorded) that refusal spends nothing either.
 func (t *Transport) AdmitMessage(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (*kernel.MessageBoundError, error) {
 	if env.ReplyTo != "" {
-		return nil, nil
+		return t.admitReply(ctx, actx, env)
 	}
 	max := t.Config.maxInFlight()
 	pending, err := t.Box.ListMessages(ctx, store.MessageFilter{World: actx.World, Sender: env.Sender, Status: store.MessagePending, Limit: max})
@@ -258,6 +337,24 @@ func (t *Transport) AdmitMessage(ctx context.Context, actx kernel.AccessContext,
 	}
 	if len(pending) >= max {
 		return &kernel.MessageBoundError{Code: kernel.CodeMessagesInFlightExceeded, Message: inFlightMessage(max)}, nil
+	}
+	return nil, nil
+}
+
+// admitReply is AdmitMessage of a reply (see there).
+func (t *Transport) admitReply(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (*kernel.MessageBoundError, error) {
+	rec, err := t.Box.GetMessage(ctx, actx.World, env.ReplyTo)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &kernel.MessageBoundError{Code: CodeMessageNotFound, Message: "the message this replies to does not exist"}, nil
+	case err != nil:
+		return nil, err
+	case rec.Envelope.Receiver != env.Sender:
+		return &kernel.MessageBoundError{Code: kernel.CodeReceiverMismatch, Message: "only the message's receiver may answer it"}, nil
+	case rec.Envelope.Sender != env.Receiver || rec.Envelope.Purpose != env.Purpose || rec.Envelope.TraceID != env.TraceID:
+		return &kernel.MessageBoundError{Code: kernel.CodeMessageContextMismatch, Message: "the reply's purpose or trace is not its request's"}, nil
+	case rec.Status != store.MessagePending:
+		return &kernel.MessageBoundError{Code: CodeMessageAlreadyResolved, Message: "the message this replies to was already answered or failed"}, nil
 	}
 	return nil, nil
 }

@@ -63,7 +63,7 @@ func addressKey(a kernel.Address) string {
 // appendEvents writes evs in tx, in order, after taking the audit lock: a recorded event
 // again is a no-op, another event under a recorded id an error wrapping
 // store.ErrDuplicate (the caller rolls back).
-func appendEvents(ctx context.Context, tx pgx.Tx, evs []kernel.AuditEvent) error {
+func appendEvents(ctx context.Context, tx txQuerier, evs []kernel.AuditEvent) error {
 	rows := make([][]any, len(evs))
 	for i := range evs {
 		a, err := eventArgs(&evs[i])
@@ -114,7 +114,7 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []kernel.AuditEvent) error
 // sameEvent checks that the event recorded under ev's id is ev (row a, eventArgs'): an
 // append again is a no-op, another event under a recorded id an error wrapping
 // store.ErrDuplicate.
-func sameEvent(ctx context.Context, tx pgx.Tx, ev *kernel.AuditEvent, a []any) error {
+func sameEvent(ctx context.Context, tx querier, ev *kernel.AuditEvent, a []any) error {
 	var prev string
 	if err := tx.QueryRow(ctx, `SELECT event FROM audit_events WHERE id = $1`, ev.ID).Scan(&prev); err != nil {
 		return fmt.Errorf("read event %s: %w", ev.ID, err)

@@ -41,23 +41,91 @@ func encodeEnvelope(env kernel.MessageEnvelope) (string, kernel.MessageEnvelope,
 // DeliverMessage stores env for its receiver in one durable transaction (see
 // store.Mailbox).
 func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.MessageEnvelope, acceptedAt string, maxInFlight int) (store.MessageRecord, bool, error) {
+	return s.DeliverMessageRecorded(ctx, world, env, acceptedAt, maxInFlight, nil, nil)
+}
+
+var _ store.RecordedMailbox = (*Store)(nil)
+
+// inMessageTx runs fn in use's transaction (a reservation of this store, its connection
+// still in the transaction that reserved the use), committing it when fn succeeds and
+// rolling it back (the use released) otherwise — once: a reserved use cannot be retried
+// — or, without use, in a durable transaction of its own (retried on a serialization
+// failure, as every write). Either way it returns once the commit is durable: the
+// reservation's transaction commits with synchronous_commit off (it takes the audit lock
+// when fn appends records) and waits for a flush outside the lock, as Commit does
+// (flush.go). A foreign use is released.
+func (s *Store) inMessageTx(ctx context.Context, use kernel.UsageReservation, fn func(tx txQuerier) error) error {
+	if use == nil {
+		return s.inTxDurable(ctx, func(tx pgx.Tx) error { return fn(tx) })
+	}
+	r, ok := use.(*reservation)
+	if !ok {
+		_ = use.Release()
+		return store.ErrForeignReservation
+	}
+	if r.c == nil {
+		return fmt.Errorf("the reservation of grant %s: %w", r.grant, pgx.ErrTxClosed)
+	}
+	if err := fn(r.c); err != nil {
+		r.abandon(ctx)
+		return err
+	}
+	tag, err := r.c.Exec(ctx, "COMMIT")
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("the transaction was rolled back (%s)", tag)
+	}
+	if err != nil {
+		r.abandon(ctx)
+		return err
+	}
+	r.c.Release()
+	r.c = nil
+	return r.s.waitDurable(ctx)
+}
+
+// appendRecords appends the events records returns for rec in tx.
+func appendRecords(ctx context.Context, tx txQuerier, rec store.MessageRecord, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) error {
+	if records == nil {
+		return nil
+	}
+	evs, err := records(rec)
+	if err != nil || len(evs) == 0 {
+		return err
+	}
+	return appendEvents(ctx, tx, evs)
+}
+
+func releaseUse(use kernel.UsageReservation) {
+	if use != nil {
+		_ = use.Release()
+	}
+}
+
+// DeliverMessageRecorded is DeliverMessage with its records, in use's transaction when
+// use is set (see store.RecordedMailbox).
+func (s *Store) DeliverMessageRecorded(ctx context.Context, world string, env kernel.MessageEnvelope, acceptedAt string, maxInFlight int,
+	use kernel.UsageReservation, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) (store.MessageRecord, bool, error) {
 	if world == "" {
+		releaseUse(use)
 		return store.MessageRecord{}, false, errors.New("deliver message: the world is required")
 	}
 	if env.ReplyTo != "" {
+		releaseUse(use)
 		return store.MessageRecord{}, false, errors.New("deliver message: a reply is recorded with ReplyMessage")
 	}
 	text, env, err := encodeEnvelope(env)
 	if err != nil {
+		releaseUse(use)
 		return store.MessageRecord{}, false, fmt.Errorf("deliver message: %w", err)
 	}
 	if _, err := kernel.ParseTimestamp(acceptedAt); err != nil {
+		releaseUse(use)
 		return store.MessageRecord{}, false, fmt.Errorf("deliver message: accepted at %q is not a timestamp", acceptedAt)
 	}
 	var rec store.MessageRecord
 	var created bool
 	sender := env.Sender.String()
-	err = s.inTx(ctx, false, func(tx pgx.Tx) error {
+	err = s.inMessageTx(ctx, use, func(tx txQuerier) error {
 		created = false
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2 || ' ' || $3))", int32(mailboxLock), world, sender); err != nil {
 			return err
@@ -67,8 +135,10 @@ func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.Mes
 			return err
 		}
 		if found {
-			rec, err = scanMessage(tx.QueryRow(ctx, messageByID, world, env.ID))
-			return err
+			if rec, err = scanMessage(tx.QueryRow(ctx, messageByID, world, env.ID)); err != nil {
+				return err
+			}
+			return appendRecords(ctx, tx, rec, records)
 		}
 		if maxInFlight > 0 {
 			var n int
@@ -90,15 +160,17 @@ func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.Mes
 			if _, err := existingMessage(ctx, tx, world, env.ID, text); err != nil {
 				return err
 			}
-			rec, err = scanMessage(tx.QueryRow(ctx, messageByID, world, env.ID))
-			return err
+			if rec, err = scanMessage(tx.QueryRow(ctx, messageByID, world, env.ID)); err != nil {
+				return err
+			}
+			return appendRecords(ctx, tx, rec, records)
 		}
 		created = true
 		rec = store.MessageRecord{World: world, Envelope: env, Status: store.MessagePending, AcceptedAt: acceptedAt}
-		return nil
+		return appendRecords(ctx, tx, rec, records)
 	})
 	if err != nil {
-		if errors.Is(err, store.ErrDuplicate) || errors.Is(err, store.ErrInFlightExceeded) {
+		if errors.Is(err, store.ErrDuplicate) || errors.Is(err, store.ErrInFlightExceeded) || errors.Is(err, store.ErrForeignReservation) {
 			return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: %w", env.ID, err)
 		}
 		return store.MessageRecord{}, false, fail("deliver message "+env.ID, err)
@@ -204,20 +276,49 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]stor
 	return out, nil
 }
 
-// resolveMessage sets the outcome of pending message id with one conditional update
-// (status = 'pending'), durable: of concurrent resolutions in any processes one wins,
-// and it notifies the mailbox channel (world, id) in its transaction.
-func (s *Store) resolveMessage(ctx context.Context, world, id, status string, reply *string, code *string, at string) (store.MessageRecord, error) {
-	// one statement, its NOTIFY sent when (and only if) it commits (see MessageHints)
-	rec, err := scanMessage(s.pool.QueryRow(ctx, `WITH r AS (UPDATE messages SET status = $3, reply = $4, failed_code = $5, resolved_at = $6
+// resolveSQL sets the outcome of a pending message with one conditional update
+// (status = 'pending') and notifies the mailbox channel (world, id) in its transaction
+// (sent when, and only if, it commits: see MessageHints).
+const resolveSQL = `WITH r AS (UPDATE messages SET status = $3, reply = $4, failed_code = $5, resolved_at = $6
 			WHERE world = $1 AND id = $2 AND status = 'pending'
 			RETURNING world, id, envelope, accepted_at, status, reply, failed_code, resolved_at)
 		SELECT r.world, r.envelope, r.accepted_at, r.status, r.reply, r.failed_code, r.resolved_at
-		FROM r, pg_notify('`+messageChannel+`', json_build_array(r.world, r.id)::text)`, world, id, status, reply, code, at))
-	if err == nil {
-		return rec, nil
+		FROM r, pg_notify('` + messageChannel + `', json_build_array(r.world, r.id)::text)`
+
+// errNotPending ends a resolution's transaction when its message was not pending.
+var errNotPending = errors.New("not pending")
+
+// resolveMessage sets the outcome of pending message id, durable: of concurrent
+// resolutions in any processes one wins. Without records and use it is one statement;
+// with them, that statement and the records in one transaction (use's, when set).
+func (s *Store) resolveMessage(ctx context.Context, world, id, status string, reply *string, code *string, at string,
+	use kernel.UsageReservation, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) (store.MessageRecord, error) {
+	var rec store.MessageRecord
+	var err error
+	if use == nil && records == nil {
+		rec, err = scanMessage(s.pool.QueryRow(ctx, resolveSQL, world, id, status, reply, code, at))
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = errNotPending
+		}
+	} else {
+		err = s.inMessageTx(ctx, use, func(tx txQuerier) error {
+			var err error
+			rec, err = scanMessage(tx.QueryRow(ctx, resolveSQL, world, id, status, reply, code, at))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errNotPending
+			}
+			if err != nil {
+				return err
+			}
+			return appendRecords(ctx, tx, rec, records)
+		})
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.Is(err, store.ErrForeignReservation):
+		return store.MessageRecord{}, fmt.Errorf("resolve message %s: %w", id, err)
+	case !errors.Is(err, errNotPending):
 		return store.MessageRecord{}, fail("resolve message "+id, err)
 	}
 	rec, err = s.GetMessage(ctx, world, id)
@@ -229,14 +330,23 @@ func (s *Store) resolveMessage(ctx context.Context, world, id, status string, re
 
 // ReplyMessage records reply as the answer to its request (see store.Mailbox).
 func (s *Store) ReplyMessage(ctx context.Context, world string, reply kernel.MessageEnvelope, at string) (store.MessageRecord, error) {
+	return s.ReplyMessageRecorded(ctx, world, reply, at, nil, nil)
+}
+
+// ReplyMessageRecorded is ReplyMessage with its records, in use's transaction when use is
+// set (see store.RecordedMailbox).
+func (s *Store) ReplyMessageRecorded(ctx context.Context, world string, reply kernel.MessageEnvelope, at string,
+	use kernel.UsageReservation, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) (store.MessageRecord, error) {
 	if reply.ReplyTo == "" {
+		releaseUse(use)
 		return store.MessageRecord{}, errors.New("reply message: the reply names no request (replyTo)")
 	}
 	text, _, err := encodeEnvelope(reply)
 	if err != nil {
+		releaseUse(use)
 		return store.MessageRecord{}, fmt.Errorf("reply message: %w", err)
 	}
-	return s.resolveMessage(ctx, world, reply.ReplyTo, store.MessageAnswered, &text, nil, at)
+	return s.resolveMessage(ctx, world, reply.ReplyTo, store.MessageAnswered, &text, nil, at, use, records)
 }
 
 // FailMessage resolves pending message id failed with code.
@@ -245,5 +355,5 @@ func (s *Store) FailMessage(ctx context.Context, world, id string, code kernel.E
 		return store.MessageRecord{}, fmt.Errorf("fail message %s: a code is required", id)
 	}
 	c := string(code)
-	return s.resolveMessage(ctx, world, id, store.MessageFailed, nil, &c, at)
+	return s.resolveMessage(ctx, world, id, store.MessageFailed, nil, &c, at, nil, nil)
 }

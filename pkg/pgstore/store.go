@@ -288,3 +288,10 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// txQuerier is what the statements of an open transaction need: a pgx.Tx, or the
+// connection of a reservation (usage.go), whose transaction is open on it.
+type txQuerier interface {
+	querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}

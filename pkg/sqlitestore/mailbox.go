@@ -34,20 +34,78 @@ func encodeEnvelope(env kernel.MessageEnvelope) (string, kernel.MessageEnvelope,
 // DeliverMessage stores env for its receiver in one immediate transaction (see
 // store.Mailbox).
 func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.MessageEnvelope, acceptedAt string, maxInFlight int) (store.MessageRecord, bool, error) {
+	return s.DeliverMessageRecorded(ctx, world, env, acceptedAt, maxInFlight, nil, nil)
+}
+
+var _ store.RecordedMailbox = (*Store)(nil)
+
+// messageTx is the transaction of a message's write: use's (a reservation of this
+// store: its immediate transaction) or a new immediate one. A foreign use is released.
+func (s *Store) messageTx(ctx context.Context, use kernel.UsageReservation) (*sql.Tx, error) {
+	if use == nil {
+		return s.beginDurable(ctx)
+	}
+	r, ok := use.(*reservation)
+	if !ok {
+		_ = use.Release()
+		return nil, store.ErrForeignReservation
+	}
+	return r.tx, nil
+}
+
+// finishMessageTx appends the events records returns for rec and commits tx when there
+// is something to keep (events, or a reserved use to spend); otherwise it leaves tx to
+// its deferred rollback (nothing was written).
+func finishMessageTx(ctx context.Context, tx *sql.Tx, use kernel.UsageReservation, rec store.MessageRecord,
+	records func(store.MessageRecord) ([]kernel.AuditEvent, error), wrote bool) error {
+	var evs []kernel.AuditEvent
+	if records != nil {
+		var err error
+		if evs, err = records(rec); err != nil {
+			return err
+		}
+	}
+	for _, ev := range evs {
+		if err := appendEvent(ctx, tx, nil, ev); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+	}
+	if !wrote && use == nil && len(evs) == 0 {
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// DeliverMessageRecorded is DeliverMessage with its records, in use's transaction when
+// use is set (see store.RecordedMailbox).
+func (s *Store) DeliverMessageRecorded(ctx context.Context, world string, env kernel.MessageEnvelope, acceptedAt string, maxInFlight int,
+	use kernel.UsageReservation, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) (store.MessageRecord, bool, error) {
+	release := func() {
+		if use != nil {
+			_ = use.Release()
+		}
+	}
 	if world == "" {
+		release()
 		return store.MessageRecord{}, false, errors.New("deliver message: the world is required")
 	}
 	if env.ReplyTo != "" {
+		release()
 		return store.MessageRecord{}, false, errors.New("deliver message: a reply is recorded with ReplyMessage")
 	}
 	text, env, err := encodeEnvelope(env)
 	if err != nil {
+		release()
 		return store.MessageRecord{}, false, fmt.Errorf("deliver message: %w", err)
 	}
 	if _, err := kernel.ParseTimestamp(acceptedAt); err != nil {
+		release()
 		return store.MessageRecord{}, false, fmt.Errorf("deliver message: accepted at %q is not a timestamp", acceptedAt)
 	}
-	tx, err := s.beginDurable(ctx)
+	tx, err := s.messageTx(ctx, use)
 	if err != nil {
 		return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: begin: %w", env.ID, err)
 	}
@@ -61,6 +119,9 @@ func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.Mes
 		}
 		if stored != text {
 			return store.MessageRecord{}, false, fmt.Errorf("message %s is %w with other content", env.ID, store.ErrDuplicate)
+		}
+		if err := finishMessageTx(ctx, tx, use, rec, records, false); err != nil {
+			return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: %w", env.ID, err)
 		}
 		return rec, false, nil
 	case !errors.Is(err, sql.ErrNoRows):
@@ -80,10 +141,11 @@ func (s *Store) DeliverMessage(ctx context.Context, world string, env kernel.Mes
 		world, env.ID, env.Sender.String(), env.Receiver.String(), text, acceptedAt); err != nil {
 		return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: write: %w", env.ID, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: commit: %w", env.ID, err)
+	rec = store.MessageRecord{World: world, Envelope: env, Status: store.MessagePending, AcceptedAt: acceptedAt}
+	if err := finishMessageTx(ctx, tx, use, rec, records, true); err != nil {
+		return store.MessageRecord{}, false, fmt.Errorf("deliver message %s: %w", env.ID, err)
 	}
-	return store.MessageRecord{World: world, Envelope: env, Status: store.MessagePending, AcceptedAt: acceptedAt}, true, nil
+	return rec, true, nil
 }
 
 const messageColumns = `SELECT world, envelope, accepted_at, status, reply, failed_code, resolved_at FROM messages`
@@ -166,9 +228,11 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]stor
 	return out, nil
 }
 
-// resolveMessage sets the outcome of pending message id in one immediate transaction.
-func (s *Store) resolveMessage(ctx context.Context, world, id, status, reply string, code kernel.ErrorCode, at string) (store.MessageRecord, error) {
-	tx, err := s.beginDurable(ctx)
+// resolveMessage sets the outcome of pending message id in one immediate transaction
+// (use's, when set), with the events records returns.
+func (s *Store) resolveMessage(ctx context.Context, world, id, status, reply string, code kernel.ErrorCode, at string,
+	use kernel.UsageReservation, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) (store.MessageRecord, error) {
+	tx, err := s.messageTx(ctx, use)
 	if err != nil {
 		return store.MessageRecord{}, fmt.Errorf("resolve message %s: begin: %w", id, err)
 	}
@@ -193,28 +257,41 @@ func (s *Store) resolveMessage(ctx context.Context, world, id, status, reply str
 		status, replyArg, codeArg, at, world, id); err != nil {
 		return store.MessageRecord{}, fmt.Errorf("resolve message %s: write: %w", id, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return store.MessageRecord{}, fmt.Errorf("resolve message %s: commit: %w", id, err)
-	}
 	rec.Status, rec.FailedCode, rec.ResolvedAt = status, code, at
 	if reply != "" {
 		var r kernel.MessageEnvelope
 		_ = json.Unmarshal([]byte(reply), &r)
 		rec.Reply = &r
 	}
+	if err := finishMessageTx(ctx, tx, use, rec, records, true); err != nil {
+		return store.MessageRecord{}, fmt.Errorf("resolve message %s: %w", id, err)
+	}
 	return rec, nil
 }
 
 // ReplyMessage records reply as the answer to its request (see store.Mailbox).
 func (s *Store) ReplyMessage(ctx context.Context, world string, reply kernel.MessageEnvelope, at string) (store.MessageRecord, error) {
+	return s.ReplyMessageRecorded(ctx, world, reply, at, nil, nil)
+}
+
+// ReplyMessageRecorded is ReplyMessage with its records, in use's transaction when use is
+// set (see store.RecordedMailbox).
+func (s *Store) ReplyMessageRecorded(ctx context.Context, world string, reply kernel.MessageEnvelope, at string,
+	use kernel.UsageReservation, records func(store.MessageRecord) ([]kernel.AuditEvent, error)) (store.MessageRecord, error) {
 	if reply.ReplyTo == "" {
+		if use != nil {
+			_ = use.Release()
+		}
 		return store.MessageRecord{}, errors.New("reply message: the reply names no request (replyTo)")
 	}
 	text, _, err := encodeEnvelope(reply)
 	if err != nil {
+		if use != nil {
+			_ = use.Release()
+		}
 		return store.MessageRecord{}, fmt.Errorf("reply message: %w", err)
 	}
-	return s.resolveMessage(ctx, world, reply.ReplyTo, store.MessageAnswered, text, "", at)
+	return s.resolveMessage(ctx, world, reply.ReplyTo, store.MessageAnswered, text, "", at, use, records)
 }
 
 // FailMessage resolves pending message id failed with code.
@@ -222,5 +299,5 @@ func (s *Store) FailMessage(ctx context.Context, world, id string, code kernel.E
 	if code == "" {
 		return store.MessageRecord{}, fmt.Errorf("fail message %s: a code is required", id)
 	}
-	return s.resolveMessage(ctx, world, id, store.MessageFailed, "", code, at)
+	return s.resolveMessage(ctx, world, id, store.MessageFailed, "", code, at, nil, nil)
 }

@@ -79,3 +79,28 @@ type MessageFilter struct {
 	// Limit caps the number of records returned (0: no limit).
 	Limit int
 }
+
+// RecordedMailbox is what a mailbox whose store also keeps the audit trail adds so that
+// a delivery and its records are one write (issue 24): a process killed at any point
+// leaves the message (or its answer) with its message.sent record — and, with a reserved
+// use, the spent use with its decision record — or none of them.
+//
+// Each method is its Mailbox counterpart that also, in the same transaction and only when
+// the write succeeds (a message stored, or the same message already stored; a reply
+// recorded), appends the events records returns for the resulting record (an error from
+// records writes nothing). With use non-nil (a use reserved on this store,
+// kernel.ReservingUsageStore), the work runs in the reservation's transaction and
+// commits it, spending the use, on success; on any refusal or error the reservation is
+// released: nothing is spent, nothing written. A use reserved by another store is an
+// error (released, nothing written).
+type RecordedMailbox interface {
+	Mailbox
+	DeliverMessageRecorded(ctx context.Context, world string, env kernel.MessageEnvelope, acceptedAt string, maxInFlight int,
+		use kernel.UsageReservation, records func(MessageRecord) ([]kernel.AuditEvent, error)) (rec MessageRecord, created bool, err error)
+	ReplyMessageRecorded(ctx context.Context, world string, reply kernel.MessageEnvelope, at string,
+		use kernel.UsageReservation, records func(MessageRecord) ([]kernel.AuditEvent, error)) (MessageRecord, error)
+}
+
+// ErrForeignReservation is wrapped by RecordedMailbox's methods given a use reserved by
+// another store: nothing was written and the use was released.
+var ErrForeignReservation = errors.New("the use was reserved on another store")

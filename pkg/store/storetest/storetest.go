@@ -98,6 +98,7 @@ var subtests = []subtest{
 	{name: "FileDigests", run: testFileDigests},
 	{name: "GatewayCatalogs", run: testGatewayCatalogs},
 	{name: "Mailbox", run: testMailbox},
+	{name: "RecordedMailbox", run: testRecordedMailbox},
 	{name: "Idempotency", run: testIdempotency},
 	{name: "IdempotencyLease", run: testIdempotencyLease},
 	{name: "Closed", run: testClosed},
