@@ -44,11 +44,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	openapi "github.com/sharedos/sharedos/api"
+	"github.com/sharedos/sharedos/internal/uuid"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -117,7 +117,9 @@ type Config struct {
 	// MaxBody caps a request body (default DefaultMaxBody).
 	MaxBody int64
 	Logger  *slog.Logger
-	// NewID returns a fresh request id (default: a random UUID).
+	// NewID returns a fresh request id (default: a time-ordered random UUID, version 7:
+	// a request id is the operation id of its decision record, and the audit trail's
+	// operation index then grows at its end instead of at a random page per request).
 	NewID func() string
 	// IdempotencyWindow is how long an Idempotency-Key's response is kept (default
 	// DefaultIdempotencyWindow); ReplayWait how long the same request waits for a running
@@ -259,7 +261,7 @@ func New(cfg Config) http.Handler {
 		cfg.RevisionWait = DefaultRevisionWait
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = func() string { return uuid.NewString() }
+		cfg.NewID = uuid.NewV7
 	}
 	return &handler{cfg: cfg, log: cfg.Logger}
 }
