@@ -294,23 +294,32 @@ func match(pattern, path string) (map[string]string, bool) {
 	if !strings.Contains(pattern, "{") {
 		return nil, pattern == path
 	}
-	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(ps) != len(xs) {
-		return nil, false
-	}
-	params := map[string]string{}
-	for i, p := range ps {
+	// segment by segment, without splitting: every request is matched against every
+	// pattern, and the map is made only for the one that matches
+	var params map[string]string
+	for {
+		p, prest, pmore := strings.Cut(pattern, "/")
+		x, xrest, xmore := strings.Cut(path, "/")
 		switch {
 		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}"):
-			if xs[i] == "" {
+			if x == "" {
 				return nil, false
 			}
-			params[p[1:len(p)-1]] = xs[i]
-		case p != xs[i]:
+			if params == nil {
+				params = map[string]string{}
+			}
+			params[p[1:len(p)-1]] = x
+		case p != x:
 			return nil, false
 		}
+		if pmore != xmore {
+			return nil, false
+		}
+		if !pmore {
+			return params, true
+		}
+		pattern, path = prest, xrest
 	}
-	return params, true
 }
 
 // Trace headers: the trace id of a request (spec 50 §5) and the purpose hint.
