@@ -357,7 +357,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rq.r = r.WithContext(ctx)
 	}
 	rq.trace = traceID
-	w.Header().Set(HeaderRequestID, rq.id)
+	w.Header()[HeaderRequestID] = []string{rq.id} // canonical already: no Header.Set
 	rec := &recorder{ResponseWriter: w}
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		if revs := h.revisions(); revs != nil {
@@ -570,11 +570,55 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	writeRaw(w, status, append(b, '\n'))
 }
 
+// The values of the headers every response carries, set by assignment (their keys are
+// canonical already): Header.Set canonicalizes the key and allocates the value's slice at
+// every response. Each slice is full (len = cap), so an Add elsewhere copies it instead of
+// writing into the shared array.
+var (
+	headerJSON    = []string{"application/json"}[:1:1]
+	headerNoStore = []string{"no-store"}[:1:1]
+)
+
 func writeRaw(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// appendDecision appends d's response body — what writeJSON writes for it, byte for byte —
+// without reflection, for the common decision: no requiredAuthority, no metadata and no
+// string that encoding/json escapes. It reports false for any other decision, which
+// writeJSON then encodes (TestAppendDecisionAgreesWithMarshal).
+func appendDecision(b []byte, d *kernel.AuthorizationDecision) ([]byte, bool) {
+	if d.RequiredAuthority != nil || len(d.Metadata) != 0 || !plainJSON(string(d.ReasonCode)) || !plainJSON(d.MatchedGrantID) {
+		return b, false
+	}
+	if d.Allowed {
+		b = append(b, `{"allowed":true,"reasonCode":"`...)
+	} else {
+		b = append(b, `{"allowed":false,"reasonCode":"`...)
+	}
+	b = append(b, d.ReasonCode...)
+	b = append(b, '"')
+	if d.MatchedGrantID != "" {
+		b = append(b, `,"matchedGrantId":"`...)
+		b = append(b, d.MatchedGrantID...)
+		b = append(b, '"')
+	}
+	return append(b, "}\n"...), true
+}
+
+// plainJSON reports whether encoding/json writes s as is between its quotes: printable
+// ASCII other than the quote, the backslash and the characters it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // service is the request's backend under trace.
@@ -728,7 +772,13 @@ func (h *handler) authorize(rq *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rq.decision = decision{outcome: map[bool]string{true: "allowed", false: "denied"}[d.Allowed], code: string(d.ReasonCode)}
+	rq.decision = decision{outcome: "denied", code: string(d.ReasonCode)}
+	if d.Allowed {
+		rq.decision.outcome = "allowed"
+	}
+	if b, ok := appendDecision(make([]byte, 0, 96), &d); ok {
+		return http.StatusOK, rawJSON(b), nil
+	}
 	return http.StatusOK, d, nil
 }
 
