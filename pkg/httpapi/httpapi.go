@@ -4,7 +4,8 @@
 // The request pipeline, in order (spec 30 §2.3):
 //
 //  1. the request id: the incoming x-request-id (1–128 visible ASCII characters), else a
-//     fresh UUID; every response carries it (x-request-id, and error.requestId);
+//     fresh time-ordered UUID (version 7); every response carries it (x-request-id, and
+//     error.requestId);
 //  2. /health: GET answers {"status":"ok","protocolVersion":"1"} with no credentials,
 //     any other verb is 405;
 //  3. the principal (Config.Authenticate: the bearer token of the tokens file): a refusal
