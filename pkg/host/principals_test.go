@@ -152,7 +152,7 @@ func TestPrincipalKeyTellsEntriesApart(t *testing.T) {
 		"role":             func(e *tokens.Entry) { e.Role = tokens.RoleOperator },
 	}
 	seen := map[string]string{host.PrincipalKey(base()): "base"}
-	if host.PrincipalKey(base()) != host.PrincipalKey(base()) {
+	if a, b := host.PrincipalKey(base()), host.PrincipalKey(base()); a != b {
 		t.Fatal("equal entries have different keys")
 	}
 	for name, change := range variants {
