@@ -2,11 +2,12 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
 	"github.com/sharedos/sharedos/pkg/tokens"
 )
@@ -108,11 +109,47 @@ func NewPrincipals[T any](cfg PrincipalsConfig[T]) *Principals[T] {
 }
 
 // PrincipalKey identifies what a principal is built from: a changed context or grant list
-// (or a re-created token under the same id) is a new principal.
+// (or a re-created token under the same id) is a new principal. It is computed at every
+// request, so it is built by hand, not by encoding/json (about 9 µs of a 180 µs
+// authorize): every field is written with its length first, so that two different
+// entries never have the same key, whatever bytes their fields hold.
 func PrincipalKey(e *tokens.Entry) string {
-	b, _ := json.Marshal([]any{e.ID, e.SHA256, e.Context.Actor, e.Context.Owner, e.Context.Authority,
-		e.Context.World, e.Context.Purpose, e.Grants, e.Role})
+	n := len(e.ID) + len(e.SHA256) + len(e.Context.World) + len(e.Context.Purpose) + len(e.Role) + 64
+	for _, g := range e.Grants {
+		n += len(g) + 4
+	}
+	b := make([]byte, 0, n)
+	b = appendKeyField(b, e.ID)
+	b = appendKeyField(b, e.SHA256)
+	b = appendKeyAddress(b, &e.Context.Actor)
+	b = appendKeyAddress(b, e.Context.Owner)
+	b = appendKeyAddress(b, e.Context.Authority)
+	b = appendKeyField(b, e.Context.World)
+	b = appendKeyField(b, e.Context.Purpose)
+	b = strconv.AppendInt(b, int64(len(e.Grants)), 10)
+	b = append(b, '#')
+	for _, g := range e.Grants {
+		b = appendKeyField(b, g)
+	}
+	b = appendKeyField(b, e.Role)
 	return string(b)
+}
+
+// appendKeyField appends s as "len:s" (PrincipalKey).
+func appendKeyField(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// appendKeyAddress appends a as "-" when nil, else "+" and its kind and id (PrincipalKey).
+func appendKeyAddress(b []byte, a *kernel.Address) []byte {
+	if a == nil {
+		return append(b, '-')
+	}
+	b = append(b, '+')
+	b = appendKeyField(b, string(a.Kind))
+	return appendKeyField(b, a.ID)
 }
 
 // Get returns the principal of token entry e, opening it on first use. Opening runs

@@ -121,3 +121,47 @@ func TestPrincipalsStoreOutlivesClose(t *testing.T) {
 		t.Fatal("the store stayed open after its last principal closed")
 	}
 }
+
+// TestPrincipalKeyTellsEntriesApart: entries that differ in any field the principal is
+// built from have different keys, even where the fields' bytes, run together, are the
+// same; equal entries have equal keys.
+func TestPrincipalKeyTellsEntriesApart(t *testing.T) {
+	alice, _ := kernel.ParseAddress("human:alice")
+	bot, _ := kernel.ParseAddress("agent:bot")
+	base := func() *tokens.Entry {
+		o := alice
+		return &tokens.Entry{ID: "t1", SHA256: "ab", Context: tokens.Context{Actor: bot, Owner: &o, World: "w", Purpose: "p"},
+			Grants: []string{"/g/a.yaml", "/g/b.yaml"}, Role: tokens.RoleAgent}
+	}
+	variants := map[string]func(*tokens.Entry){
+		"id":               func(e *tokens.Entry) { e.ID = "t2" },
+		"id into sha":      func(e *tokens.Entry) { e.ID, e.SHA256 = "t1a", "b" },
+		"sha":              func(e *tokens.Entry) { e.SHA256 = "cd" },
+		"actor":            func(e *tokens.Entry) { e.Context.Actor = alice },
+		"actor kind to id": func(e *tokens.Entry) { e.Context.Actor = kernel.Address{Kind: "agen", ID: "tbot"} },
+		"no owner":         func(e *tokens.Entry) { e.Context.Owner = nil },
+		"zero owner":       func(e *tokens.Entry) { e.Context.Owner = &kernel.Address{} },
+		"authority":        func(e *tokens.Entry) { a := alice; e.Context.Authority = &a },
+		"world":            func(e *tokens.Entry) { e.Context.World = "w2" },
+		"world to purpose": func(e *tokens.Entry) { e.Context.World, e.Context.Purpose = "wp", "" },
+		"purpose":          func(e *tokens.Entry) { e.Context.Purpose = "q" },
+		"grants joined":    func(e *tokens.Entry) { e.Grants = []string{"/g/a.yaml/g/b.yaml"} },
+		"grants split":     func(e *tokens.Entry) { e.Grants = []string{"/g/a.yaml", "/g/b", ".yaml"} },
+		"grants order":     func(e *tokens.Entry) { e.Grants = []string{"/g/b.yaml", "/g/a.yaml"} },
+		"no grants":        func(e *tokens.Entry) { e.Grants = nil },
+		"role":             func(e *tokens.Entry) { e.Role = tokens.RoleOperator },
+	}
+	seen := map[string]string{host.PrincipalKey(base()): "base"}
+	if a, b := host.PrincipalKey(base()), host.PrincipalKey(base()); a != b {
+		t.Fatal("equal entries have different keys")
+	}
+	for name, change := range variants {
+		e := base()
+		change(e)
+		k := host.PrincipalKey(e)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%s and %s have the same key %q", name, prev, k)
+		}
+		seen[k] = name
+	}
+}

@@ -4,7 +4,8 @@
 // The request pipeline, in order (spec 30 §2.3):
 //
 //  1. the request id: the incoming x-request-id (1–128 visible ASCII characters), else a
-//     fresh UUID; every response carries it (x-request-id, and error.requestId);
+//     fresh time-ordered UUID (version 7); every response carries it (x-request-id, and
+//     error.requestId);
 //  2. /health: GET answers {"status":"ok","protocolVersion":"1"} with no credentials,
 //     any other verb is 405;
 //  3. the principal (Config.Authenticate: the bearer token of the tokens file): a refusal
@@ -44,11 +45,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	openapi "github.com/sharedos/sharedos/api"
+	"github.com/sharedos/sharedos/internal/uuid"
 	"github.com/sharedos/sharedos/pkg/api"
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -117,7 +118,9 @@ type Config struct {
 	// MaxBody caps a request body (default DefaultMaxBody).
 	MaxBody int64
 	Logger  *slog.Logger
-	// NewID returns a fresh request id (default: a random UUID).
+	// NewID returns a fresh request id (default: a time-ordered random UUID, version 7:
+	// a request id is the operation id of its decision record, and the audit trail's
+	// operation index then grows at its end instead of at a random page per request).
 	NewID func() string
 	// IdempotencyWindow is how long an Idempotency-Key's response is kept (default
 	// DefaultIdempotencyWindow); ReplayWait how long the same request waits for a running
@@ -259,7 +262,7 @@ func New(cfg Config) http.Handler {
 		cfg.RevisionWait = DefaultRevisionWait
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = func() string { return uuid.NewString() }
+		cfg.NewID = uuid.NewV7
 	}
 	return &handler{cfg: cfg, log: cfg.Logger}
 }
@@ -292,23 +295,32 @@ func match(pattern, path string) (map[string]string, bool) {
 	if !strings.Contains(pattern, "{") {
 		return nil, pattern == path
 	}
-	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(ps) != len(xs) {
-		return nil, false
-	}
-	params := map[string]string{}
-	for i, p := range ps {
+	// segment by segment, without splitting: every request is matched against every
+	// pattern, and the map is made only for the one that matches
+	var params map[string]string
+	for {
+		p, prest, pmore := strings.Cut(pattern, "/")
+		x, xrest, xmore := strings.Cut(path, "/")
 		switch {
 		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}"):
-			if xs[i] == "" {
+			if x == "" {
 				return nil, false
 			}
-			params[p[1:len(p)-1]] = xs[i]
-		case p != xs[i]:
+			if params == nil {
+				params = map[string]string{}
+			}
+			params[p[1:len(p)-1]] = x
+		case p != x:
 			return nil, false
 		}
+		if pmore != xmore {
+			return nil, false
+		}
+		if !pmore {
+			return params, true
+		}
+		pattern, path = prest, xrest
 	}
-	return params, true
 }
 
 // Trace headers: the trace id of a request (spec 50 §5) and the purpose hint.
@@ -346,7 +358,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rq.r = r.WithContext(ctx)
 	}
 	rq.trace = traceID
-	w.Header().Set(HeaderRequestID, rq.id)
+	w.Header()[HeaderRequestID] = []string{rq.id} // canonical already: no Header.Set
 	rec := &recorder{ResponseWriter: w}
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		if revs := h.revisions(); revs != nil {
@@ -559,11 +571,55 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	writeRaw(w, status, append(b, '\n'))
 }
 
+// The values of the headers every response carries, set by assignment (their keys are
+// canonical already): Header.Set canonicalizes the key and allocates the value's slice at
+// every response. Each slice is full (len = cap), so an Add elsewhere copies it instead of
+// writing into the shared array.
+var (
+	headerJSON    = []string{"application/json"}[:1:1]
+	headerNoStore = []string{"no-store"}[:1:1]
+)
+
 func writeRaw(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// appendDecision appends d's response body — what writeJSON writes for it, byte for byte —
+// without reflection, for the common decision: no requiredAuthority, no metadata and no
+// string that encoding/json escapes. It reports false for any other decision, which
+// writeJSON then encodes (TestAppendDecisionAgreesWithMarshal).
+func appendDecision(b []byte, d *kernel.AuthorizationDecision) ([]byte, bool) {
+	if d.RequiredAuthority != nil || len(d.Metadata) != 0 || !plainJSON(string(d.ReasonCode)) || !plainJSON(d.MatchedGrantID) {
+		return b, false
+	}
+	if d.Allowed {
+		b = append(b, `{"allowed":true,"reasonCode":"`...)
+	} else {
+		b = append(b, `{"allowed":false,"reasonCode":"`...)
+	}
+	b = append(b, d.ReasonCode...)
+	b = append(b, '"')
+	if d.MatchedGrantID != "" {
+		b = append(b, `,"matchedGrantId":"`...)
+		b = append(b, d.MatchedGrantID...)
+		b = append(b, '"')
+	}
+	return append(b, "}\n"...), true
+}
+
+// plainJSON reports whether encoding/json writes s as is between its quotes: printable
+// ASCII other than the quote, the backslash and the characters it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // service is the request's backend under trace.
@@ -717,7 +773,13 @@ func (h *handler) authorize(rq *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rq.decision = decision{outcome: map[bool]string{true: "allowed", false: "denied"}[d.Allowed], code: string(d.ReasonCode)}
+	rq.decision = decision{outcome: "denied", code: string(d.ReasonCode)}
+	if d.Allowed {
+		rq.decision.outcome = "allowed"
+	}
+	if b, ok := appendDecision(make([]byte, 0, 96), &d); ok {
+		return http.StatusOK, rawJSON(b), nil
+	}
 	return http.StatusOK, d, nil
 }
 

@@ -205,6 +205,18 @@ func TestRequestID(t *testing.T) {
 	if a == "" || a == b {
 		t.Fatalf("generated ids %q %q: want fresh ones", a, b)
 	}
+	// a generated id is a time-ordered UUID (version 7): it is the operation id of the
+	// request's decision record, and the trail's operation index grows at its end
+	before := time.Now().UnixMilli()
+	c := f.do("GET", "/v1/tools", "alice", "").header.Get("X-Request-Id")
+	after := time.Now().UnixMilli()
+	var ms int64
+	if len(c) != 36 || c[14] != '7' || strings.Count(c, "-") != 4 {
+		t.Fatalf("generated id %q: want a version 7 UUID", c)
+	}
+	if _, err := fmt.Sscanf(strings.ReplaceAll(c[:13], "-", ""), "%x", &ms); err != nil || ms < before || ms > after {
+		t.Fatalf("generated id %q: its time %d ms is not the request's (%d–%d)", c, ms, before, after)
+	}
 	// an id that is not a header-safe token is replaced
 	if got := f.do("GET", "/v1/tools", "alice", "", "X-Request-Id", strings.Repeat("x", 129)).header.Get("X-Request-Id"); len(got) > 128 {
 		t.Fatalf("overlong x-request-id echoed")

@@ -17,16 +17,26 @@ import (
 //
 // Seq is not encoded: it is the store's number of a recorded event, no part of it.
 func MarshalAuditEvent(ev *AuditEvent) ([]byte, error) {
-	b, ok := appendAuditEvent(make([]byte, 0, 1024), ev)
-	if !ok {
-		if ev.Seq != 0 {
-			c := *ev
-			c.Seq = 0
-			ev = &c
-		}
-		return json.Marshal(ev)
+	return AppendAuditEvent(make([]byte, 0, 1024), ev)
+}
+
+// AppendAuditEvent appends MarshalAuditEvent's bytes of ev to b (a store encoding into a
+// buffer it reuses); on error b is returned as it was.
+func AppendAuditEvent(b []byte, ev *AuditEvent) ([]byte, error) {
+	out, ok := appendAuditEvent(b, ev)
+	if ok {
+		return out, nil
 	}
-	return b, nil
+	if ev.Seq != 0 {
+		c := *ev
+		c.Seq = 0
+		ev = &c
+	}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return b, err
+	}
+	return append(b, raw...), nil
 }
 
 // appendAuditEvent appends ev's encoding; false when it cannot be encoded here (an

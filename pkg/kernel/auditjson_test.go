@@ -20,6 +20,15 @@ func sameAsMarshal(t *testing.T, ev *kernel.AuditEvent) {
 	if err == nil && !bytes.Equal(got, want) {
 		t.Fatalf("%+v:\n got %s\nwant %s", ev, got, want)
 	}
+	// AppendAuditEvent appends the same bytes after what the buffer holds, and leaves it
+	// as it was when it fails
+	got, err = kernel.AppendAuditEvent(append(make([]byte, 0, 4096), "prefix"...), ev)
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("%+v: AppendAuditEvent error %v, json.Marshal's %v", ev, err, wantErr)
+	}
+	if err == nil && string(got) != "prefix"+string(want) || err != nil && string(got) != "prefix" {
+		t.Fatalf("%+v: AppendAuditEvent\n got %s\nwant prefix%s", ev, got, want)
+	}
 }
 
 func TestMarshalAuditEvent(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 	"github.com/sharedos/sharedos/pkg/store"
@@ -198,7 +199,12 @@ func eventArgs(ev *kernel.AuditEvent) ([]any, error) {
 	if ev.ID == "" {
 		return nil, errors.New("event has no id")
 	}
-	text, err := kernel.MarshalAuditEvent(ev)
+	buf := encodeBufs.Get().(*[]byte)
+	defer encodeBufs.Put(buf)
+	text, err := kernel.AppendAuditEvent((*buf)[:0], ev)
+	if cap(text) <= maxPooledEncoding {
+		*buf = text
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
 	}
@@ -207,6 +213,14 @@ func eventArgs(ev *kernel.AuditEvent) ([]any, error) {
 	}
 	return rowOf(ev, string(text)), nil
 }
+
+// encodeBufs are eventArgs' encoding buffers: the row keeps the event's text as a string
+// (one copy), so the buffer it was encoded in is reused, not left to the collector.
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooledEncoding bounds the buffers kept in encodeBufs and spoolBufs: an unusually large
+// event's buffer is left to the collector.
+const maxPooledEncoding = 64 << 10
 
 // insertAuditSQL inserts one audit event (a no-op when its id is recorded already).
 const insertAuditSQL = `INSERT INTO audit_events

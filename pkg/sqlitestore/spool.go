@@ -216,7 +216,7 @@ func (s *Store) spoolAppend(ctx context.Context, sp *spool, rows [][]any) error 
 		<-b.done
 		return b.err
 	}
-	b := &spoolBatch{buf: appendSpoolBatch(nil, sp.seq, rows), rows: rows, done: make(chan struct{})}
+	b := &spoolBatch{buf: appendSpoolBatch((*spoolBufs.Get().(*[]byte))[:0], sp.seq, rows), rows: rows, done: make(chan struct{})}
 	sp.seq += uint64(len(rows))
 	if w := sp.writing; w != nil {
 		// wait for that write, then write this batch with whatever joined it: no other
@@ -249,6 +249,12 @@ func (sp *spool) write(b *spoolBatch) {
 	if err == nil && n < len(b.buf) {
 		err = io.ErrShortWrite
 	}
+	// No append joins b once its write began (they join sp.next): its buffer is free.
+	if cap(b.buf) <= maxPooledEncoding {
+		buf := b.buf[:0]
+		spoolBufs.Put(&buf)
+	}
+	b.buf = nil
 	if err != nil {
 		// The file ends where it did (should that fail, the torn line is ended by the next
 		// batch's leading line end, and readers ignore it).
@@ -265,6 +271,9 @@ func (sp *spool) write(b *spoolBatch) {
 	default:
 	}
 }
+
+// spoolBufs are the buffers of spool batches, reused once their write(2) is done.
+var spoolBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 // appendSpoolBatch appends the lines of rows, numbered from seq, as one write of either
 // spool: each line is led by a line end and the batch ends with one, so that a line torn
