@@ -214,7 +214,7 @@ func TestSettingLayersEveryKey(t *testing.T) {
 		"world": s.World, "as": s.As, "owner": s.Owner, "root": s.Root, "tokens": s.Tokens,
 		"namespaces": s.Namespaces, "namespacesSet": s.NamespacesSet, "defaultNamespaces": s.DefaultNamespaces,
 		"author": s.RepoAuthorName + " " + s.RepoAuthorEmail, "excludes": s.RepoExcludesFiles,
-		"ceiling": [][]string{s.ForbiddenNamespaces, s.FrozenPaths, s.FrozenActions},
+		"ceiling":     [][]string{s.ForbiddenNamespaces, s.FrozenPaths, s.FrozenActions},
 		"maxSessions": s.MCPMaxSessions, "maxGrants": s.MaxGrants, "retention": s.AuditRetention,
 	}
 	want := map[string]any{
