@@ -107,3 +107,14 @@ for nb in "${bins[@]}"; do
   args+=(--prepare "rm -rf $cache" --cmd "${p}tools list, 10,000-grant YAML, cache removed (<= 60 ms wall)" "$b $f --grants $g/grants10k.yaml tools list -o json")
 done
 python3 bench/interleave.py "${args[@]}" --json "$out/interleave.json"
+# What the floor is made of: every package init of `version` (GODEBUG=inittrace=1), the
+# heaviest ones and the totals by module (bench/initfloor.py), and the page faults and
+# CPU of the floor rows (perf stat, when perf is installed).
+echo
+python3 bench/initfloor.py "$bin" 15 20
+if command -v perf >/dev/null 2>&1; then
+  for c in "$g/hello/hello" "$g/startfloor" "$bin version -o json"; do
+    perf stat -x, -e page-faults,task-clock -r 20 $c 2>&1 >/dev/null |
+      awk -F, -v c="${c#"$g"/}" '$3=="page-faults"{f=$1} $3=="task-clock"{t=$1} END{printf "perf stat -r 20: %-40s %6d page faults, %7.2f ms task-clock\n", c, f, t}'
+  done
+fi

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -170,6 +172,75 @@ func TestMainWithInProcess(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state", "sharedos", "state.db")); err != nil {
 		t.Fatalf("state database not in XDG_STATE_HOME: %v", err)
+	}
+}
+
+// TestSettingLayersEveryKey: each setting's layers as they were under viper (issue 28
+// replaced it with settingLayers): a flag given on the command line wins, even when
+// empty; an empty SHAREDOS_* variable is unset; SHAREDOS_TOKENS overrides the file's
+// tokens and a --tokens flag is not a global setting; the file's nested keys (an empty
+// list is set, and empty) and defaults when nothing sets a key.
+func TestSettingLayersEveryKey(t *testing.T) {
+	dir, sandboxEnv := sandbox(t)
+	cfg := filepath.Join(dir, "config.yaml")
+	body := "world: cfg\nas: agent:cfg\ntokens: t.yaml\ndefaultNamespaces: [files]\n" +
+		"repo: {author: {name: N, email: e@x}, excludesFiles: []}\n" +
+		"ceiling: {namespaces: [web], frozenPaths: [a/b], frozenActions: [write]}\n" +
+		"mcp: {maxSessions: 3}\naudit: {retention: 2d}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"SHAREDOS_WORLD": "env", "SHAREDOS_AS": "", "SHAREDOS_NAMESPACES": "files, repo",
+		"SHAREDOS_TOKENS": "/etc/tok.yaml", "SHAREDOS_MCP_MAXSESSIONS": "9", "SHAREDOS_OWNER": "human:env"}
+	env := func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return sandboxEnv(k)
+	}
+	f := &Factory{Env: env, Getwd: func() (string, error) { return "/wd", nil }}
+	fs := pflag.NewFlagSet("sharedos", pflag.ContinueOnError)
+	f.Global.bind(fs)
+	fs.String("tokens", "", "a command's own flag")
+	f.flags = fs
+	if err := fs.Parse([]string{"--config", cfg, "--owner", "", "--tokens", "/flag/tok.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{
+		"world": s.World, "as": s.As, "owner": s.Owner, "root": s.Root, "tokens": s.Tokens,
+		"namespaces": s.Namespaces, "namespacesSet": s.NamespacesSet, "defaultNamespaces": s.DefaultNamespaces,
+		"author": s.RepoAuthorName + " " + s.RepoAuthorEmail, "excludes": s.RepoExcludesFiles,
+		"ceiling":     [][]string{s.ForbiddenNamespaces, s.FrozenPaths, s.FrozenActions},
+		"maxSessions": s.MCPMaxSessions, "maxGrants": s.MaxGrants, "retention": s.AuditRetention,
+	}
+	want := map[string]any{
+		"world": "env", "as": "agent:cfg", "owner": "", "root": "/wd", "tokens": "/etc/tok.yaml",
+		"namespaces": []string{"files", "repo"}, "namespacesSet": true, "defaultNamespaces": []string{"files"},
+		"author": "N e@x", "excludes": []string{},
+		"ceiling":     [][]string{{"web"}, {"a/b"}, {"write"}},
+		"maxSessions": 3, "maxGrants": 0, "retention": 48 * time.Hour,
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(got[k], w) {
+			t.Errorf("%s = %#v, want %#v", k, got[k], w)
+		}
+	}
+
+	// nothing set: the defaults, and the unset forms
+	f = &Factory{Env: sandboxEnv, Getwd: func() (string, error) { return "/wd", nil }}
+	fs = pflag.NewFlagSet("sharedos", pflag.ContinueOnError)
+	f.Global.bind(fs)
+	f.flags = fs
+	if s, err = f.Settings(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Root != "/wd" || s.NamespacesSet || s.Namespaces != nil || s.RepoExcludesFiles != nil || s.Tokens != "" || s.DefaultNamespaces != nil {
+		t.Errorf("no layer: root %q, namespaces %v/%v, excludes %#v, tokens %q, defaultNamespaces %#v",
+			s.Root, s.NamespacesSet, s.Namespaces, s.RepoExcludesFiles, s.Tokens, s.DefaultNamespaces)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/sharedos/sharedos/pkg/host"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
@@ -146,7 +144,7 @@ func configPath(g *GlobalOptions, flags *pflag.FlagSet, env func(string) string)
 	return "", false
 }
 
-// loadConfigFile reads and validates a configuration file into a nested map for viper,
+// loadConfigFile reads and validates a configuration file into a nested map (settingLayers),
 // with relative paths resolved against the file's folder.
 // home expands an MCP server's "~/" fromFile path (the factory's Env's HOME).
 func loadConfigFile(path, home string) (map[string]any, error) {
@@ -301,12 +299,11 @@ func envName(flag string) string {
 }
 
 // resolveSettings applies flag > SHAREDOS_* environment > config file > default to every
-// setting. Viper holds the layers; grant files are resolved here because their
-// environment form is a :-separated list.
+// setting (settingLayers); grant files are resolved here because their environment form
+// is a :-separated list.
 func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) string, getwd func() (string, error)) (*Settings, error) {
 	s := &Settings{}
 	s.Env = env
-	v := viper.New()
 	cfgPath, _ := configPath(g, flags, env)
 	var fileCfg map[string]any
 	if cfgPath != "" {
@@ -328,66 +325,48 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		if err := messagingSettings(s, fileCfg); err != nil {
 			return nil, err
 		}
-		viperCfg := maps.Clone(fileCfg)
-		delete(viperCfg, "mcpServers")
-		delete(viperCfg, "agents")
-		delete(viperCfg, "messages")
-		if err := v.MergeConfigMap(viperCfg); err != nil {
-			return nil, configError("", "config file %s: %v", abs, err)
-		}
 	}
-	// Flags and their environment variables (read through env, the factory's Env, as
-	// every environment read of the CLI is; an empty variable is unset). A variable's
-	// layer is set only when its flag is not: flag > SHAREDOS_* > config file.
-	for _, name := range []string{"root", "state", "as", "owner", "authority", "world", "purpose", "output",
-		"now", "namespaces", "trace", "call-id"} {
-		key := name
-		if f := flags.Lookup(name); f != nil && f.Changed {
-			if err := v.BindPFlag(key, f); err != nil {
-				return nil, internalError(err)
-			}
-		} else if val := env(envName(name)); val != "" {
-			v.Set(key, val)
-		}
+	v := settingLayers{flags: flags, env: env, file: fileCfg}
+	s.Root = v.str("root")
+	if _, set := v.lookup("root"); !set {
+		s.Root = "."
 	}
-	v.SetDefault("root", ".")
-	s.Root = v.GetString("root")
-	s.State = v.GetString("state")
-	s.As = v.GetString("as")
-	s.Owner = v.GetString("owner")
-	s.Authority = v.GetString("authority")
-	s.World = v.GetString("world")
-	s.Purpose = v.GetString("purpose")
-	s.Output = v.GetString("output")
-	s.Now = v.GetString("now")
-	s.Trace = v.GetString("trace")
-	s.CallID = v.GetString("call-id")
-	if v.IsSet("namespaces") {
+	s.State = v.str("state")
+	s.As = v.str("as")
+	s.Owner = v.str("owner")
+	s.Authority = v.str("authority")
+	s.World = v.str("world")
+	s.Purpose = v.str("purpose")
+	s.Output = v.str("output")
+	s.Now = v.str("now")
+	s.Trace = v.str("trace")
+	s.CallID = v.str("call-id")
+	if _, set := v.lookup("namespaces"); set {
 		s.NamespacesSet = true
-		s.Namespaces = splitList(v.GetString("namespaces"))
+		s.Namespaces = splitList(v.str("namespaces"))
 	}
-	s.DefaultNamespaces = v.GetStringSlice("defaultNamespaces")
-	s.MaxGrants = v.GetInt("limits.maxGrants")
-	if v.IsSet("limits.maxGrants") && s.MaxGrants < 1 {
+	s.DefaultNamespaces = v.strs("defaultNamespaces")
+	s.MaxGrants = v.int("limits.maxGrants")
+	if _, set := v.lookup("limits.maxGrants"); set && s.MaxGrants < 1 {
 		return nil, configError("set limits.maxGrants to a positive integer", "config file %s: limits.maxGrants must be positive", s.ConfigFile)
 	}
-	s.RepoAuthorName = v.GetString("repo.author.name")
-	s.RepoAuthorEmail = v.GetString("repo.author.email")
-	if v.IsSet("repo.excludesFiles") {
-		s.RepoExcludesFiles = v.GetStringSlice("repo.excludesFiles")
+	s.RepoAuthorName = v.str("repo.author.name")
+	s.RepoAuthorEmail = v.str("repo.author.email")
+	if _, set := v.lookup("repo.excludesFiles"); set {
+		s.RepoExcludesFiles = v.strs("repo.excludesFiles")
 		if s.RepoExcludesFiles == nil {
 			s.RepoExcludesFiles = []string{} // set, and empty: none
 		}
 	}
-	s.ForbiddenNamespaces = v.GetStringSlice("ceiling.namespaces")
-	s.FrozenPaths = v.GetStringSlice("ceiling.frozenPaths")
-	s.FrozenActions = v.GetStringSlice("ceiling.frozenActions")
-	s.MCPMaxSessions = v.GetInt("mcp.maxSessions")
-	if v.IsSet("mcp.maxSessions") && s.MCPMaxSessions < 1 {
+	s.ForbiddenNamespaces = v.strs("ceiling.namespaces")
+	s.FrozenPaths = v.strs("ceiling.frozenPaths")
+	s.FrozenActions = v.strs("ceiling.frozenActions")
+	s.MCPMaxSessions = v.int("mcp.maxSessions")
+	if _, set := v.lookup("mcp.maxSessions"); set && s.MCPMaxSessions < 1 {
 		return nil, configError("set mcp.maxSessions to a positive integer", "config file %s: mcp.maxSessions must be positive", s.ConfigFile)
 	}
-	if v.IsSet("audit.retention") {
-		d, err := parseRetention(v.GetString("audit.retention"))
+	if _, set := v.lookup("audit.retention"); set {
+		d, err := parseRetention(v.str("audit.retention"))
 		if err != nil {
 			return nil, configError("set audit.retention to a number of days such as 90d (or a duration such as 720h)",
 				"config file %s: audit.retention: %v", s.ConfigFile, err)
@@ -396,10 +375,7 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 	}
 	// The tokens file: SHAREDOS_TOKENS, else the config file (--tokens, a flag of the
 	// commands that use it, overrides both there).
-	if val := env(envName("tokens")); val != "" {
-		v.Set("tokens", val)
-	}
-	if t := v.GetString("tokens"); host.IsStoreTokens(t) {
+	if t := v.str("tokens"); host.IsStoreTokens(t) {
 		s.Tokens = t // the state database's tokens, not a file
 	} else if t != "" {
 		var err error
@@ -464,6 +440,70 @@ func resolveSettings(g *GlobalOptions, flags *pflag.FlagSet, env func(string) st
 		}
 	}
 	return s, nil
+}
+
+// flagSettings are the settings a global flag sets, and with it its SHAREDOS_* variable.
+var flagSettings = []string{"root", "state", "as", "owner", "authority", "world", "purpose", "output",
+	"now", "namespaces", "trace", "call-id"}
+
+// settingLayers is one setting's value by precedence: its flag when given on the command
+// line (flagSettings), else its SHAREDOS_* environment variable (read through the
+// factory's Env, as every environment read of the CLI is; an empty variable is unset;
+// flagSettings and "tokens"), else the configuration file (a dotted key names a nested
+// mapping: "limits.maxGrants"). Issue 28: this replaced viper, whose packages (and their
+// inits: cast, afero, fsnotify, mapstructure, gotenv, html/template) every sharedos
+// process linked for these few lookups; the layers and their order are unchanged.
+type settingLayers struct {
+	flags *pflag.FlagSet
+	env   func(string) string
+	file  map[string]any // loadConfigFile's values (nil: no file)
+}
+
+// lookup is the value of key and whether any layer sets it.
+func (l settingLayers) lookup(key string) (any, bool) {
+	isFlag := slices.Contains(flagSettings, key)
+	if isFlag {
+		if f := l.flags.Lookup(key); f != nil && f.Changed {
+			return f.Value.String(), true
+		}
+	}
+	if isFlag || key == "tokens" {
+		if val := l.env(envName(key)); val != "" {
+			return val, true
+		}
+	}
+	m := l.file
+	for {
+		head, rest, nested := strings.Cut(key, ".")
+		v, ok := m[head]
+		if !ok || !nested {
+			return v, ok
+		}
+		if m, ok = v.(map[string]any); !ok {
+			return nil, false
+		}
+		key = rest
+	}
+}
+
+// str is a string setting ("" when unset); strs a list (nil when unset); int an integer
+// (0 when unset). The configuration file's schema (configSchema) gives each key its type.
+func (l settingLayers) str(key string) string {
+	v, _ := l.lookup(key)
+	s, _ := v.(string)
+	return s
+}
+
+func (l settingLayers) strs(key string) []string {
+	v, _ := l.lookup(key)
+	s, _ := v.([]string)
+	return s
+}
+
+func (l settingLayers) int(key string) int {
+	v, _ := l.lookup(key)
+	n, _ := v.(int)
+	return n
 }
 
 // defaultStatePath is $XDG_STATE_HOME/sharedos/state.db, else ~/.local/state/sharedos/state.db.

@@ -42,6 +42,14 @@ var keptOutOfTheBinary = []string{
 	"github.com/go-git/go-git/v5/plumbing/transport",
 	"golang.org/x/crypto/ssh",
 	"github.com/kevinburke/ssh_config",
+	"golang.org/x/text/encoding/ianaindex",
+	"golang.org/x/text/encoding/htmlindex",
+	"github.com/spf13/viper",
+	"github.com/spf13/cast",
+	"github.com/spf13/afero",
+	"github.com/fsnotify/fsnotify",
+	"github.com/subosito/gotenv",
+	"html/template",
 }
 
 var keptOutWhy = map[string]string{
@@ -54,6 +62,14 @@ var keptOutWhy = map[string]string{
 	"github.com/go-git/go-git/v5/plumbing/transport": "git's network transports came with go-git's top-level package; scenario fixtures are written by pkg/scenario/gitfixture.go",
 	"golang.org/x/crypto/ssh":                        "git's network transports came with go-git's top-level package; scenario fixtures are written by pkg/scenario/gitfixture.go",
 	"github.com/kevinburke/ssh_config":               "git's network transports came with go-git's top-level package; scenario fixtures are written by pkg/scenario/gitfixture.go",
+	"golang.org/x/text/encoding/ianaindex":           "working-tree-encoding names are pkg/repoplane/convert_encodings.go's table",
+	"golang.org/x/text/encoding/htmlindex":           "working-tree-encoding names are pkg/repoplane/convert_encodings.go's table",
+	"github.com/spf13/viper":                         "the settings' layers are cmd/config.go's settingLayers",
+	"github.com/spf13/cast":                          "linked only by viper, which cmd/config.go's settingLayers replaced",
+	"github.com/spf13/afero":                         "linked only by viper, which cmd/config.go's settingLayers replaced",
+	"github.com/fsnotify/fsnotify":                   "linked only by viper, which cmd/config.go's settingLayers replaced",
+	"github.com/subosito/gotenv":                     "linked only by viper, which cmd/config.go's settingLayers replaced",
+	"html/template":                                  "linked only by viper (through cast), which cmd/config.go's settingLayers replaced",
 }
 
 // initCost is one line of the runtime's init trace.

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"golang.org/x/text/encoding"
-	"golang.org/x/text/encoding/htmlindex"
-	"golang.org/x/text/encoding/ianaindex"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/encoding/unicode/utf32"
 )
@@ -106,11 +104,8 @@ func decodeWorkingTree(data []byte, enc string) ([]byte, error) {
 			e = utf32.UTF32(utf32.BigEndian, utf32.IgnoreBOM)
 		}
 	default:
-		var err error
-		if e, err = ianaindex.IANA.Encoding(enc); err != nil || e == nil {
-			if e, err = htmlindex.Get(enc); err != nil || e == nil {
-				return nil, fmt.Errorf("the working-tree-encoding %s is not one sharedos can convert", enc)
-			}
+		if e = encodingByName(enc); e == nil {
+			return nil, fmt.Errorf("the working-tree-encoding %s is not one sharedos can convert", enc)
 		}
 	}
 	out, err := e.NewDecoder().Bytes(data)
