@@ -1,9 +1,11 @@
 package fsplane
 
 import (
-	"encoding/binary"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sharedos/sharedos/internal/dirwalk"
 )
 
 // dirent types the walker cares about.
@@ -17,15 +19,6 @@ type dirent struct {
 	name string
 	typ  int
 }
-
-// Layout of struct linux_dirent64 (the same on every Linux architecture):
-// u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[] (NUL-terminated).
-const (
-	direntInoOff    = 0
-	direntReclenOff = 16
-	direntTypeOff   = 18
-	direntNameOff   = 19
-)
 
 // readDirents lists the directory open as fd (from its current offset) with the types
 // getdents64 reports; an entry of unknown type (a file system without d_type) is
@@ -48,40 +41,24 @@ func readDirents(fd int, buf []byte) ([]dirent, error) {
 	}
 }
 
-// parseDirents appends the entries of the getdents64 records in b to out ("." and
-// ".." and deleted entries left out), classifying DT_UNKNOWN entries with unknown. A
-// malformed record ends the parse (the kernel never writes one).
+// parseDirents appends the entries of the getdents64 records in b to out, as
+// dirwalk.ParseFunc reads them ("." and "..", deleted entries and names that are not one
+// component left out; a malformed record ends the parse), classifying DT_UNKNOWN entries
+// with unknown. Each name is its own string: a name can outlive the listing in a
+// result's path, and must not hold the whole listing's bytes.
 func parseDirents(b []byte, out []dirent, unknown func(name string) int) []dirent {
-	for len(b) >= direntNameOff {
-		reclen := int(binary.NativeEndian.Uint16(b[direntReclenOff:]))
-		if reclen < direntNameOff || reclen > len(b) {
-			break
-		}
-		ino := binary.NativeEndian.Uint64(b[direntInoOff:])
-		dt := b[direntTypeOff]
-		nameb := b[direntNameOff:reclen]
-		for i, c := range nameb {
-			if c == 0 {
-				nameb = nameb[:i]
-				break
-			}
-		}
-		b = b[reclen:]
-		name := string(nameb)
-		if ino == 0 || name == "" || name == "." || name == ".." {
-			continue
-		}
+	dirwalk.ParseFunc(b, func(e dirwalk.Entry) {
 		typ := typeOther
-		switch dt {
-		case unix.DT_DIR:
+		switch e.Type {
+		case dirwalk.Directory:
 			typ = typeDir
-		case unix.DT_REG:
+		case dirwalk.Regular:
 			typ = typeFile
-		case unix.DT_UNKNOWN:
-			typ = unknown(name)
+		case dirwalk.Unknown:
+			typ = unknown(e.Name)
 		}
-		out = append(out, dirent{name: name, typ: typ})
-	}
+		out = append(out, dirent{name: strings.Clone(e.Name), typ: typ})
+	})
 	return out
 }
 

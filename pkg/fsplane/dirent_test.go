@@ -11,6 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Layout of struct linux_dirent64, for building records by hand:
+// u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[] (NUL-terminated).
+const (
+	direntInoOff    = 0
+	direntReclenOff = 16
+	direntTypeOff   = 18
+	direntNameOff   = 19
+)
+
 // direntRecord encodes one linux_dirent64 record (padded to 8 bytes, as the kernel).
 func direntRecord(ino uint64, typ byte, name string) []byte {
 	n := direntNameOff + len(name) + 1
