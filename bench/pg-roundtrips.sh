@@ -17,18 +17,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${N:-20}
 out=$(pwd)/bench/out-pg-roundtrips
-bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[ -x "$bin/initdb" ] || { echo "no PostgreSQL binaries under /usr/lib/postgresql: apt-get install postgresql" >&2; exit 1; }
+. bench/lib.sh
+pg_bin
 rm -rf "$out"
 mkdir -p "$out/root/d" "$out/home" "$out/xdg/config" "$out/xdg/state" "$out/etc" "$out/pg"
 printf 'x\n' > "$out/root/d/x.md"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-[ "$(id -u)" = 0 ] && chown postgres "$out/pg"
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
 pgport=$(freeport)
-as_pg "$bin/initdb" -D "$out/pg/data" -U postgres --auth=trust -E UTF8 --no-instructions >/dev/null
-as_pg timeout 150 "$bin/pg_ctl" -D "$out/pg/data" -l "$out/pg/log" -w -t 120 \
-  -o "-p $pgport -k $out/pg -c listen_addresses=127.0.0.1 -c log_statement=all -c log_line_prefix=%p: " start >/dev/null
+pg_start "$out/pg" "$pgport" log_statement=all "log_line_prefix=%p: "
 server=
 cleanup() {
   [ -n "$server" ] && { kill "$server" 2>/dev/null || true; timeout 20 tail --pid="$server" -f /dev/null 2>/dev/null || kill -9 "$server" 2>/dev/null || true; }
@@ -51,15 +46,7 @@ grants:
         scope: descendants
     constraints: {maxUses: 100000000}
 YAML
-token="sharedos_bench$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-cat > "$out/etc/tokens.yaml" <<YAML
-version: 1
-tokens:
-  - id: bench
-    sha256: $(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
-    context: {actor: agent:bench, owner: human:alice}
-    grants: [grants.yaml]
-YAML
+bench_tokens "$out/etc"
 sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
 sos store migrate --state "$dsn" >/dev/null
 sos --root "$out/root" --state "$dsn" --owner human:alice namespaces enable files >/dev/null

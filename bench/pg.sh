@@ -34,16 +34,13 @@ duration=${DURATION:-10s}
 conns=${CONNS:-64}
 grants=${GRANTS:-1000}
 out=$(pwd)/bench/out-pg
-bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[ -x "$bin/initdb" ] || { echo "no PostgreSQL binaries under /usr/lib/postgresql: apt-get install postgresql" >&2; exit 1; }
+. bench/lib.sh
+pg_bin
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out/root" "$out/home" "$out/xdg/config" "$out/xdg/state" "$out/etc" "$out/pg"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-[ "$(id -u)" = 0 ] && chown postgres "$out/pg"
-pgport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
-as_pg "$bin/initdb" -D "$out/pg/data" -U postgres --auth=trust -E UTF8 --no-instructions >/dev/null
-as_pg timeout 150 "$bin/pg_ctl" -D "$out/pg/data" -l "$out/pg/log" -w -t 120 -o "-p $pgport -k $out/pg -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+pgport=$(freeport)
+pg_start "$out/pg" "$pgport" max_connections=300
 servers=()
 cleanup() {
   for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -67,22 +64,13 @@ if [ -n "${BIN:-}" ]; then cp "$BIN" "$out/sharedos"; else go build -o "$out/sha
     printf '  - id: g-%d\n    subject: agent:bench\n    issuer: human:alice\n    capabilities:\n      - resource: {namespace: files, path: [d%d]}\n        actions: [read]\n        scope: descendants\n    constraints: {maxUses: 100000000}\n' "$i" "$i"
   done
 } > "$out/etc/grants.yaml"
-token="sharedos_bench$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-cat > "$out/etc/tokens.yaml" <<YAML
-version: 1
-tokens:
-  - id: bench
-    sha256: $(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
-    context: {actor: agent:bench, owner: human:alice}
-    grants: [grants.yaml]
-YAML
+bench_tokens "$out/etc"
 sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
 sos store migrate --state "$dsn" >/dev/null
 sqlite="$out/state/state.db"
 mkdir -p "$out/state"
 sos --root "$out/root" --state "$dsn" --owner human:alice namespaces enable files >/dev/null
 sos --root "$out/root" --state "$sqlite" --owner human:alice namespaces enable files >/dev/null
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
 start_serve() { # state, port, log
   # not through sos: $! must be the server's own pid (a backgrounded function's is a
   # subshell's, and killing it left the server running with this script's stdout open)

@@ -47,16 +47,9 @@ grants=${GRANTS:-1000}
 # (its stat cannot be trusted yet: coarse timestamps); a server that has been up a while
 # reads each once. Date them back so the run measures that steady state.
 touch -d '-1 minute' "$out/etc/grants.yaml"
-token="sharedos_bench$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+. bench/lib.sh
+bench_tokens "$out/etc"
 printf '%s\n' "$token" > "$out/token" # for bench/serve-start.py and bench/remote.sh
-cat > "$out/etc/tokens.yaml" <<YAML
-version: 1
-tokens:
-  - id: bench
-    sha256: $(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
-    context: {actor: agent:bench, owner: human:alice}
-    grants: [grants.yaml]
-YAML
 touch -d '-1 minute' "$out/etc/tokens.yaml"
 sos() { HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" "$out/sharedos" "$@"; }
 sos --root "$out/root" --state "$out/state/state.db" --owner human:alice namespaces enable files >/dev/null
