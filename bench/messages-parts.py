@@ -123,7 +123,7 @@ def parts(bin_path, label):
           f"whole p50 {p50(whole) * 1000:.1f} ms")
     for n in names:
         share = p50(cols[n]) / p50(whole) if p50(whole) else 0
-        print(f"  {n:<19} p50 {p50(cols[n]) * 1000:6.1f} ms ({share:4.0%}), fsyncs {p50(syncs[n]):.0f}")
+        print(f"  {n:<19} p50 {p50(cols[n]) * 1000:6.1f} ms ({share:4.0%} of the whole's p50; medians need not add up), fsyncs {p50(syncs[n]):.0f}")
 
 
 # ---- 2. the reply process alone beside sharedos version ----
