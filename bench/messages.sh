@@ -17,6 +17,7 @@
 #
 #   bench/messages.sh             # 30 runs per case
 #   RUNS=50 bench/messages.sh
+#   BASE=/tmp/old-sharedos SKIP_PG=1 bench/messages.sh   # the parts rows of an older build beside
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-30}
@@ -96,6 +97,24 @@ PY
 # raw client (bench/messages-mcp.py), so that only the recipient's process start (its
 # `sharedos messages reply`) is in each trip, not the requester's.
 RUNS="$runs" CALL_ARGS="$args" python3 bench/messages-mcp.py "$bin" mcp
+# The round trip broken into its parts (the caller before the recipient's exec, its
+# shell, the `sharedos messages reply` process, its exit to the answer; fsyncs of each),
+# and the reply process alone beside `sharedos version` (wall, CPU, page faults, ratio):
+# bench/messages-parts.py. BASE=/path/to/an/older/sharedos adds that build's rows in
+# the same interleaved rounds (A/B under one load).
+cat > "$out/inbox.yaml" <<'YAML'
+version: 1
+context: {actor: agent:inbox, owner: human:ops}
+grants:
+  - id: g-inbox-answer
+    subject: agent:inbox
+    issuer: human:ops
+    capabilities:
+      - resource: {namespace: sharedos.messaging, path: [agent, writer]}
+        actions: [send]
+        scope: exact
+YAML
+INBOX_GRANTS="$g/inbox.yaml" RUNS="$runs" CALL_ARGS="$args" python3 bench/messages-parts.py "$bin" ${BASE:+"$BASE"}
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The PostgreSQL rows (a throwaway cluster from the Debian binaries, via internal/pgtest,
 # fsync off: indicative): the mailbox's send + deliver throughput, unbatched, and the

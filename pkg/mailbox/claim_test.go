@@ -163,3 +163,126 @@ func TestSameIDTwoProcesses(t *testing.T) {
 	}
 	checkOneSpendPerID(t, st)
 }
+
+// countingClaims counts the claims begun on the store (store.Idempotency).
+type countingClaims struct {
+	store.Idempotency
+	mu    sync.Mutex
+	begun int
+}
+
+func (c *countingClaims) BeginIdempotent(ctx context.Context, key store.IdempotencyKey, fp string, now time.Time, lease time.Duration) (store.IdempotencyState, store.IdempotencyRecord, error) {
+	c.mu.Lock()
+	c.begun++
+	c.mu.Unlock()
+	return c.Idempotency.BeginIdempotent(ctx, key, fp, now, lease)
+}
+
+// TestRecordedReplyClaimsNothing (issue 24, the exec round trip's speed): a reply over a
+// recording transport claims its id without writing a claim (no BeginIdempotent: two
+// write transactions fewer in a `messages reply` process); a request, and a reply over a
+// transport that does not record, still claim theirs.
+func TestRecordedReplyClaimsNothing(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "state.db"))
+	req := request("q1", reviewer)
+	reply := answerOf(req, `"yes"`)
+	for _, c := range []struct {
+		name     string
+		env      kernel.MessageEnvelope
+		recorded bool
+		claims   int
+	}{
+		{"reply, recorded", reply, true, 0},
+		{"request, recorded", req, true, 1},
+		{"reply, not recorded", reply, false, 1},
+	} {
+		claims := &countingClaims{Idempotency: st}
+		tr := &mailbox.Transport{Box: st, Config: config(), Claims: claims, Recorded: c.recorded}
+		state, release, err := tr.ClaimMessageID(ctx, actxOf(c.env.Sender, "review", c.env.TraceID), c.env)
+		if err != nil || state != kernel.MessageIDClaimed {
+			t.Fatalf("%s: claim %v, %v", c.name, state, err)
+		}
+		if release != nil {
+			release()
+		}
+		if claims.begun != c.claims {
+			t.Errorf("%s: %d claims written, want %d", c.name, claims.begun, c.claims)
+		}
+	}
+}
+
+// TestConcurrentRepliesOneSpend (issue 24): the same replies sent at once through two
+// kernels over two handles of one state database (two processes' worth), over recording
+// transports with claims on: each request is answered once, by one of them; the other
+// is denied message_already_resolved (or, while a claim is held, retried); one use of
+// the replier's grant is spent per request, never two.
+func TestConcurrentRepliesOneSpend(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "state.db")
+	st1, st2 := openStore(t, db), openStore(t, db)
+	const n = 20
+	for i := 0; i < n; i++ {
+		if _, _, err := st1.DeliverMessage(ctx, world, request("r"+strconv.Itoa(i), reviewer), "2026-08-03T09:00:00.000Z", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := sendGrant("g-answer", reviewer, asker, 10*n)
+	kernels := []*kernel.Kernel{}
+	for _, st := range []*sqlitestore.Store{st1, st2} {
+		kernels = append(kernels, kernel.New(kernel.Config{Grants: grants{g}, Usage: st, Audit: st,
+			MessageTransport: &mailbox.Transport{Box: st, Config: config(), Claims: st, Recorded: true}}))
+	}
+	got := make([][2]kernel.MessageDeliveryResult, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		for j, k := range kernels {
+			wg.Add(1)
+			go func(i, j int, k *kernel.Kernel) {
+				defer wg.Done()
+				req := request("r"+strconv.Itoa(i), reviewer)
+				for try := 0; try < 1000; try++ {
+					turn, err := k.BeginTurn(actxOf(reviewer, "review", req.TraceID))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					r, err := turn.SendMessage(ctx, answerOf(req, `"yes"`))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[i][j] = r
+					if r.Error == nil || r.Error.Code != kernel.CodeMessageSendInProgress {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}(i, j, k)
+		}
+	}
+	wg.Wait()
+	for i, g := range got {
+		var delivered, resolved int
+		for _, r := range g {
+			switch {
+			case r.Status == kernel.DeliveryDelivered:
+				delivered++
+			case r.Status == kernel.DeliveryDenied && r.Error != nil && r.Error.Code == mailbox.CodeMessageAlreadyResolved:
+				resolved++
+			}
+		}
+		if delivered != 1 || resolved != 1 {
+			t.Fatalf("request %d: receipts %+v and %+v, want one delivered and one message_already_resolved", i, g[0], g[1])
+		}
+	}
+	if u := used(t, st1, g); u != n {
+		t.Fatalf("%d uses spent for %d answers", u, n)
+	}
+	for i := 0; i < n; i++ {
+		rec, err := st1.GetMessage(ctx, world, "r"+strconv.Itoa(i))
+		if err != nil || rec.Status != store.MessageAnswered {
+			t.Fatalf("request %d: %+v, %v", i, rec, err)
+		}
+	}
+}

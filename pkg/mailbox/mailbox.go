@@ -160,8 +160,20 @@ const ClaimLease = time.Minute
 // message, claimed by another send less than ClaimLease ago) or conflict (other content).
 // The release abandons the claim: by then the delivered message answers the id itself.
 // Without Claims every id is claimed at once (one process: the kernel's lock suffices).
+//
+// A reply (replyTo set) over a recording transport (RecordsDeliveries) is claimed at
+// once too, writing nothing: the claim would cost the reply — a `sharedos messages
+// reply` process, an exec recipient's turn — two write transactions (the claim and its
+// release) and buys nothing there. A request is answered once (ReplyMessageRecorded
+// refuses a resolved one inside its transaction), and over a recording transport the
+// use is spent in that same transaction, so of two sends of one reply — under one id or
+// two, in any processes — exactly one answers and spends, the other is denied
+// message_already_resolved and spends nothing (TestConcurrentRepliesOneSpend); a
+// reply's id answers nothing by itself (LookupReceipt does not look replies up). Without
+// a recording transport the use is spent before the delivery, so a reply is claimed as
+// any send is.
 func (t *Transport) ClaimMessageID(ctx context.Context, actx kernel.AccessContext, env kernel.MessageEnvelope) (kernel.MessageClaimState, func(), error) {
-	if t.Claims == nil {
+	if t.Claims == nil || (env.ReplyTo != "" && t.RecordsDeliveries()) {
 		return kernel.MessageIDClaimed, nil, nil
 	}
 	text, err := canonicalEnvelope(env)
