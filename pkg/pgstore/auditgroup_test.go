@@ -1,8 +1,8 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -14,13 +14,15 @@ import (
 	"github.com/sharedos/sharedos/pkg/pgstore"
 )
 
-// gateProxy forwards loopback TCP connections to the server of a DSN; hold stops the
-// server's answers from reaching the client (what the client sends still reaches the
-// server) until release.
+// gateProxy forwards loopback TCP connections to the server of a DSN. Once armed, the
+// first bytes a client sends that hold the marker close the gate before they are
+// forwarded: from then on the server's answers do not reach any client (what clients
+// send still reaches the server) until release.
 type gateProxy struct {
-	dsn  string // the DSN through the proxy
-	mu   sync.Mutex
-	gate chan struct{} // closed while answers flow; nil: never held
+	dsn    string // the DSN through the proxy
+	mu     sync.Mutex
+	marker []byte        // armed: the bytes that close the gate
+	gate   chan struct{} // non-nil while the answers are held
 }
 
 func newGateProxy(t *testing.T, dsn string) *gateProxy {
@@ -62,7 +64,24 @@ func newGateProxy(t *testing.T, dsn string) *gateProxy {
 			cmu.Lock()
 			conns = append(conns, c, s)
 			cmu.Unlock()
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { // what the client sends; the marker closes the gate first
+				buf := make([]byte, 32<<10)
+				var tail []byte // the end of the last chunk, for a marker across two
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						p.see(append(tail, buf[:n]...))
+						tail = append([]byte(nil), buf[max(0, n-64):n]...)
+						if _, werr := s.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				s.Close()
+			}()
 			go func() { // the answers, through the gate
 				buf := make([]byte, 32<<10)
 				for {
@@ -93,12 +112,27 @@ func (p *gateProxy) wait() {
 	}
 }
 
-func (p *gateProxy) hold() {
+// arm makes the first client bytes holding marker close the gate.
+func (p *gateProxy) arm(marker string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gate == nil {
+	p.marker = []byte(marker)
+}
+
+func (p *gateProxy) see(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marker != nil && bytes.Contains(b, p.marker) {
+		p.marker = nil
 		p.gate = make(chan struct{})
 	}
+}
+
+// held reports whether the gate is closed.
+func (p *gateProxy) held() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gate != nil
 }
 
 func (p *gateProxy) release() {
@@ -134,12 +168,18 @@ func TestGroupCommitsInOneMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close(ctx)
-	p.hold()
+	// the answers are held from the first message that carries the event (a health
+	// check of the idle connection before it still gets its answer)
+	const id = "held-in-one-message"
+	p.arm(id)
 	done := make(chan error, 1)
-	go func() { done <- st.AppendWriteAhead(ctx, decision("held", "g1")) }()
+	go func() { done <- st.AppendWriteAhead(ctx, decision(id, "g1")) }()
+	if !until(30*time.Second, p.held) {
+		t.Fatal("the append's event never reached the server")
+	}
 	committed := until(30*time.Second, func() bool {
 		var n int
-		err := direct.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE id = 'held'`).Scan(&n)
+		err := direct.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE id = $1`, id).Scan(&n)
 		return err == nil && n == 1
 	})
 	var lockFree bool
