@@ -28,6 +28,11 @@
 #   bench/pg.sh                     # 10 s per case
 #   DURATION=30s CONNS=64 bench/pg.sh
 #   BIN=/tmp/sharedos-old bench/pg.sh   # another build (before/after in turn; no build)
+#   BASE=/tmp/sharedos-old bench/pg.sh  # also that build, interleaved: its own serve on the
+#                                       # same database and on its own SQLite file; the
+#                                       # authorize cases run ROUNDS times (default 3) in
+#                                       # turn, new then old, with a ratio row per pair
+#   ONLY=authorize bench/pg.sh          # the authorize cases only (no pgbench, no invoke)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -53,6 +58,7 @@ timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
 dsn="postgres://postgres@127.0.0.1:$pgport/sharedos?sslmode=disable"
 
 if [ -n "${BIN:-}" ]; then cp "$BIN" "$out/sharedos"; else go build -o "$out/sharedos" .; fi
+[ -n "${BASE:-}" ] && cp "$BASE" "$out/sharedos-base"
 {
   echo "version: 1"
   echo "context: {actor: agent:bench, owner: human:alice}"
@@ -71,11 +77,11 @@ sqlite="$out/state/state.db"
 mkdir -p "$out/state"
 sos --root "$out/root" --state "$dsn" --owner human:alice namespaces enable files >/dev/null
 sos --root "$out/root" --state "$sqlite" --owner human:alice namespaces enable files >/dev/null
-start_serve() { # state, port, log
+start_serve() { # state, port, log[, binary]
   # not through sos: $! must be the server's own pid (a backgrounded function's is a
   # subshell's, and killing it left the server running with this script's stdout open)
   HOME="$out/home" XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
-    "$out/sharedos" --root "$out/root" --state "$1" serve --listen "127.0.0.1:$2" --tokens "$out/etc/tokens.yaml" >"$3" 2>&1 &
+    "${4:-$out/sharedos}" --root "$out/root" --state "$1" serve --listen "127.0.0.1:$2" --tokens "$out/etc/tokens.yaml" >"$3" 2>&1 &
   servers+=($!)
   for _ in $(seq 1 400); do curl -fsS --max-time 2 "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0; sleep 0.05; done
   echo "serve ($1) did not become ready:" >&2; tail -3 "$3" >&2; exit 1
@@ -84,6 +90,15 @@ port=$(freeport); base="http://127.0.0.1:$port"
 start_serve "$dsn" "$port" "$out/serve.log"
 sport=$(freeport); sbase="http://127.0.0.1:$sport"
 start_serve "$sqlite" "$sport" "$out/serve-sqlite.log"
+if [ -n "${BASE:-}" ]; then # the old build: a replica on the same database, its own SQLite file
+  bsqlite="$out/state-base/state.db"
+  mkdir -p "$out/state-base"
+  sos --root "$out/root" --state "$bsqlite" --owner human:alice namespaces enable files >/dev/null
+  bport=$(freeport); bbase="http://127.0.0.1:$bport"
+  start_serve "$dsn" "$bport" "$out/serve-base.log" "$out/sharedos-base"
+  bsport=$(freeport); bsbase="http://127.0.0.1:$bsport"
+  start_serve "$bsqlite" "$bsport" "$out/serve-base-sqlite.log" "$out/sharedos-base"
+fi
 
 # invoke.lua: a spending call, on one of the distinct grants (HOT=0) or the hot one
 for hot in 0 1; do
@@ -146,18 +161,43 @@ load() { # name, lua, base, serve pid
   echo "$3" > "$out/rate-${1// /_}"
 }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+tps=
+[ "${ONLY:-}" = authorize ] || {
 timeout 900 "$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -i -q -s 10 pgbench >/dev/null 2>&1
 tps=$(timeout $((secs + 120)) "$bin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -N -c "$conns" -j 2 -T "$secs" pgbench 2>/dev/null |
   sed -n 's/^tps = \([0-9.]*\).*/\1/p' | tail -1)
+}
 printf '%-26s %10s %9s %9s %8s %9s %9s %9s\n' case per_s p50_ms p95_ms errors requests serve_us pg_us
+r() { cat "$out/rate-${1// /_}"; }
+ratio() { python3 -c "a,b=float('$1' or 0),float('$2' or 0);print(round(a/b,3) if b else '-')"; }
+if [ "${ONLY:-}" != authorize ]; then
 printf '%-26s %10s\n' "pgbench -N (tps)" "${tps%.*}"
 load "invoke distinct pg" "$out/invoke0.lua" "$base" "${servers[0]}"
 load "invoke hot grant pg" "$out/invoke1.lua" "$base" "${servers[0]}"
+fi
+if [ -z "${BASE:-}" ]; then
 load "authorize pg" "$out/authorize.lua" "$base/v1/authorize" "${servers[0]}"
 load "authorize sqlite" "$out/authorize.lua" "$sbase/v1/authorize" "${servers[1]}"
+else # interleaved rounds, new then old
+  for i in $(seq 1 "${ROUNDS:-3}"); do
+    load "authorize pg $i" "$out/authorize.lua" "$base/v1/authorize" "${servers[0]}"
+    load "authorize sqlite $i" "$out/authorize.lua" "$sbase/v1/authorize" "${servers[1]}"
+    load "base authorize pg $i" "$out/authorize.lua" "$bbase/v1/authorize" "${servers[2]}"
+    load "base authorize sqlite $i" "$out/authorize.lua" "$bsbase/v1/authorize" "${servers[3]}"
+    echo "round $i: pg/sqlite new $(ratio "$(r "authorize pg $i")" "$(r "authorize sqlite $i")"), base $(ratio "$(r "base authorize pg $i")" "$(r "base authorize sqlite $i")"); pg new/base $(ratio "$(r "authorize pg $i")" "$(r "base authorize pg $i")")"
+  done
+  # the summary rows: the rates summed over the rounds (a ratio of sums)
+  for c in authorize_pg authorize_sqlite base_authorize_pg base_authorize_sqlite; do
+    cat "$out"/rate-"$c"_[0-9]* | awk '{s+=$1} END{print s}' > "$out/rate-$c"
+  done
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-r() { cat "$out/rate-${1// /_}"; }
-ratio() { python3 -c "a,b=float('$1' or 0),float('$2' or 0);print(round(a/b,3) if b else '-')"; }
+if [ "${ONLY:-}" != authorize ]; then
 echo "ratio invoke distinct / pgbench -N:  $(ratio "$(r 'invoke distinct pg')" "$tps")   (target >= 0.5)"
 echo "ratio invoke hot / invoke distinct:  $(ratio "$(r 'invoke hot grant pg')" "$(r 'invoke distinct pg')")"
+fi
 echo "ratio authorize pg / sqlite:         $(ratio "$(r 'authorize pg')" "$(r 'authorize sqlite')")   (target >= 0.667)"
+if [ -n "${BASE:-}" ]; then
+echo "ratio base authorize pg / sqlite:    $(ratio "$(r 'base authorize pg')" "$(r 'base authorize sqlite')")   (the old build, same rounds)"
+echo "ratio authorize pg new / base:       $(ratio "$(r 'authorize pg')" "$(r 'base authorize pg')")"
+fi

@@ -154,8 +154,10 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 		return nil
 	}
 	// Check every event before a connection is taken: a refusal costs no round trip.
+	rows := make([][]any, len(evs))
 	for i := range evs {
-		if _, err := eventArgs(&evs[i]); err != nil {
+		var err error
+		if rows[i], err = eventArgs(&evs[i]); err != nil {
 			if len(evs) > 1 {
 				return fmt.Errorf("%s: event %d: %w", op, i, err)
 			}
@@ -171,7 +173,7 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 	}
 	var err error
 	if grouped {
-		err = s.appendGrouped(ctx, evs, !writeAhead) // see auditgroup.go
+		err = s.appendGrouped(ctx, evs, rows, !writeAhead) // see auditgroup.go
 	} else {
 		err = s.inTxClass(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
 	}

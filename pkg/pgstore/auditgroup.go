@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -19,7 +21,10 @@ import (
 // was bounded by a few round trips per record. AppendWriteAhead and AppendWriteAheadBatch
 // therefore join concurrent appends of this process into one transaction: while one
 // batch commits, the appends that come join the next, which the first of them writes
-// (all its inserts sent at once) when the first is done. An append returns once the
+// when the first is done — the whole transaction (BEGIN, the audit lock, each insert with
+// its same-event check, COMMIT) in one message (writeGroup1), so the audit lock is never
+// held across a round trip to this process and a group costs one round trip, not three.
+// An append returns once the
 // transaction holding its events committed, so the guarantees are the same as one
 // transaction per append:
 //
@@ -47,7 +52,7 @@ type auditGroup struct {
 }
 
 type auditBatch struct {
-	evs     []kernel.AuditEvent
+	rows    [][]any // the rows of the events (eventArgs), in order
 	members int
 	durable bool // it holds a refusal's record
 	done    chan struct{}
@@ -56,18 +61,18 @@ type auditBatch struct {
 
 // appendGrouped appends evs (checked already) in a group transaction; durable says the
 // transaction must commit durably.
-func (s *Store) appendGrouped(ctx context.Context, evs []kernel.AuditEvent, durable bool) error {
+func (s *Store) appendGrouped(ctx context.Context, evs []kernel.AuditEvent, rows [][]any, durable bool) error {
 	g := &s.group
 	g.mu.Lock()
 	if b := g.next; b != nil { // join the group waiting for the one being written
-		b.evs = append(b.evs, evs...)
+		b.rows = append(b.rows, rows...)
 		b.members++
 		b.durable = b.durable || durable
 		g.mu.Unlock()
 		<-b.done
 		return s.groupResult(ctx, b, evs, durable)
 	}
-	b := &auditBatch{evs: append([]kernel.AuditEvent(nil), evs...), members: 1, durable: durable, done: make(chan struct{})}
+	b := &auditBatch{rows: append([][]any(nil), rows...), members: 1, durable: durable, done: make(chan struct{})}
 	if w := g.writing; w != nil {
 		// wait for that group, then write this one with whatever joined it: no other
 		// group is written meanwhile (appends join g.next)
@@ -83,7 +88,7 @@ func (s *Store) appendGrouped(ctx context.Context, evs []kernel.AuditEvent, dura
 	if hook != nil {
 		hook()
 	}
-	b.err = s.inTxClass(ctx, !b.durable, func(tx pgx.Tx) error { return appendEventsPipelined(ctx, tx, b.evs) })
+	b.err = s.writeGroup(ctx, b.rows, b.durable)
 	g.mu.Lock()
 	g.writing = nil
 	g.mu.Unlock()
@@ -94,52 +99,90 @@ func (s *Store) appendGrouped(ctx context.Context, evs []kernel.AuditEvent, dura
 // groupResult is the answer of an append of group b: the group's, or, when the group of
 // several failed, the append's own transaction's.
 func (s *Store) groupResult(ctx context.Context, b *auditBatch, evs []kernel.AuditEvent, durable bool) error {
-	if b.err == nil || b.members == 1 {
+	if b.err == nil || (b.members == 1 && !isDupCheck(b.err)) {
+		// (an event under a recorded id with other content: the append alone says which,
+		// wrapping store.ErrDuplicate)
 		return b.err
 	}
 	return s.inTxClass(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
 }
 
-// appendEventsPipelined is appendEvents with the lock and every insert sent at once (one
-// round trip instead of one per event).
-func appendEventsPipelined(ctx context.Context, tx pgx.Tx, evs []kernel.AuditEvent) error {
-	if len(evs) == 1 {
-		return appendEvents(ctx, tx, evs)
-	}
-	rows := make([][]any, len(evs))
-	for i := range evs {
-		a, err := eventArgs(&evs[i])
-		if err != nil {
-			return fmt.Errorf("event %d: %w", i, err)
+// insertAuditCheckedSQL is insertAuditSQL and sameEventCheckSQL in one statement: it
+// inserts the event and, when its id was recorded already (by an earlier transaction, or
+// earlier in this one), fails the transaction (sameEventCheckSQL's error) unless the
+// recorded event is this one. The check's scan runs only when nothing was inserted (an
+// uncorrelated NOT EXISTS is a one-time filter); the row it reads is visible, because
+// the statement runs after the audit lock is held, so every transaction that recorded an
+// event has ended. The failing cast reads a column, so the planner cannot fold it into an
+// error when the branch is not taken.
+const insertAuditCheckedSQL = `WITH ins AS (` + insertAuditSQL + ` RETURNING 1)
+	SELECT CASE WHEN event = $12 THEN 0 ELSE (id || ' ` + dupMarker + `')::int END
+	FROM audit_events WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// writeGroup writes the events of a group (rows: their eventArgs) in one transaction,
+// retried like inTx on a serialization failure or a deadlock, and, when durable, returns
+// once its commit is durable (waitDurable, outside the audit lock).
+func (s *Store) writeGroup(ctx context.Context, rows [][]any, durable bool) error {
+	var err error
+	for attempt := range maxRetries {
+		if attempt > 0 {
+			t := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return errors.Join(err, ctx.Err())
+			case <-t.C:
+			}
 		}
-		rows[i] = a
-	}
-	var batch pgx.Batch
-	batch.Queue("SELECT pg_advisory_xact_lock($1)", int64(auditLock))
-	for _, a := range rows {
-		batch.Queue(insertAuditSQL, a...)
-	}
-	br := tx.SendBatch(ctx, &batch)
-	if _, err := br.Exec(); err != nil {
-		return errors.Join(fmt.Errorf("lock the audit trail: %w", err), br.Close())
-	}
-	var again []int // events whose id was recorded already
-	for i := range rows {
-		tag, err := br.Exec()
-		if err != nil {
-			return errors.Join(fmt.Errorf("write event %s: %w", evs[i].ID, err), br.Close())
-		}
-		if tag.RowsAffected() != 1 {
-			again = append(again, i)
+		err = s.writeGroup1(ctx, rows)
+		if !retryable(err) {
+			break
 		}
 	}
-	if err := br.Close(); err != nil {
+	if err != nil || !durable {
 		return err
 	}
-	for _, i := range again {
-		if err := sameEvent(ctx, tx, &evs[i], rows[i]); err != nil {
-			return err
+	return s.waitDurable(ctx)
+}
+
+// writeGroup1 sends the whole transaction of a group in one message: BEGIN, synchronous
+// commit off, the audit lock, each event's checked insert, COMMIT — as a spend's Commit
+// does (usage.go). The audit lock, which orders every audit-appending transaction of
+// every replica, is then held only while the server runs the inserts, never across a
+// round trip to this process (it used to be held from the inserts' answer to the COMMIT
+// that followed it; and BEGIN, the batch and COMMIT were three round trips, now one).
+// A statement that fails skips the rest (COMMIT too) and the transaction is rolled back.
+func (s *Store) writeGroup1(ctx context.Context, rows [][]any) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	var b pgx.Batch
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit = off")
+	b.Queue("SELECT pg_advisory_xact_lock($1)", int64(auditLock))
+	for _, a := range rows {
+		b.Queue(insertAuditCheckedSQL, a...)
+	}
+	b.Queue("COMMIT")
+	br := c.SendBatch(ctx, &b)
+	var tag pgconn.CommandTag
+	for range b.Len() {
+		if tag, err = br.Exec(); err != nil {
+			break
 		}
 	}
+	err = errors.Join(err, br.Close())
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("the transaction was rolled back (%s)", tag)
+	}
+	if err != nil {
+		if st := c.Conn().PgConn().TxStatus(); st == 'T' || st == 'E' {
+			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		c.Release() // a connection still in a transaction is closed, not reused
+		return err
+	}
+	c.Release()
 	return nil
 }

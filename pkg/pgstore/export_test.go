@@ -80,3 +80,40 @@ func SynchronousCommitInDurableAudit(ctx context.Context, s *Store) (string, err
 	})
 	return v, err
 }
+
+// HoldUsageReads makes the next usage read round of s wait, before it is sent, until
+// release is called (the reads that come meanwhile join the next round); each later round
+// calls each (when non-nil) before it is sent.
+func HoldUsageReads(s *Store, each func()) (release func()) {
+	held := make(chan struct{})
+	var once sync.Once
+	s.usage.mu.Lock()
+	s.usage.hook = func() {
+		first := false
+		once.Do(func() { first = true; <-held })
+		if !first && each != nil {
+			each()
+		}
+	}
+	s.usage.mu.Unlock()
+	return sync.OnceFunc(func() { close(held) })
+}
+
+// UsageReadsWaiting is the number of reads in the round waiting to be sent, and whether
+// a round is in flight.
+func UsageReadsWaiting(s *Store) (int, bool) {
+	s.usage.mu.Lock()
+	defer s.usage.mu.Unlock()
+	n := 0
+	if s.usage.next != nil {
+		n = len(s.usage.next.keys)
+	}
+	return n, s.usage.reading != nil
+}
+
+// UsageReadRounds is the number of usage read rounds s sent.
+func UsageReadRounds(s *Store) int64 {
+	s.usage.mu.Lock()
+	defer s.usage.mu.Unlock()
+	return s.usage.rounds
+}

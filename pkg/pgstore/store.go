@@ -110,6 +110,7 @@ type Store struct {
 	sel      selCache     // the selections read, validated by the revision
 	group    auditGroup   // the write-ahead appends being joined (auditgroup.go)
 	flush    flusher      // the waits for durability being joined (flush.go)
+	usage    usageReads   // the usage reads being joined (usageread.go)
 }
 
 // IsDSN reports whether state names a PostgreSQL database (a postgres:// or

@@ -43,17 +43,15 @@ func (s *Store) TryConsume(ctx context.Context, key kernel.UsageKey, max int64) 
 	return true, nil
 }
 
-// GetUsage returns how many uses of the grant key names were spent (0 when none was).
+// GetUsage returns how many uses of the grant key names were spent (0 when none was). A
+// read that comes while another is in flight shares one statement with the reads that
+// come meanwhile (usageread.go); it still sees every write committed before it was
+// called.
 func (s *Store) GetUsage(ctx context.Context, key kernel.UsageKey) (int64, error) {
 	if err := checkUsageKey(key); err != nil {
 		return 0, fmt.Errorf("read grant usage: %w", err)
 	}
-	var uses int64
-	err := s.pool.QueryRow(ctx, `SELECT uses FROM grant_usage WHERE world = $1 AND issuer = $2 AND subject = $3 AND grant_id = $4`,
-		key.World, key.Issuer.String(), key.Subject.String(), key.GrantID).Scan(&uses)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+	uses, err := s.readUsageGrouped(ctx, key) // with the concurrent reads (usageread.go)
 	if err != nil {
 		return 0, fail("read usage of grant "+key.GrantID, err)
 	}
