@@ -285,6 +285,7 @@ var envReaders = []string{
 	"internal/pgtest/pgtest.go",   // the tests' PostgreSQL cluster (its DSN and switch)
 	"internal/fakemcp/fakemcp.go", // a fake upstream MCP server, a program of its own
 	"bench/mcpfloor/main.go",      // a benchmark program of its own
+	"main_benchtrace.go",          // bench/serve-trace.sh's build only (-tags benchtrace)
 }
 
 // TestEnvironmentReadOnlyThroughEnv: no non-test file outside envReaders reads the

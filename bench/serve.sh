@@ -15,6 +15,11 @@
 #   BASE=/tmp/old/sharedos bench/serve.sh   # also that build, same files and state, same run
 #   REF_DIR=/tmp/sharedos-ref bench/serve.sh # also the reference's HTTP adapter (bench/ref-http/README.md)
 #   GRANTS=256 REF_DIR=… bench/serve.sh      # both with the reference's largest authority
+#   WRK_THREADS=1 bench/serve.sh             # wrk with one thread (default 2; the same for every row)
+#
+# After the table, each of our rows' p99, page faults per request (minor faults of the serve
+# process ÷ requests: a first touch of an anonymous page costs ~16 µs on this VM) and the
+# serve process's peak RSS (VmHWM) at the end of the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10s}
@@ -81,8 +86,9 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("TOKEN")
 wrk.body = os.getenv("BODY")
 done = function(summary, latency, requests)
-  io.write(string.format("RESULT %.0f %.3f %.3f %d %d\n", summary.requests / (summary.duration / 1e6),
-    latency:percentile(50) / 1000, latency:percentile(95) / 1000, summary.errors.status, summary.requests))
+  io.write(string.format("RESULT %.0f %.3f %.3f %d %d %.3f\n", summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, summary.errors.status, summary.requests,
+    latency:percentile(99) / 1000))
 end
 LUA
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # the server's user + system clock ticks
@@ -90,15 +96,23 @@ tick=$(getconf CLK_TCK)
 run() { # name port pid path body: req/s p50 p95 non2xx requests, and the server's CPU µs per request
   local name=$1 c0 c1 r
   c0=$(cpu "$3")
-  r=$(TOKEN="$token" BODY="$5" wrk -t2 -c"$conns" -d"$duration" --timeout "${wrk_timeout:-2s}" --latency -s "$out/post.lua" "http://127.0.0.1:$2$4" | grep '^RESULT')
+  local f0 f1
+  f0=$(awk '{print $10}' "/proc/$3/stat")
+  r=$(TOKEN="$token" BODY="$5" wrk -t"${WRK_THREADS:-2}" -c"$conns" -d"$duration" --timeout "${wrk_timeout:-2s}" --latency -s "$out/post.lua" "http://127.0.0.1:$2$4" | grep '^RESULT')
   c1=$(cpu "$3")
+  f1=$(awk '{print $10}' "/proc/$3/stat")
+  local rss
+  rss=$(awk '/VmHWM/{print int($2/1024)}' "/proc/$3/status")
   set -- $r
+  echo "$name $7 $(python3 -c "print(round(($f1-$f0)/max($6,1), 3))") $rss" >> "$out/extra" # run is called in a subshell
   echo "$name $2 $3 $4 $5 $6 $(python3 -c "print(round(($c1-$c0)*1e6/$tick/max($6,1)))")"
 }
 authz_body='{"resource":{"namespace":"files","path":["notes","todo.md"]},"action":"read"}'
 invoke_body='{"id":"bench","tool":"files.read","arguments":{"path":["notes","todo.md"]},"traceId":"bench","requestedAt":"2026-01-01T00:00:00Z"}'
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wrk: ${WRK_THREADS:-2} threads, $conns connections, $duration per row"
 rows=()
+: > "$out/extra"
 rows+=("$(run authorize "$port" "$pid" /v1/authorize "$authz_body")")
 [ -n "${BASE:-}" ] && rows+=("$(run base-authorize "$base_port" "$base_pid" /v1/authorize "$authz_body")")
 rows+=("$(run invoke "$port" "$pid" /v1/tools/invoke "$invoke_body")")
@@ -108,6 +122,11 @@ printf '%-15s %10s %9s %9s %8s %9s %12s\n' case req/s p50_ms p95_ms non2xx reque
 for r in "${rows[@]}"; do
   set -- $r
   printf '%-15s %10s %9s %9s %8s %9s %12s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
+done
+printf '%-15s %9s %14s %12s\n' case p99_ms faults/request peak_rss_MB
+grep -v '^warmup ' "$out/extra" | while read -r n p f m; do
+  case $n in sharedos|reference) continue ;; esac # the reference rounds below print their own
+  printf '%-15s %9s %14s %12s\n' "$n" "$p" "$f" "$m"
 done
 ratio() { # label row-a row-b: b ÷ a for req/s, p50, p95 and CPU per request
   local a b

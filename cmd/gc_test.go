@@ -38,13 +38,15 @@ func TestTuneGC(t *testing.T) {
 	}
 }
 
-// TestGCPolicyServer: only the mcp command itself (wherever the global flags sit) is a
-// server that keeps the usual pacing; its subcommands and every other command are tuned.
+// TestGCPolicyServer: only the mcp and serve commands themselves (wherever the global
+// flags sit) are servers that keep the usual pacing; mcp's subcommands and every other
+// command are tuned.
 func TestGCPolicyServer(t *testing.T) {
 	ios, _, _, _ := Test()
 	root := NewRootCmd(&Factory{IOStreams: ios, Env: func(string) string { return "" }})
 	for args, want := range map[string]bool{
 		"mcp": true, "--state /tmp/s.db mcp": true, "mcp --listen 127.0.0.1:0": true, "--root . -o json mcp": true,
+		"serve": true, "serve --listen 127.0.0.1:0 --tokens t.yaml": true, "--state /tmp/s.db serve --mcp": true,
 		"mcp config --client generic": false, "tools list": false, "version": false, "--root mcp tools list": false,
 	} {
 		c, _, err := root.Find(strings.Fields(args))

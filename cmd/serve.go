@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sharedos/sharedos/internal/logbuf"
 	"github.com/sharedos/sharedos/pkg/host"
 	"github.com/sharedos/sharedos/pkg/httpapi"
 	"github.com/sharedos/sharedos/pkg/mcphttp"
@@ -120,7 +121,12 @@ request names none, is the span's trace id, so audit records and traces join.`,
 
 // runServe serves /v1 (and /mcp) until SIGTERM or SIGINT, then drains.
 func runServe(ctx context.Context, opts *ServeOptions) error {
-	log := serverLogger(opts.IO.ErrOut, opts.LogFormat, opts.Settings)
+	// The access log (a line per request) leaves through a goroutine of its own, many
+	// lines a write: slog's handler holds its mutex across each Write (internal/logbuf).
+	// Everything serve prints on stderr goes through it, in order; Close writes the rest.
+	errOut := logbuf.New(opts.IO.ErrOut, 0)
+	defer errOut.Close()
+	log := serverLogger(errOut, opts.LogFormat, opts.Settings)
 	var tracer trace.Tracer
 	if opts.OTelTraces != "" {
 		t, stop, err := openTraces(opts.OTelTraces)
@@ -143,7 +149,7 @@ func runServe(ctx context.Context, opts *ServeOptions) error {
 			return httpapi.New(cfg)
 		},
 		ephemeral: func(url, token string) {
-			fmt.Fprintf(opts.IO.ErrOut, "sharedos: no tokens file: one ephemeral token, valid until this server stops, runs under this invocation's context\ntoken: %s\nurl:   %s\n", token, url)
+			fmt.Fprintf(errOut, "sharedos: no tokens file: one ephemeral token, valid until this server stops, runs under this invocation's context\ntoken: %s\nurl:   %s\n", token, url)
 		},
 	})
 }
