@@ -173,7 +173,7 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 	if grouped {
 		err = s.appendGrouped(ctx, evs, !writeAhead) // see auditgroup.go
 	} else {
-		err = s.inTxClass(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+		err = s.inTxClassChecked(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) }, eventsRecorded(evs))
 	}
 	if err != nil {
 		return fail(op, err)

@@ -83,7 +83,7 @@ func (s *Store) appendGrouped(ctx context.Context, evs []kernel.AuditEvent, dura
 	if hook != nil {
 		hook()
 	}
-	b.err = s.inTxClass(ctx, !b.durable, func(tx pgx.Tx) error { return appendEventsPipelined(ctx, tx, b.evs) })
+	b.err = s.inTxClassChecked(ctx, !b.durable, func(tx pgx.Tx) error { return appendEventsPipelined(ctx, tx, b.evs) }, eventsRecorded(b.evs))
 	g.mu.Lock()
 	g.writing = nil
 	g.mu.Unlock()
@@ -97,7 +97,7 @@ func (s *Store) groupResult(ctx context.Context, b *auditBatch, evs []kernel.Aud
 	if b.err == nil || b.members == 1 {
 		return b.err
 	}
-	return s.inTxClass(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+	return s.inTxClassChecked(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) }, eventsRecorded(evs))
 }
 
 // appendEventsPipelined is appendEvents with the lock and every insert sent at once (one

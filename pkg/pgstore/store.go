@@ -39,7 +39,10 @@
 // shutting down) also wraps store.ErrUnavailable, so a caller can tell it apart. A
 // transaction is retried (a bounded number of times) only on a serialization failure or
 // a deadlock (SQLSTATE 40001, 40P01): the server rolled it back, so it provably did not
-// commit. A dropped connection is never retried: its transaction may have committed.
+// commit. A connection dropped after the COMMIT was sent leaves the outcome unknown: a
+// write that appends audit events then looks it up by its records once the server
+// answers (ambiguous.go), answers what was recorded, and is run again only when it
+// provably did not commit; any other write is never retried (it may have committed).
 package pgstore
 
 import (
@@ -243,6 +246,12 @@ func retryable(err error) bool {
 // failure or a deadlock (at most maxRetries attempts). With writeAhead the commit is not
 // waited for on the disk (synchronous_commit off).
 func (s *Store) inTx(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error) error {
+	return s.inTxRetry(ctx, writeAhead, fn, nil)
+}
+
+// inTxRetry is inTx, with committed to find out the outcome of an ambiguous commit
+// (ambiguous.go) when it is not nil.
+func (s *Store) inTxRetry(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error, committed func(ctx context.Context, q querier) (bool, error)) error {
 	var err error
 	for attempt := range maxRetries {
 		if attempt > 0 {
@@ -254,8 +263,8 @@ func (s *Store) inTx(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) er
 			case <-t.C:
 			}
 		}
-		err = s.tx1(ctx, writeAhead, fn)
-		if !retryable(err) {
+		err = s.tx1(ctx, writeAhead, fn, committed)
+		if !retryable(err) && !errors.Is(err, errNotCommitted) {
 			return err
 		}
 	}
@@ -266,7 +275,7 @@ func (s *Store) inTx(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) er
 // round trip (both statements in one simple-protocol message).
 var beginWriteAhead = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 
-func (s *Store) tx1(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error) error {
+func (s *Store) tx1(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error, committed func(ctx context.Context, q querier) (bool, error)) error {
 	var opts pgx.TxOptions
 	if writeAhead {
 		opts = beginWriteAhead
@@ -279,7 +288,11 @@ func (s *Store) tx1(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) err
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	pid := tx.Conn().PgConn().PID()
+	if err := tx.Commit(ctx); err != nil {
+		return s.afterAmbiguousCommit(ctx, pid, err, committed)
+	}
+	return nil
 }
 
 // querier is what a pool, a connection and a transaction have in common.
