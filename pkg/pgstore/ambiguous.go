@@ -36,7 +36,10 @@ import (
 //     or different ⇒ it did not commit (the transaction would have written every one),
 //     and nothing of it is in the database: a failure that spent nothing, which an
 //     audit append may retry (provably not committed);
-//  3. still unknown when the context ends (the database unreachable until the
+//  3. the same lookup when the commit was answered but the flush that proves it durable
+//     failed because the server went away (waitDurableChecked): still recorded ⇒ flushed
+//     again; gone (lost with an immediate shutdown) ⇒ not committed;
+//  4. still unknown when the context ends (the database unreachable until the
 //     deadline) ⇒ the original error, store.ErrUnavailable, as before.
 //
 // Covered: a spent use's commit (reservation.Commit: the use and its decision record,
@@ -188,13 +191,43 @@ func (s *Store) inTxChecked(ctx context.Context, writeAhead bool, fn func(tx pgx
 	return s.inTxRetry(ctx, writeAhead, fn, committed)
 }
 
-// inTxClassChecked is inTxClass (flush.go) with inTxChecked's lookup.
+// inTxClassChecked is inTx for a transaction that appends audit events, write-ahead or
+// durable (as inTxDurable), with inTxChecked's lookup, also when the flush a durable
+// commit waits for fails (waitDurableChecked); run again when it provably did not commit
+// (at most maxRetries times in all).
 func (s *Store) inTxClassChecked(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error, committed func(ctx context.Context, q querier) (bool, error)) error {
-	if err := s.inTxChecked(ctx, true, fn, committed); err != nil {
-		return err
+	var err error
+	for range maxRetries {
+		if err = s.inTxChecked(ctx, true, fn, committed); err != nil || writeAhead {
+			return err
+		}
+		if err = s.waitDurableChecked(ctx, committed); !errors.Is(err, errNotCommitted) {
+			return err
+		}
 	}
-	if writeAhead {
-		return nil
+	return err
+}
+
+// waitDurableChecked is waitDurable for a transaction that committed, whose records
+// committed reads back: when the flush cannot be proven because the server went away
+// (an immediate shutdown loses the commits not yet flushed), the records are looked up
+// once it answers again (bounded by ctx, as resolveCommit): still there ⇒ flushed again,
+// to prove them durable; gone ⇒ errNotCommitted (lost with the server's crash: nothing
+// of the transaction is left).
+func (s *Store) waitDurableChecked(ctx context.Context, committed func(ctx context.Context, q querier) (bool, error)) error {
+	var err error
+	for range maxRetries {
+		err = s.waitDurable(ctx)
+		if err == nil || committed == nil || !isUnreachable(err) {
+			return err
+		}
+		ok, rerr := s.resolveCommit(ctx, 0, err, committed) // pid 0: no backend to wait for
+		if rerr != nil {
+			return rerr
+		}
+		if !ok {
+			return fmt.Errorf("%w: %w", errNotCommitted, err)
+		}
 	}
-	return s.waitDurable(ctx)
+	return err
 }

@@ -37,6 +37,7 @@ type commitProxy struct {
 
 	mu          sync.Mutex
 	armed       string // "", "forward" or "swallow"
+	flushOnly   bool   // cut at the flush round's statement instead of a COMMIT
 	refuseAfter bool
 	refusing    bool
 	fired       chan struct{} // closed once the armed cut happened
@@ -88,8 +89,18 @@ func newCommitProxy(t *testing.T, dsn string) *commitProxy {
 func (p *commitProxy) arm(mode string, refuseAfter bool) chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.armed, p.refuseAfter, p.fired = mode, refuseAfter, make(chan struct{})
+	p.armed, p.refuseAfter, p.flushOnly, p.fired = mode, refuseAfter, false, make(chan struct{})
 	return p.fired
+}
+
+// armFlush makes the next flush round's connection be cut before the server runs it
+// (the commit before it got its answer; the proof of its durability is lost).
+func (p *commitProxy) armFlush() chan struct{} {
+	fired := p.arm("swallow", false)
+	p.mu.Lock()
+	p.flushOnly = true
+	p.mu.Unlock()
+	return fired
 }
 
 // take returns the armed mode and disarms (one cut per arm).
@@ -217,15 +228,18 @@ func (p *commitProxy) pipe(c, s net.Conn) {
 			}
 			msg := buf[:1+l]
 			body := msg[5:]
-			var commit bool
+			var q string
 			switch msg[0] {
 			case 'Q':
-				commit = isCommit(cstring(body, 0))
+				q = cstring(body, 0)
 			case 'P':
 				stmts[cstring(body, 0)] = cstring(body, 1)
 			case 'B':
-				commit = isCommit(stmts[cstring(body, 1)])
+				q = stmts[cstring(body, 1)]
 			}
+			p.mu.Lock()
+			commit := p.armed != "" && (p.flushOnly && strings.Contains(q, "pg_logical_emit_message") || !p.flushOnly && isCommit(q))
+			p.mu.Unlock()
 			if commit {
 				switch p.take() {
 				case "forward":
@@ -290,7 +304,9 @@ func isCommit(q string) bool {
 // fails with store.ErrUnavailable, having spent nothing, when it did not; a refusal's
 // record (the grouped durable append) and an effect's record (Append) are answered
 // written when they committed and, when they provably did not, are written again (a
-// safe retry) — in every case the answer matches the rows. With the server unreachable
+// safe retry); a recorded delivery in a reserved use's transaction the same as a spend;
+// a commit answered whose flush round is cut is looked up and flushed again — in every
+// case the answer matches the rows. With the server unreachable
 // until the deadline, the outcome stays unknown and the call fails with
 // store.ErrUnavailable (as before: the only case where a failed call may have a record).
 func TestAmbiguousCommitAnswersWhatWasRecorded(t *testing.T) {
@@ -408,6 +424,38 @@ func TestAmbiguousCommitAnswersWhatWasRecorded(t *testing.T) {
 			}
 		})
 	}
+	// the commit answered, the flush that proves it durable cut: the records are read
+	// back and flushed again
+	t.Run("flush lost/spend", func(t *testing.T) {
+		st := open(t)
+		grant := "flush-spend"
+		r, ok, err := st.ReserveUse(ctx, key(grant), 5)
+		if err != nil || !ok {
+			t.Fatalf("ReserveUse = %v, %v", ok, err)
+		}
+		fired := px.armFlush()
+		ev := decision(grant, grant)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		err = r.Commit(cctx, &ev)
+		waitFired(t, fired)
+		if n, rec := uses(t, grant), recorded(t, grant); err != nil || n != 1 || !rec {
+			t.Errorf("spend whose flush was cut: Commit = %v, uses %d, recorded %v; want nil, 1, true", err, n, rec)
+		}
+	})
+	t.Run("flush lost/refusal", func(t *testing.T) {
+		st := open(t)
+		ev := decision("flush-refusal", "flush-refusal")
+		ev.Outcome = kernel.OutcomeDenied
+		fired := px.armFlush()
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		err := st.AppendWriteAhead(cctx, ev)
+		waitFired(t, fired)
+		if rec := recorded(t, ev.OperationID); err != nil || !rec {
+			t.Errorf("refusal whose flush was cut: AppendWriteAhead = %v, recorded %v; want nil, true", err, rec)
+		}
+	})
 	t.Run("unreachable until the deadline", func(t *testing.T) {
 		st := open(t)
 		grant := "spend-unknown"

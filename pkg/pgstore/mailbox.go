@@ -94,7 +94,7 @@ func (s *Store) inMessageTx(ctx context.Context, use kernel.UsageReservation, fn
 		r.c.Release()
 		r.c = nil
 	}
-	return r.s.waitDurable(ctx)
+	return r.s.waitDurableChecked(ctx, rt.committed)
 }
 
 // recordingTx is a message transaction that keeps the records appendRecords appended in

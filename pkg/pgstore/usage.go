@@ -260,7 +260,11 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 		r.c.Release()
 		r.c = nil
 	}
-	if err := r.s.waitDurable(ctx); err != nil {
+	var recorded func(ctx context.Context, q querier) (bool, error)
+	if ev != nil {
+		recorded = eventsRecorded([]kernel.AuditEvent{*ev})
+	}
+	if err := r.s.waitDurableChecked(ctx, recorded); err != nil {
 		return fail(op, err)
 	}
 	return nil
