@@ -167,9 +167,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return &Store{pool: pool, name: name, defaults: defaults, rev: newRevisions(opts.RevisionPoll), hints: mailbox.NewHub()}, nil
 }
 
-// newPool opens a pool on dsn and checks that the server answers. Without
-// pool_max_conns in the DSN the pool holds up to 4 connections per CPU (at least 8): a
-// reservation holds its connection until it is committed.
+// newPool opens a pool on dsn. Without pool_max_conns in the DSN the pool holds up to 4
+// connections per CPU (at least 8): a reservation holds its connection until it is
+// committed. It opens no connection itself (pool_min_conns aside): the caller's first
+// statement (Open's schema check) connects and proves the server answers, so a command
+// that reads once pays one connection and no extra round trip.
 func newPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -178,15 +180,7 @@ func newPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = int32(max(8, 4*runtime.NumCPU()))
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 func unavailable(name string, err error) error {
