@@ -14,7 +14,9 @@
 # Prints, per case: the server's execution time of the store's query (EXPLAIN ANALYZE,
 # median of 5, the process start and the connection excluded), then the whole command
 # timed by bench/interleave.py (median wall and CPU time over RUNS runs, interleaved, and
-# the ratio to `sharedos version`, the process's own start), and the load average.
+# the ratio to `sharedos version`, the process's own start), and the load average. With
+# PgBouncer installed, each command is also timed through it (session pooling: the
+# "pooled:" rows) and the cost of one connection is printed, direct and pooled.
 #
 #   bench/pg-audit.sh                 # 10,000,000 events (minutes to fill)
 #   EVENTS=1000000 RUNS=10 bench/pg-audit.sh
@@ -38,7 +40,7 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 pgport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
 [ -z "$reuse" ] && as_pg "$bin/initdb" -D "$out/pg/data" -U postgres --auth=trust -E UTF8 --no-instructions >/dev/null
 as_pg timeout 120 "$bin/pg_ctl" -D "$out/pg/data" -l "$out/pg/log" -w -t 100 -o "-p $pgport -k $out/pg -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c maintenance_work_mem=256MB -c max_wal_size=4GB -c shared_buffers=256MB" start >/dev/null
-cleanup() { as_pg timeout 60 "$bin/pg_ctl" -D "$out/pg/data" -m immediate -t 30 stop >/dev/null 2>&1 || true; }
+cleanup() { as_pg timeout 300 "$bin/pg_ctl" -D "$out/pg/data" -m fast -t 280 stop >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 psql() { timeout "${PSQL_TIMEOUT:-3600}" "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pgport" -U postgres -d sharedos "$@"; }
 [ -z "$reuse" ] && timeout 60 "$bin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres sharedos
@@ -121,11 +123,76 @@ for c in "${cases[@]}"; do
 done
 echo "(two types: the store splits it into one limited walk per type; this row is the = ANY form, for comparison)"
 
+# A connection pooler in front of the server (PgBouncer, session mode, when installed:
+# apt-get install pgbouncer; POOLER=0 skips it): what an operator whose commands connect
+# once each would configure. Each command's connection then attaches to a server backend
+# the pooler keeps (no fork of a backend, its catalog caches warm) instead of a new one.
+pooled=
+if [ "${POOLER:-1}" != 0 ] && command -v pgbouncer >/dev/null; then
+  mkdir -p "$out/pgb"; [ "$(id -u)" = 0 ] && chown postgres "$out/pgb"
+  bport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()')
+  cat >"$out/pgb/pgb.ini" <<INI
+[databases]
+sharedos = host=127.0.0.1 port=$pgport dbname=sharedos
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bport
+unix_socket_dir =
+auth_type = trust
+auth_file = $out/pgb/users.txt
+pool_mode = session
+default_pool_size = 4
+logfile = $out/pgb/pgb.log
+pidfile = $out/pgb/pgb.pid
+INI
+  echo '"postgres" ""' >"$out/pgb/users.txt"
+  [ "$(id -u)" = 0 ] && chown postgres "$out/pgb/pgb.ini" "$out/pgb/users.txt"
+  as_pg pgbouncer -d "$out/pgb/pgb.ini"
+  trap 'kill "$(cat "$out/pgb/pgb.pid" 2>/dev/null)" 2>/dev/null || true; cleanup' EXIT
+  for _ in $(seq 50); do [ -s "$out/pgb/pgb.pid" ] && break; sleep 0.1; done
+  pooled="postgres://postgres@127.0.0.1:$bport/sharedos?sslmode=disable"
+fi
+
+# A connection's cost alone (a raw protocol client: TCP connect, startup, trust auth,
+# then the schema check's one statement), median of 20, direct and through the pooler.
+conncost() {
+  python3 - "$1" <<'PY'
+import socket, struct, sys, time
+port = int(sys.argv[1])
+def until_ready(s):
+    buf = b""
+    while not buf.endswith(b"Z\0\0\0\x05I"):
+        b = s.recv(8192)
+        if not b: raise SystemExit("connection closed")
+        buf += b
+def once():
+    t0 = time.perf_counter()
+    s = socket.create_connection(("127.0.0.1", port))
+    body = struct.pack("!I", 196608) + b"user\0postgres\0database\0sharedos\0\0"
+    s.sendall(struct.pack("!I", len(body) + 4) + body)
+    until_ready(s)
+    t1 = time.perf_counter()
+    q = b"SELECT max(version_id) FROM sharedos_schema_version WHERE is_applied\0"
+    s.sendall(b"Q" + struct.pack("!I", len(q) + 4) + q)
+    until_ready(s)
+    t2 = time.perf_counter()
+    s.sendall(b"X\0\0\0\x04"); s.close()
+    return (t1 - t0) * 1000, (t2 - t1) * 1000
+r = [once() for _ in range(20)]
+c = sorted(x[0] for x in r); q = sorted(x[1] for x in r)
+print("connect+startup p50 %7.2f ms, first statement p50 %6.2f ms" % (c[10], q[10]))
+PY
+}
+echo
+printf '%-24s ' "connection (direct)"; conncost "$pgport"
+[ -n "$pooled" ] && { printf '%-24s ' "connection (pgbouncer)"; conncost "$bport"; }
+
 echo
 args=(--peer "sharedos version" "$out/sharedos version")
 for c in "${cases[@]}"; do
   name=${c%%|*}; flags=${c#*|}
   args+=(--cmd "audit list $name" "env HOME=$out/home XDG_CONFIG_HOME=$out/xdg/config XDG_STATE_HOME=$out/xdg/state $out/sharedos --root $out/root --state $dsn audit list --limit 20 -o json $flags")
+  [ -n "$pooled" ] && args+=(--cmd "  pooled: $name" "env HOME=$out/home XDG_CONFIG_HOME=$out/xdg/config XDG_STATE_HOME=$out/xdg/state $out/sharedos --root $out/root --state $pooled audit list --limit 20 -o json $flags")
 done
 # each listing returns its events (checked once, untimed)
 for c in "${cases[@]}"; do

@@ -175,7 +175,7 @@ func (s *Store) appendAll(ctx context.Context, writeAhead bool, op string, evs [
 	if grouped {
 		err = s.appendGrouped(ctx, evs, rows, !writeAhead) // see auditgroup.go
 	} else {
-		err = s.inTxClass(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+		err = s.inTxClassChecked(ctx, writeAhead, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) }, eventsRecorded(evs))
 	}
 	if err != nil {
 		return fail(op, err)
@@ -348,7 +348,11 @@ func (s *Store) ListAuditAfter(ctx context.Context, f store.AuditFilter) ([]kern
 // listAudit is ListAudit that also returns the sequence number of the last event read.
 func (s *Store) listAudit(ctx context.Context, f store.AuditFilter) ([]kernel.AuditEvent, int64, error) {
 	q, args := auditQuery(f)
-	rows, err := s.pool.Query(ctx, q, args...)
+	// One round trip (an unnamed statement, parameter types from the Go values): a
+	// listing's text depends on its filter, and a command lists once, so preparing it
+	// (a round trip of its own, a cached statement never used again) costs more than
+	// the planning it would save.
+	rows, err := s.pool.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, 0, fail("list audit events", err)
 	}

@@ -104,7 +104,7 @@ func (s *Store) groupResult(ctx context.Context, b *auditBatch, evs []kernel.Aud
 		// wrapping store.ErrDuplicate)
 		return b.err
 	}
-	return s.inTxClass(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) })
+	return s.inTxClassChecked(ctx, !durable, func(tx pgx.Tx) error { return appendEvents(ctx, tx, evs) }, eventsRecorded(evs))
 }
 
 // insertAuditCheckedSQL is insertAuditSQL and sameEventCheckSQL in one statement: it
@@ -121,8 +121,13 @@ const insertAuditCheckedSQL = `WITH ins AS (` + insertAuditSQL + ` RETURNING 1)
 
 // writeGroup writes the events of a group (rows: their eventArgs) in one transaction,
 // retried like inTx on a serialization failure or a deadlock, and, when durable, returns
-// once its commit is durable (waitDurable, outside the audit lock).
+// once its commit is durable (waitDurable, outside the audit lock). A commit whose answer
+// was lost is looked up by the group's rows (ambiguous.go): recorded ⇒ committed;
+// provably not committed ⇒ written again, as a transaction the server rolled back; still
+// unknown at ctx's end ⇒ the lost connection's error. The same lookup when the flush a
+// durable group waits for cannot be proven (waitDurableChecked).
 func (s *Store) writeGroup(ctx context.Context, rows [][]any, durable bool) error {
+	recorded := rowsRecorded(rows)
 	var err error
 	for attempt := range maxRetries {
 		if attempt > 0 {
@@ -134,15 +139,19 @@ func (s *Store) writeGroup(ctx context.Context, rows [][]any, durable bool) erro
 			case <-t.C:
 			}
 		}
-		err = s.writeGroup1(ctx, rows)
-		if !retryable(err) {
+		var pid uint32
+		pid, err = s.writeGroup1(ctx, rows)
+		if err != nil && pid != 0 {
+			err = s.afterAmbiguousCommit(ctx, pid, err, recorded)
+		}
+		if err == nil && durable {
+			err = s.waitDurableChecked(ctx, recorded)
+		}
+		if !retryable(err) && !errors.Is(err, errNotCommitted) {
 			break
 		}
 	}
-	if err != nil || !durable {
-		return err
-	}
-	return s.waitDurable(ctx)
+	return err
 }
 
 // writeGroup1 sends the whole transaction of a group in one message: BEGIN, synchronous
@@ -152,11 +161,15 @@ func (s *Store) writeGroup(ctx context.Context, rows [][]any, durable bool) erro
 // round trip to this process (it used to be held from the inserts' answer to the COMMIT
 // that followed it; and BEGIN, the batch and COMMIT were three round trips, now one).
 // A statement that fails skips the rest (COMMIT too) and the transaction is rolled back.
-func (s *Store) writeGroup1(ctx context.Context, rows [][]any) error {
+//
+// It returns the backend's process id when the message was sent (0 when no connection
+// was had: nothing was sent, so nothing can have committed).
+func (s *Store) writeGroup1(ctx context.Context, rows [][]any) (uint32, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	pid := c.Conn().PgConn().PID()
 	var b pgx.Batch
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
@@ -181,8 +194,8 @@ func (s *Store) writeGroup1(ctx context.Context, rows [][]any) error {
 			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 		c.Release() // a connection still in a transaction is closed, not reused
-		return err
+		return pid, err
 	}
 	c.Release()
-	return nil
+	return 0, nil
 }

@@ -17,7 +17,7 @@ func SynchronousCommitIn(ctx context.Context, s *Store, writeAhead bool) (string
 	var v string
 	err := s.tx1(ctx, writeAhead, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v)
-	})
+	}, nil)
 	return v, err
 }
 

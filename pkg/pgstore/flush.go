@@ -140,11 +140,5 @@ func (s *Store) inTxDurable(ctx context.Context, fn func(tx pgx.Tx) error) error
 	return s.waitDurable(ctx)
 }
 
-// inTxClass is inTx for a transaction that appends audit events: write-ahead, or durable
-// by inTxDurable.
-func (s *Store) inTxClass(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error) error {
-	if writeAhead {
-		return s.inTx(ctx, true, fn)
-	}
-	return s.inTxDurable(ctx, fn)
-}
+// inTxClassChecked (ambiguous.go) is inTx for a transaction that appends audit events:
+// write-ahead, or durable as inTxDurable, with the lookup of an ambiguous commit.

@@ -54,9 +54,18 @@ var _ store.RecordedMailbox = (*Store)(nil)
 // reservation's transaction commits with synchronous_commit off (it takes the audit lock
 // when fn appends records) and waits for a flush outside the lock, as Commit does
 // (flush.go). A foreign use is released.
+//
+// When the connection is lost after its COMMIT was sent, the outcome is looked up by the
+// records fn appended (ambiguous.go): committed ⇒ success; not committed ⇒ run again
+// without a use, a failure that spent nothing with one. A transaction that appended no
+// record keeps the lost connection's error.
 func (s *Store) inMessageTx(ctx context.Context, use kernel.UsageReservation, fn func(tx txQuerier) error) error {
+	rt := &recordingTx{}
 	if use == nil {
-		return s.inTxDurable(ctx, func(tx pgx.Tx) error { return fn(tx) })
+		return s.inTxClassChecked(ctx, false, func(tx pgx.Tx) error {
+			rt.txQuerier, rt.wrote = tx, rt.wrote[:0]
+			return fn(rt)
+		}, rt.committed)
 	}
 	r, ok := use.(*reservation)
 	if !ok {
@@ -66,21 +75,41 @@ func (s *Store) inMessageTx(ctx context.Context, use kernel.UsageReservation, fn
 	if r.c == nil {
 		return fmt.Errorf("the reservation of grant %s: %w", r.grant, pgx.ErrTxClosed)
 	}
-	if err := fn(r.c); err != nil {
+	rt.txQuerier = r.c
+	if err := fn(rt); err != nil {
 		r.abandon(ctx)
 		return err
 	}
+	pid := r.c.Conn().PgConn().PID()
 	tag, err := r.c.Exec(ctx, "COMMIT")
 	if err == nil && tag.String() != "COMMIT" {
 		err = fmt.Errorf("the transaction was rolled back (%s)", tag)
 	}
 	if err != nil {
 		r.abandon(ctx)
-		return err
+		if err := r.s.afterAmbiguousCommit(ctx, pid, err, rt.committed); err != nil {
+			return err
+		}
+	} else {
+		r.c.Release()
+		r.c = nil
 	}
-	r.c.Release()
-	r.c = nil
-	return r.s.waitDurable(ctx)
+	return r.s.waitDurableChecked(ctx, rt.committed)
+}
+
+// recordingTx is a message transaction that keeps the records appendRecords appended in
+// it: what an ambiguous commit's lookup reads back.
+type recordingTx struct {
+	txQuerier
+	wrote []kernel.AuditEvent
+}
+
+// committed is the lookup of an ambiguous commit: errNoRecord when nothing was appended.
+func (rt *recordingTx) committed(ctx context.Context, q querier) (bool, error) {
+	if len(rt.wrote) == 0 {
+		return false, errNoRecord
+	}
+	return eventsRecorded(rt.wrote)(ctx, q)
 }
 
 // appendRecords appends the events records returns for rec in tx.
@@ -91,6 +120,9 @@ func appendRecords(ctx context.Context, tx txQuerier, rec store.MessageRecord, r
 	evs, err := records(rec)
 	if err != nil || len(evs) == 0 {
 		return err
+	}
+	if rt, ok := tx.(*recordingTx); ok {
+		rt.wrote = append(rt.wrote, evs...)
 	}
 	return appendEvents(ctx, tx, evs)
 }

@@ -39,7 +39,10 @@
 // shutting down) also wraps store.ErrUnavailable, so a caller can tell it apart. A
 // transaction is retried (a bounded number of times) only on a serialization failure or
 // a deadlock (SQLSTATE 40001, 40P01): the server rolled it back, so it provably did not
-// commit. A dropped connection is never retried: its transaction may have committed.
+// commit. A connection dropped after the COMMIT was sent leaves the outcome unknown: a
+// write that appends audit events then looks it up by its records once the server
+// answers (ambiguous.go), answers what was recorded, and is run again only when it
+// provably did not commit; any other write is never retried (it may have committed).
 package pgstore
 
 import (
@@ -165,9 +168,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return &Store{pool: pool, name: name, defaults: defaults, rev: newRevisions(opts.RevisionPoll), hints: mailbox.NewHub()}, nil
 }
 
-// newPool opens a pool on dsn and checks that the server answers. Without
-// pool_max_conns in the DSN the pool holds up to 4 connections per CPU (at least 8): a
-// reservation holds its connection until it is committed.
+// newPool opens a pool on dsn. Without pool_max_conns in the DSN the pool holds up to 4
+// connections per CPU (at least 8): a reservation holds its connection until it is
+// committed. It opens no connection itself (pool_min_conns aside): the caller's first
+// statement (Open's schema check) connects and proves the server answers, so a command
+// that reads once pays one connection and no extra round trip.
 func newPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -176,15 +181,7 @@ func newPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = int32(max(8, 4*runtime.NumCPU()))
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 func unavailable(name string, err error) error {
@@ -244,6 +241,12 @@ func retryable(err error) bool {
 // failure or a deadlock (at most maxRetries attempts). With writeAhead the commit is not
 // waited for on the disk (synchronous_commit off).
 func (s *Store) inTx(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error) error {
+	return s.inTxRetry(ctx, writeAhead, fn, nil)
+}
+
+// inTxRetry is inTx, with committed to find out the outcome of an ambiguous commit
+// (ambiguous.go) when it is not nil.
+func (s *Store) inTxRetry(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error, committed func(ctx context.Context, q querier) (bool, error)) error {
 	var err error
 	for attempt := range maxRetries {
 		if attempt > 0 {
@@ -255,8 +258,8 @@ func (s *Store) inTx(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) er
 			case <-t.C:
 			}
 		}
-		err = s.tx1(ctx, writeAhead, fn)
-		if !retryable(err) {
+		err = s.tx1(ctx, writeAhead, fn, committed)
+		if !retryable(err) && !errors.Is(err, errNotCommitted) {
 			return err
 		}
 	}
@@ -267,7 +270,7 @@ func (s *Store) inTx(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) er
 // round trip (both statements in one simple-protocol message).
 var beginWriteAhead = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 
-func (s *Store) tx1(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error) error {
+func (s *Store) tx1(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) error, committed func(ctx context.Context, q querier) (bool, error)) error {
 	var opts pgx.TxOptions
 	if writeAhead {
 		opts = beginWriteAhead
@@ -280,7 +283,11 @@ func (s *Store) tx1(ctx context.Context, writeAhead bool, fn func(tx pgx.Tx) err
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	pid := tx.Conn().PgConn().PID()
+	if err := tx.Commit(ctx); err != nil {
+		return s.afterAmbiguousCommit(ctx, pid, err, committed)
+	}
+	return nil
 }
 
 // querier is what a pool, a connection and a transaction have in common.

@@ -227,6 +227,7 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 		b.Queue(sameEventCheckSQL, ev.ID, a[len(a)-1])
 	}
 	b.Queue("COMMIT")
+	pid := r.c.Conn().PgConn().PID()
 	br := r.c.SendBatch(ctx, &b)
 	var err error
 	var tag pgconn.CommandTag
@@ -244,11 +245,24 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 		if isDupCheck(err) {
 			return fmt.Errorf("%s: audit: event id %s: %w with other content", op, ev.ID, store.ErrDuplicate)
 		}
-		return fail(op, err)
+		if ev == nil {
+			return fail(op, err)
+		}
+		// The answer lost after the COMMIT was sent: committed when its record is there
+		// (ambiguous.go); the use is then spent with its record, and the call answered as
+		// if the answer had come.
+		if err := r.s.afterAmbiguousCommit(ctx, pid, err, eventsRecorded([]kernel.AuditEvent{*ev})); err != nil {
+			return fail(op, err)
+		}
+	} else {
+		r.c.Release()
+		r.c = nil
 	}
-	r.c.Release()
-	r.c = nil
-	if err := r.s.waitDurable(ctx); err != nil {
+	var recorded func(ctx context.Context, q querier) (bool, error)
+	if ev != nil {
+		recorded = eventsRecorded([]kernel.AuditEvent{*ev})
+	}
+	if err := r.s.waitDurableChecked(ctx, recorded); err != nil {
 		return fail(op, err)
 	}
 	return nil
