@@ -58,8 +58,17 @@ type File struct {
 type parsed struct {
 	file       *File
 	root       *node
-	grantNodes []*node // parallel to file.Grants
+	grantNodes []*node // parallel to file.Grants (nil when read by the direct path)
+	idLines    []int32 // the direct path's: the line of each grant's id
 	ctxLines   map[string]int
+}
+
+// idLine returns the line of grant i's id.
+func (p *parsed) idLine(i int) int {
+	if p.grantNodes == nil {
+		return int(p.idLines[i])
+	}
+	return lineOf(p.grantNodes[i], "id")
 }
 
 // Load reads and parses the grant file at path (at most MaxFileSize bytes). Errors are

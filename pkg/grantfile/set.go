@@ -143,7 +143,7 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	ctxs := make([]*fileContext, len(paths))
 	var refused *Error
 	for i, p := range paths {
-		pf, fc, err := parseWithContext(p, datas[i])
+		pf, fc, err := parseDirect(p, datas[i])
 		if err != nil && refused == nil {
 			refused = err
 		}
@@ -251,7 +251,7 @@ func checkIDs(ps []*parsed) *Error {
 	for fi, p := range ps {
 		for gi := range p.file.Grants {
 			id := p.file.Grants[gi].ID
-			line := lineOf(p.grantNodes[gi], "id")
+			line := p.idLine(gi)
 			if w, dup := ids[id]; dup {
 				return &Error{File: p.file.Path, Grant: id, Field: "id", Line: line,
 					Message: fmt.Sprintf("duplicate grant id %q: also defined in %s", id, at(ps[w.file].file.Path, w.line))}
