@@ -52,15 +52,20 @@ const (
 )
 
 // cacheKey digests the paths and contents of a set, in order.
-func cacheKey(paths []string, datas [][]byte) [32]byte {
+func cacheKey[T string | []byte](paths []string, datas []T) [32]byte {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	h.Write([]byte(cacheVersion))
+	buf := make([]byte, 32<<10)
 	for i, p := range paths {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
 		h.Write([]byte(p))
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(datas[i])))])
-		h.Write(datas[i])
+		for d := datas[i]; len(d) > 0; { // through a small buffer: no copy of a whole file
+			k := copy(buf, d)
+			h.Write(buf[:k])
+			d = d[k:]
+		}
 	}
 	var k [32]byte
 	h.Sum(k[:0])

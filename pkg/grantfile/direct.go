@@ -1,7 +1,6 @@
 package grantfile
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -107,7 +106,7 @@ func countItems(lines []string, col int) int {
 func (p *fastYAML) items(col int) int { return countItems(p.lines[p.i:], col) }
 
 // parseDirect is parseWithContext, by the direct path when it takes the file.
-func parseDirect(name string, data []byte) (*parsed, *fileContext, *Error) {
+func parseDirect(name string, data string) (*parsed, *fileContext, *Error) {
 	if directEnabled {
 		if p, ok := directYAML(name, data); ok {
 			return p, &fileContext{ctx: p.file.Context, lines: p.ctxLines}, nil
@@ -122,11 +121,11 @@ var directEnabled = true
 // directYAML parses a YAML grant file by the direct path, or reports false when it
 // declines it (see above). The parsed value has no tree of the grants: idLines gives the
 // line of each grant's id.
-func directYAML(name string, data []byte) (*parsed, bool) {
+func directYAML(name string, data string) (*parsed, bool) {
 	if len(data) > MaxFileSize {
 		return nil, false
 	}
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	data = strings.TrimPrefix(data, "\xef\xbb\xbf")
 	// fastYAMLText refuses invalid UTF-8, so the tree path's UTF-8 check is implied.
 	if isJSON(name, data) {
 		return nil, false

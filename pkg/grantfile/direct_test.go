@@ -15,11 +15,11 @@ import (
 // It reports whether the direct path took the file.
 func checkDirect(t *testing.T, name string, data []byte) bool {
 	t.Helper()
-	d, ok := directYAML(name, data)
+	d, ok := directYAML(name, string(data))
 	if !ok {
 		return false // parseDirect then runs the tree path: nothing to compare
 	}
-	tree, _, err := parseWithContext(name, data)
+	tree, _, err := parseWithContext(name, string(data))
 	if err != nil {
 		t.Fatalf("the direct path took a file the tree path refuses (%v):\n%s", err, data)
 	}
@@ -113,11 +113,11 @@ func TestDirectYAMLDeclines(t *testing.T) {
 		"nested grants list": "version: 1\nother:\n  grants:\n" + g("a", ""),
 	}
 	for name, doc := range docs {
-		if p, ok := directYAML("f.yaml", []byte(doc)); ok {
+		if p, ok := directYAML("f.yaml", doc); ok {
 			t.Errorf("%s: the direct path took it (%d grants)", name, len(p.file.Grants))
 		}
-		_, _, treeErr := parseWithContext("f.yaml", []byte(doc))
-		_, _, err := parseDirect("f.yaml", []byte(doc))
+		_, _, treeErr := parseWithContext("f.yaml", doc)
+		_, _, err := parseDirect("f.yaml", doc)
 		if !reflect.DeepEqual(err, treeErr) {
 			t.Errorf("%s: parseDirect's error %v, the tree path's %v", name, err, treeErr)
 		}

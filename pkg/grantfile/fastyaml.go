@@ -1,7 +1,6 @@
 package grantfile
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,24 +18,26 @@ import (
 // library's. A tree it returns equals the one yamlTree builds from the library's
 // nodes, line numbers included (FuzzFastYAML holds it to that).
 func fastYAMLTree(data []byte) (*node, bool) {
-	root, _, ok := fastYAMLRead(data, false)
+	// One conversion: every key and value is a substring of it (no copy per scalar).
+	root, _, ok := fastYAMLRead(string(data), false)
 	return root, ok
 }
 
-// fastYAMLRead is fastYAMLTree; with sink, the items of the top-level grants list are
-// converted into grants as they are read (fastGrant) instead of being kept in the tree:
-// the list node is then empty and the returned sink holds the grants, in order.
-func fastYAMLRead(data []byte, sink bool) (*node, *grantSink, bool) {
+// fastYAMLRead is fastYAMLTree of a document held in a string; with sink, the items of
+// the top-level grants list are converted into grants as they are read (fastGrant)
+// instead of being kept in the tree: the list node is then empty and the returned sink
+// holds the grants, in order.
+func fastYAMLRead(data string, sink bool) (*node, *grantSink, bool) {
 	if len(data) < parallelYAMLMin {
 		if !fastYAMLText(data) {
 			return nil, nil, false
 		}
-		return fastYAMLLines(string(data), sink)
+		return fastYAMLLines(data, sink)
 	}
 	// A large file: its characters are checked on the other core while it is read.
 	var textOK bool
 	check := par.Go(func() { textOK = fastYAMLText(data) })
-	root, gs, ok := readUnchecked(string(data), sink)
+	root, gs, ok := readUnchecked(data, sink)
 	check.Wait()
 	return root, gs, ok && textOK
 }
@@ -58,7 +59,6 @@ const parallelYAMLMin = 96 << 10
 
 // fastYAMLLines is fastYAMLRead once the characters were checked (or while they are).
 func fastYAMLLines(data string, sink bool) (*node, *grantSink, bool) {
-	// One conversion: every key and value is a substring of it (no copy per scalar).
 	p := &fastYAML{data: data}
 	p.splitLines()
 	if len(data) >= parallelYAMLMin {
@@ -202,13 +202,13 @@ func (p *fastYAML) document() (*node, bool) {
 // fastYAMLText reports whether data holds only characters the fast reader handles: no
 // tab, carriage return or other control character, no character YAML treats as a line
 // break or refuses, and no document marker or directive at the start of a line.
-func fastYAMLText(data []byte) bool {
+func fastYAMLText(data string) bool {
 	markerAt := func(i int) bool {
 		if i >= len(data) {
 			return false
 		}
 		c := data[i]
-		return c == '%' || (c == '-' || c == '.') && (bytes.HasPrefix(data[i:], []byte("---")) || bytes.HasPrefix(data[i:], []byte("...")))
+		return c == '%' || (c == '-' || c == '.') && (strings.HasPrefix(data[i:], "---") || strings.HasPrefix(data[i:], "..."))
 	}
 	if markerAt(0) {
 		return false
@@ -229,7 +229,7 @@ func fastYAMLText(data []byte) bool {
 		if c < utf8.RuneSelf {
 			return false // another control character
 		}
-		r, size := utf8.DecodeRune(data[i:])
+		r, size := utf8.DecodeRuneInString(data[i:])
 		if r == utf8.RuneError || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
 			return false
 		}

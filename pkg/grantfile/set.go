@@ -131,9 +131,9 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	}
 	// A miss (or no cache): the files are read once, and those very bytes are parsed
 	// and digested for the entry written.
-	datas := make([][]byte, len(paths))
+	datas := make([]string, len(paths))
 	for i, p := range paths {
-		data, err := readFile(p)
+		data, err := readFileString(p)
 		if err != nil {
 			return nil, err
 		}
