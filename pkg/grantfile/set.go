@@ -179,11 +179,7 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 				return
 			}
 		}
-		size := 0
-		for _, d := range datas {
-			size += len(d)
-		}
-		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes(), size)
+		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes())
 	}
 	if !opts.WriteBehind {
 		write()
