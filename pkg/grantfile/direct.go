@@ -89,10 +89,11 @@ func (s *grantSink) join(t *grantSink, all []kernel.CapabilityGrant) *grantSink 
 	return s
 }
 
-// countItems counts the lines that start a list item (a dash) in column col.
-func countItems(lines []string, col int) int {
+// countItems counts the lines from..to-1 that start a list item (a dash) in column col.
+func countItems(lines lineTable, from, to, col int) int {
 	n := 0
-	for _, l := range lines {
+	for i := from; i < to; i++ {
+		l := lines.at(i)
 		if len(l) > col+1 && l[col] == '-' && l[col+1] == ' ' || len(l) == col+1 && l[col] == '-' {
 			if strings.TrimLeft(l[:col], " ") == "" {
 				n++
@@ -103,7 +104,7 @@ func countItems(lines []string, col int) int {
 }
 
 // items counts the list items in column col from the current line on (a size hint).
-func (p *fastYAML) items(col int) int { return countItems(p.lines[p.i:], col) }
+func (p *fastYAML) items(col int) int { return countItems(p.lines, p.i, p.lines.n(), col) }
 
 // parseDirect is parseWithContext, by the direct path when it takes the file.
 func parseDirect(name string, data string) (*parsed, *fileContext, *Error) {

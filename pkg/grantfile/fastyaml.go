@@ -71,7 +71,7 @@ func fastYAMLLines(data string, sink bool) (*node, *grantSink, bool) {
 		p.sink = &grantSink{}
 	}
 	p.skipBlank()
-	if p.i >= len(p.lines) {
+	if p.i >= p.lines.n() {
 		return nil, nil, false
 	}
 	ind := p.indent()
@@ -83,7 +83,7 @@ func fastYAMLLines(data string, sink bool) (*node, *grantSink, bool) {
 		return nil, nil, false
 	}
 	p.skipBlank()
-	if p.i < len(p.lines) {
+	if p.i < p.lines.n() {
 		return nil, nil, false
 	}
 	return root, p.sink, true
@@ -109,9 +109,9 @@ func (p *fastYAML) halves(sink bool) (*node, *grantSink, bool) {
 		}
 		return t, len(l) - len(t)
 	}
-	key := len(p.lines) / 2
+	key := p.lines.n() / 2
 	for ; key >= 0; key-- {
-		if t, in := content(p.lines[key]); in == 0 && !strings.HasPrefix(t, "- ") {
+		if t, in := content(p.lines.at(key)); in == 0 && !strings.HasPrefix(t, "- ") {
 			break
 		}
 	}
@@ -119,30 +119,30 @@ func (p *fastYAML) halves(sink bool) (*node, *grantSink, bool) {
 		return nil, nil, false
 	}
 	dash := -1
-	for i := key + 1; i < len(p.lines) && dash < 0; i++ {
-		if t, in := content(p.lines[i]); in >= 0 && strings.HasPrefix(t, "- ") {
+	for i := key + 1; i < p.lines.n() && dash < 0; i++ {
+		if t, in := content(p.lines.at(i)); in >= 0 && strings.HasPrefix(t, "- ") {
 			dash = in
 		} else if in >= 0 {
 			return nil, nil, false
 		}
 	}
-	m := len(p.lines) / 2
-	for ; m < len(p.lines); m++ {
-		if t, in := content(p.lines[m]); in == dash && strings.HasPrefix(t, "- ") {
+	m := p.lines.n() / 2
+	for ; m < p.lines.n(); m++ {
+		if t, in := content(p.lines.at(m)); in == dash && strings.HasPrefix(t, "- ") {
 			break
 		}
 	}
-	if dash < 0 || m >= len(p.lines) {
+	if dash < 0 || m >= p.lines.n() {
 		return nil, nil, false
 	}
 	second := &fastYAML{data: p.data, lines: p.lines, i: m, col: -1, depth: 1}
-	first := &fastYAML{data: p.data, lines: p.lines[:m], col: -1}
+	first := &fastYAML{data: p.data, lines: p.lines.upTo(m), col: -1}
 	var all []kernel.CapabilityGrant
 	if sink {
 		// Both halves' grants go to one buffer, the second's after the first's: each
 		// half counts its items up front (a count that turns out wrong only costs a copy).
 		first.sink, second.sink = &grantSink{}, &grantSink{}
-		n1, n2 := countItems(p.lines[:m], dash), countItems(p.lines[m:], dash)
+		n1, n2 := countItems(p.lines, 0, m, dash), countItems(p.lines, m, p.lines.n(), dash)
 		all = make([]kernel.CapabilityGrant, n1+n2)
 		first.sink.out, second.sink.out = all[:0:n1], all[n1:n1:n1+n2]
 		second.sinkList = true
@@ -157,7 +157,7 @@ func (p *fastYAML) halves(sink bool) (*node, *grantSink, bool) {
 		}()
 		if tail, tailOK = second.sequence(dash); tailOK {
 			second.skipBlank()
-			tailOK = second.i == len(second.lines)
+			tailOK = second.i == second.lines.n()
 		}
 	})
 	root, ok := first.document()
@@ -177,7 +177,7 @@ func (p *fastYAML) halves(sink bool) (*node, *grantSink, bool) {
 	if list.kind != kArr || len(list.kids) == 0 {
 		return nil, nil, false
 	}
-	l := first.lines[list.kids[0].line-1]
+	l := first.lines.at(list.kids[0].line - 1)
 	if len(l)-len(strings.TrimLeft(l, " ")) != dash {
 		return nil, nil, false // the split line is not an item of this list
 	}
@@ -188,7 +188,7 @@ func (p *fastYAML) halves(sink bool) (*node, *grantSink, bool) {
 // document reads the whole of p's lines as one top-level mapping.
 func (p *fastYAML) document() (*node, bool) {
 	p.skipBlank()
-	if p.i >= len(p.lines) || p.indent() != 0 {
+	if p.i >= p.lines.n() || p.indent() != 0 {
 		return nil, false
 	}
 	root, ok := p.mapping(0)
@@ -196,7 +196,7 @@ func (p *fastYAML) document() (*node, bool) {
 		return nil, false
 	}
 	p.skipBlank()
-	return root, p.i >= len(p.lines)
+	return root, p.i >= p.lines.n()
 }
 
 // fastYAMLText reports whether data holds only characters the fast reader handles: no
@@ -240,9 +240,9 @@ func fastYAMLText(data string) bool {
 
 type fastYAML struct {
 	data  string
-	lines []string // without the line break
-	i     int      // current line (0-based)
-	col   int      // where the current line's content starts, when a list item's dash put it there (else -1)
+	lines lineTable
+	i     int // current line (0-based)
+	col   int // where the current line's content starts, when a list item's dash put it there (else -1)
 	// Arenas the nodes and their member slices are cut from (capacity-limited, so an
 	// append past the capacity copies instead of reaching a neighbour).
 	nodes arena[node]
@@ -305,18 +305,34 @@ func (p *fastYAML) enter() bool {
 func (p *fastYAML) leave() { p.depth-- }
 
 func (p *fastYAML) splitLines() {
-	p.lines = make([]string, 0, strings.Count(p.data, "\n")+1)
-	for d := p.data; ; {
-		i := strings.IndexByte(d, '\n')
-		if i < 0 {
-			p.lines = append(p.lines, d)
+	starts := make([]int32, 1, strings.Count(p.data, "\n")+2)
+	for i := 0; ; {
+		j := strings.IndexByte(p.data[i:], '\n')
+		if j < 0 {
 			break
 		}
-		p.lines = append(p.lines, d[:i])
-		d = d[i+1:]
+		i += j + 1
+		starts = append(starts, int32(i))
 	}
+	p.lines = lineTable{data: p.data, starts: append(starts, int32(len(p.data)+1))}
 	p.col = -1
 }
+
+// lineTable is the lines of a document (without their line breaks), as the offset where
+// each starts: a quarter of the memory of a slice of strings.
+type lineTable struct {
+	data   string
+	starts []int32 // one per line, then len(data)+1
+}
+
+// n is the number of lines.
+func (t lineTable) n() int { return len(t.starts) - 1 }
+
+// at is line i.
+func (t lineTable) at(i int) string { return t.data[t.starts[i] : t.starts[i+1]-1] }
+
+// upTo is the table of the first m lines.
+func (t lineTable) upTo(m int) lineTable { return lineTable{t.data, t.starts[:m+1]} }
 
 func (p *fastYAML) newNode(k kind, line int) *node {
 	n := &p.nodes.take(1, 1024)[0]
@@ -367,8 +383,8 @@ func (p *fastYAML) skipBlank() {
 	if p.col >= 0 {
 		return
 	}
-	for p.i < len(p.lines) {
-		t := strings.TrimLeft(p.lines[p.i], " ")
+	for p.i < p.lines.n() {
+		t := strings.TrimLeft(p.lines.at(p.i), " ")
 		if len(t) != 0 && t[0] != '#' {
 			return
 		}
@@ -381,7 +397,7 @@ func (p *fastYAML) indent() int {
 	if p.col >= 0 {
 		return p.col
 	}
-	l := p.lines[p.i]
+	l := p.lines.at(p.i)
 	i := 0
 	for i < len(l) && l[i] == ' ' {
 		i++
@@ -390,7 +406,7 @@ func (p *fastYAML) indent() int {
 }
 
 // content is the current line from its content on.
-func (p *fastYAML) content() string { return p.lines[p.i][p.indent():] }
+func (p *fastYAML) content() string { return p.lines.at(p.i)[p.indent():] }
 
 // nextLine moves to the next line.
 func (p *fastYAML) nextLine() {
@@ -403,7 +419,7 @@ func (p *fastYAML) nextLine() {
 func (p *fastYAML) endOfValue(ind int) bool {
 	p.nextLine()
 	p.skipBlank()
-	return p.i >= len(p.lines) || p.indent() <= ind
+	return p.i >= p.lines.n() || p.indent() <= ind
 }
 
 // keyEnd returns the length of the mapping key at the start of s and the offset of the
@@ -476,7 +492,7 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 	start := len(p.stack)
 	for {
 		p.skipBlank()
-		if p.i >= len(p.lines) {
+		if p.i >= p.lines.n() {
 			return p.done(n, start), true
 		}
 		in := p.indent()
@@ -512,7 +528,7 @@ func (p *fastYAML) value(ind, line int, rest string) (*node, bool) {
 		// The value is a block node below the key.
 		p.nextLine()
 		p.skipBlank()
-		if p.i >= len(p.lines) {
+		if p.i >= p.lines.n() {
 			return nil, false
 		}
 		in := p.indent()
@@ -555,7 +571,7 @@ func (p *fastYAML) sequence(ind int) (*node, bool) {
 	}
 	for {
 		p.skipBlank()
-		if p.i >= len(p.lines) {
+		if p.i >= p.lines.n() {
 			return p.done(n, start), true
 		}
 		in := p.indent()
