@@ -184,7 +184,7 @@ func FuzzDirectYAML(f *testing.F) {
 }
 
 // TestDirectYAMLMemory bounds what a cold load of a large file allocates on the direct
-// path, per grant (the tree it replaces allocated ~3.5 KB per grant of bench/cli.sh's
+// path, per grant (the tree path allocates ~3.2 KB per grant of bench/cli.sh's
 // file): the grant file is read once and each item's nodes are given back. Counts and
 // bytes, no timing. Not parallel: the heap statistics are the process's.
 func TestDirectYAMLMemory(t *testing.T) {
