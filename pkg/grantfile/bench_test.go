@@ -152,10 +152,12 @@ func BenchmarkLoadSetCold10k(b *testing.B) {
 	data := genYAML(10000)
 	dir := writeFiles(b, map[string]string{"grants.yaml": data})
 	paths := []string{filepath.Join(dir, "grants.yaml")}
-	for _, fast := range []bool{true, false} {
-		b.Run(map[bool]string{true: "fast", false: "library"}[fast], func(b *testing.B) {
-			fastYAMLEnabled = fast
-			defer func() { fastYAMLEnabled = true }()
+	for _, mode := range []string{"fast", "tree", "library"} {
+		b.Run(mode, func(b *testing.B) {
+			// fast: the direct path; tree: the fast reader's tree, then build; library:
+			// the YAML library's tree, then build.
+			fastYAMLEnabled, directEnabled = mode != "library", mode == "fast"
+			defer func() { fastYAMLEnabled, directEnabled = true, true }()
 			b.SetBytes(int64(len(data)))
 			cpu0 := processCPU()
 			for b.Loop() {
@@ -170,22 +172,68 @@ func BenchmarkLoadSetCold10k(b *testing.B) {
 		})
 	}
 	// What one CLI start-up sees: one load on a fresh heap.
-	b.Run("fast-fresh-heap", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		var cpu time.Duration
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			runtime.GC()
-			cpu0 := processCPU()
-			b.StartTimer()
-			s, err := LoadSet(paths, SetOptions{})
-			if err != nil || s.Len() != 10000 {
-				b.Fatal(s, err)
-			}
-			cpu += processCPU() - cpu0
+	for _, direct := range []bool{true, false} {
+		b.Run(map[bool]string{true: "fast-fresh-heap", false: "tree-fresh-heap"}[direct], func(b *testing.B) {
+			directEnabled = direct
+			defer func() { directEnabled = true }()
+			benchFreshHeap(b, paths, len(data), 10000)
+		})
+	}
+}
+
+// benchFreshHeap measures one cold load of paths per op (n grants), each on a fresh
+// heap, reporting the process's CPU time per load beside ns/op.
+func benchFreshHeap(b *testing.B, paths []string, size, n int) {
+	b.SetBytes(int64(size))
+	var cpu time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		runtime.GC()
+		cpu0 := processCPU()
+		b.StartTimer()
+		s, err := LoadSet(paths, SetOptions{})
+		if err != nil || s.Len() != n {
+			b.Fatal(s, err)
 		}
-		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
-	})
+		cpu += processCPU() - cpu0
+	}
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// genCLIYAML is the grant file of bench/cli.sh's rows (n grants: files and repo
+// capabilities over 100 folders, a flow resource and flow constraints each).
+func genCLIYAML(n int) string {
+	var b strings.Builder
+	b.WriteString("version: 1\ncontext:\n  actor: agent:bench\n  owner: human:ops\ngrants:\n")
+	for i := range n {
+		ns, acts := "files", "[read, list, stat]"
+		if i%4 == 3 {
+			ns, acts = "repo", "[status, log]"
+		}
+		fmt.Fprintf(&b, "  - id: g-%04d\n    subject: agent:bench\n    issuer: human:ops\n    issuedAt: 2026-01-01T00:00:00Z\n", i)
+		fmt.Fprintf(&b, "    capabilities:\n      - resource: {namespace: %s, path: [team-%02d, proj-%04d]}\n", ns, i%100, i)
+		fmt.Fprintf(&b, "        actions: %s\n        scope: descendants\n", acts)
+		b.WriteString("    constraints: {expiresAt: 2030-01-01T00:00:00Z, purposes: [cli, triage]}\n")
+	}
+	return b.String()
+}
+
+// BenchmarkCLIRow10k is the in-process part of bench/cli.sh's 10,000-grant row (issue
+// 28): one cold load of its file on a fresh heap, by the direct path and by the tree
+// path. B/op is what the load allocates (on this VM every fresh page costs ~16 µs).
+//
+//	go test -run='^$' -bench=CLIRow10k -benchmem ./pkg/grantfile/
+func BenchmarkCLIRow10k(b *testing.B) {
+	data := genCLIYAML(10000)
+	dir := writeFiles(b, map[string]string{"grants10k.yaml": data})
+	paths := []string{filepath.Join(dir, "grants10k.yaml")}
+	for _, direct := range []bool{true, false} {
+		b.Run(map[bool]string{true: "direct", false: "tree"}[direct], func(b *testing.B) {
+			directEnabled = direct
+			defer func() { directEnabled = true }()
+			benchFreshHeap(b, paths, len(data), 10000)
+		})
+	}
 }
 
 // processCPU is the user plus system CPU time this process has used.

@@ -52,15 +52,20 @@ const (
 )
 
 // cacheKey digests the paths and contents of a set, in order.
-func cacheKey(paths []string, datas [][]byte) [32]byte {
+func cacheKey[T string | []byte](paths []string, datas []T) [32]byte {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	h.Write([]byte(cacheVersion))
+	buf := make([]byte, 32<<10)
 	for i, p := range paths {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
 		h.Write([]byte(p))
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(datas[i])))])
-		h.Write(datas[i])
+		for d := datas[i]; len(d) > 0; { // through a small buffer: no copy of a whole file
+			k := copy(buf, d)
+			h.Write(buf[:k])
+			d = d[k:]
+		}
 	}
 	var k [32]byte
 	h.Sum(k[:0])
@@ -315,18 +320,10 @@ func randomSuffix() string {
 }
 
 // writeCache stores the files under key, atomically (temporary file + rename), and
-// makes it the latest entry of paths. sizeHint is the size of the source the files were
-// parsed from: the entry is encoded into one buffer of about that size, framed in place
-// (as sealEntry frames a payload), so that a large set is neither re-grown nor copied.
-func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes map[scopeKey]string, sizeHint int) error {
-	head := len(cacheMagic) + len(key)
-	data := make([]byte, 0, head+max(sizeHint, 64<<10)+sha256.Size)
-	data = append(append(data, cacheMagic...), key[:]...)
-	data, err := appendSnapshot(data, files, hashes)
-	if err != nil {
-		return err
-	}
-	data = append(data, entryMAC(macKey, key, data[head:])...)
+// makes it the latest entry of paths. The entry is encoded and authenticated as it is
+// written, through one buffer of cacheFlush bytes (as sealEntry frames a payload), so
+// that a large set's entry is never held whole in memory.
+func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes map[scopeKey]string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -337,7 +334,29 @@ func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes m
 	if err != nil {
 		return err
 	}
-	_, werr := tmp.Write(data)
+	mac := hmac.New(sha256.New, macKey)
+	mac.Write([]byte(cacheMagic))
+	mac.Write(key[:])
+	buf := make([]byte, 0, cacheFlush+4<<10)
+	buf = append(append(buf, cacheMagic...), key[:]...)
+	head := len(buf)
+	var werr error
+	flush := func(b []byte) []byte {
+		if werr == nil {
+			mac.Write(b[head:])
+			_, werr = tmp.Write(b)
+		}
+		head = 0
+		return b[:0]
+	}
+	buf, err = appendSnapshotFlushing(buf, files, hashes, flush)
+	if err == nil {
+		buf = flush(buf)
+		_, err = tmp.Write(mac.Sum(buf))
+	}
+	if werr == nil {
+		werr = err
+	}
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr
@@ -353,6 +372,9 @@ func writeCache(dir string, macKey []byte, key [32]byte, files []*File, hashes m
 	pruneCache(dir)
 	return nil
 }
+
+// cacheFlush is the size from which writeCache hands the encoded bytes to the file.
+const cacheFlush = 64 << 10
 
 func pathsOf(files []*File) []string {
 	out := make([]string, len(files))
@@ -431,6 +453,12 @@ func encodeSnapshot(files []*File, hashes map[scopeKey]string) ([]byte, error) {
 
 // appendSnapshot appends the payload of a cache entry to dst.
 func appendSnapshot(dst []byte, files []*File, hashes map[scopeKey]string) ([]byte, error) {
+	return appendSnapshotFlushing(dst, files, hashes, nil)
+}
+
+// appendSnapshotFlushing is appendSnapshot that, when flush is not nil, hands the buffer
+// to flush whenever it holds cacheFlush bytes or more, going on with what flush returns.
+func appendSnapshotFlushing(dst []byte, files []*File, hashes map[scopeKey]string, flush func([]byte) []byte) ([]byte, error) {
 	e := &encoder{b: dst}
 	e.uint(uint64(len(files)))
 	for _, f := range files {
@@ -444,6 +472,9 @@ func appendSnapshot(dst []byte, files []*File, hashes map[scopeKey]string) ([]by
 		for i := range f.Grants {
 			if err := e.grant(&f.Grants[i]); err != nil {
 				return nil, err
+			}
+			if flush != nil && len(e.b) >= cacheFlush {
+				e.b = flush(e.b)
 			}
 		}
 		ids := make([]string, 0, len(f.Derived))

@@ -609,3 +609,42 @@ func TestStreamCacheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteCacheStreamsTheSealedEntry: an entry large enough to be written in several
+// pieces (cacheFlush) is byte for byte the sealed entry of the whole payload: the same
+// framing and the MAC of the same bytes, so readCache takes it.
+func TestWriteCacheStreamsTheSealedEntry(t *testing.T) {
+	t.Parallel()
+	dir := writeFiles(t, map[string]string{"g.yaml": genCLIYAML(3000)}) // no metadata: an encoding without maps is one byte string
+	paths := []string{filepath.Join(dir, "g.yaml")}
+	f, err := Load(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []*File{f}
+	s := newSet(files)
+	hashes := s.allHashes()
+	macKey := bytes.Repeat([]byte{7}, cacheKeySize)
+	key := sourceDigest(t, paths)
+	cacheDir := filepath.Join(dir, "cache")
+	if err := writeCache(cacheDir, macKey, key, files, hashes); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(cachePath(cacheDir, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := encodeSnapshot(files, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(payload) < 3*cacheFlush {
+		t.Fatalf("the payload (%d bytes) is written in one piece", len(payload))
+	}
+	if want := sealEntry(macKey, key, payload); !bytes.Equal(got, want) {
+		t.Fatalf("the entry written (%d bytes) is not the sealed payload (%d bytes)", len(got), len(want))
+	}
+	if back, _, ok := readCache(cacheDir, macKey, key, paths); !ok || !reflect.DeepEqual(back, files) {
+		t.Fatal("readCache does not take the entry back")
+	}
+}

@@ -12,6 +12,12 @@
 // the reverse); numbers must have JSON's form. Anchors, aliases, merge keys, duplicate
 // keys, custom tags and multi-document streams are refused.
 //
+// A YAML file of the common layout is read by the direct path instead (direct.go): the
+// package's fast reader converts each grant as it reads it, and the tree of the grants is
+// never built. It takes a file only when the tree path would accept it with the same
+// result, and hands every other file to the tree path from the start, so every refusal
+// (and the line it names) is the tree path's.
+//
 // The package never widens authority: an invalid file is refused as a whole (no partial
 // File is ever returned beside an error), a grant's namespaceId defaults to the file's
 // own context.world (never a command-line flag), and a set of files with conflicting

@@ -1,13 +1,13 @@
 package grantfile
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/internal/par"
+	"github.com/sharedos/sharedos/pkg/kernel"
 )
 
 // fastYAMLTree reads the common layout of hand-written grant files — block mappings and
@@ -18,63 +18,75 @@ import (
 // library's. A tree it returns equals the one yamlTree builds from the library's
 // nodes, line numbers included (FuzzFastYAML holds it to that).
 func fastYAMLTree(data []byte) (*node, bool) {
+	// One conversion: every key and value is a substring of it (no copy per scalar).
+	root, _, ok := fastYAMLRead(string(data), false)
+	return root, ok
+}
+
+// fastYAMLRead is fastYAMLTree of a document held in a string; with sink, the items of
+// the top-level grants list are converted into grants as they are read (fastGrant)
+// instead of being kept in the tree: the list node is then empty and the returned sink
+// holds the grants, in order.
+func fastYAMLRead(data string, sink bool) (*node, *grantSink, bool) {
 	if len(data) < parallelYAMLMin {
 		if !fastYAMLText(data) {
-			return nil, false
+			return nil, nil, false
 		}
-		return fastYAMLLines(string(data))
+		return fastYAMLLines(data, sink)
 	}
 	// A large file: its characters are checked on the other core while it is read.
 	var textOK bool
 	check := par.Go(func() { textOK = fastYAMLText(data) })
-	root, ok := readUnchecked(string(data))
+	root, gs, ok := readUnchecked(data, sink)
 	check.Wait()
-	return root, ok && textOK
+	return root, gs, ok && textOK
 }
 
 // readUnchecked is fastYAMLLines on text not yet known to pass fastYAMLText: a panic
 // there is not a result (such text is left to the library).
-func readUnchecked(data string) (root *node, ok bool) {
+func readUnchecked(data string, sink bool) (root *node, gs *grantSink, ok bool) {
 	defer func() {
 		if recover() != nil {
-			root, ok = nil, false
+			root, gs, ok = nil, nil, false
 		}
 	}()
-	return fastYAMLLines(data)
+	return fastYAMLLines(data, sink)
 }
 
 // parallelYAMLMin is the size from which fastYAMLTree shares its work with another
 // goroutine (about 300 grants).
 const parallelYAMLMin = 96 << 10
 
-// fastYAMLLines is fastYAMLTree once the characters were checked (or while they are).
-func fastYAMLLines(data string) (*node, bool) {
-	// One conversion: every key and value is a substring of it (no copy per scalar).
+// fastYAMLLines is fastYAMLRead once the characters were checked (or while they are).
+func fastYAMLLines(data string, sink bool) (*node, *grantSink, bool) {
 	p := &fastYAML{data: data}
 	p.splitLines()
 	if len(data) >= parallelYAMLMin {
-		if root, ok := p.halves(); ok {
-			return root, true
+		if root, gs, ok := p.halves(sink); ok {
+			return root, gs, true
 		}
 		p = &fastYAML{data: data, lines: p.lines, col: -1}
 	}
+	if sink {
+		p.sink = &grantSink{}
+	}
 	p.skipBlank()
-	if p.i >= len(p.lines) {
-		return nil, false
+	if p.i >= p.lines.n() {
+		return nil, nil, false
 	}
 	ind := p.indent()
 	if ind != 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	root, ok := p.mapping(ind)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	p.skipBlank()
-	if p.i < len(p.lines) {
-		return nil, false
+	if p.i < p.lines.n() {
+		return nil, nil, false
 	}
-	return root, true
+	return root, p.sink, true
 }
 
 // halves reads a document whose last top-level key holds a long block list (the grants)
@@ -87,7 +99,7 @@ func fastYAMLLines(data string) (*node, bool) {
 // reach the end of the file. Read so, a document gives the tree the whole reading does
 // (the items before the split end at the split line either way, and the second reader
 // starts at the depth the first one was at).
-func (p *fastYAML) halves() (*node, bool) {
+func (p *fastYAML) halves(sink bool) (*node, *grantSink, bool) {
 	// The list's column: that of the first content line after the top-level key above
 	// the middle.
 	content := func(l string) (string, int) {
@@ -97,33 +109,44 @@ func (p *fastYAML) halves() (*node, bool) {
 		}
 		return t, len(l) - len(t)
 	}
-	key := len(p.lines) / 2
+	key := p.lines.n() / 2
 	for ; key >= 0; key-- {
-		if t, in := content(p.lines[key]); in == 0 && !strings.HasPrefix(t, "- ") {
+		if t, in := content(p.lines.at(key)); in == 0 && !strings.HasPrefix(t, "- ") {
 			break
 		}
 	}
 	if key < 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	dash := -1
-	for i := key + 1; i < len(p.lines) && dash < 0; i++ {
-		if t, in := content(p.lines[i]); in >= 0 && strings.HasPrefix(t, "- ") {
+	for i := key + 1; i < p.lines.n() && dash < 0; i++ {
+		if t, in := content(p.lines.at(i)); in >= 0 && strings.HasPrefix(t, "- ") {
 			dash = in
 		} else if in >= 0 {
-			return nil, false
+			return nil, nil, false
 		}
 	}
-	m := len(p.lines) / 2
-	for ; m < len(p.lines); m++ {
-		if t, in := content(p.lines[m]); in == dash && strings.HasPrefix(t, "- ") {
+	m := p.lines.n() / 2
+	for ; m < p.lines.n(); m++ {
+		if t, in := content(p.lines.at(m)); in == dash && strings.HasPrefix(t, "- ") {
 			break
 		}
 	}
-	if dash < 0 || m >= len(p.lines) {
-		return nil, false
+	if dash < 0 || m >= p.lines.n() {
+		return nil, nil, false
 	}
 	second := &fastYAML{data: p.data, lines: p.lines, i: m, col: -1, depth: 1}
+	first := &fastYAML{data: p.data, lines: p.lines.upTo(m), col: -1}
+	var all []kernel.CapabilityGrant
+	if sink {
+		// Both halves' grants go to one buffer, the second's after the first's: each
+		// half counts its items up front (a count that turns out wrong only costs a copy).
+		first.sink, second.sink = &grantSink{}, &grantSink{}
+		n1, n2 := countItems(p.lines, 0, m, dash), countItems(p.lines, m, p.lines.n(), dash)
+		all = make([]kernel.CapabilityGrant, n1+n2)
+		first.sink.out, second.sink.out = all[:0:n1], all[n1:n1:n1+n2]
+		second.sinkList = true
+	}
 	var tail *node
 	var tailOK bool
 	task := par.Go(func() {
@@ -134,31 +157,38 @@ func (p *fastYAML) halves() (*node, bool) {
 		}()
 		if tail, tailOK = second.sequence(dash); tailOK {
 			second.skipBlank()
-			tailOK = second.i == len(second.lines)
+			tailOK = second.i == second.lines.n()
 		}
 	})
-	first := &fastYAML{data: p.data, lines: p.lines[:m], col: -1}
 	root, ok := first.document()
 	task.Wait()
 	if !ok || !tailOK || root.kind != kObj || len(root.kids) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	list := root.kids[len(root.kids)-1]
-	if list.kind != kArr || len(list.kids) == 0 {
-		return nil, false
+	if sink {
+		// The list must be the one the first sink received, its items in the split
+		// line's column, and the second half must have read grants (an item list).
+		if list != first.sink.list || first.sink.col != dash || len(first.sink.out) == 0 || second.sink.list != tail {
+			return nil, nil, false
+		}
+		return root, first.sink.join(second.sink, all), true
 	}
-	l := first.lines[list.kids[0].line-1]
+	if list.kind != kArr || len(list.kids) == 0 {
+		return nil, nil, false
+	}
+	l := first.lines.at(list.kids[0].line - 1)
 	if len(l)-len(strings.TrimLeft(l, " ")) != dash {
-		return nil, false // the split line is not an item of this list
+		return nil, nil, false // the split line is not an item of this list
 	}
 	list.kids = slices.Concat(list.kids, tail.kids)
-	return root, true
+	return root, nil, true
 }
 
 // document reads the whole of p's lines as one top-level mapping.
 func (p *fastYAML) document() (*node, bool) {
 	p.skipBlank()
-	if p.i >= len(p.lines) || p.indent() != 0 {
+	if p.i >= p.lines.n() || p.indent() != 0 {
 		return nil, false
 	}
 	root, ok := p.mapping(0)
@@ -166,19 +196,19 @@ func (p *fastYAML) document() (*node, bool) {
 		return nil, false
 	}
 	p.skipBlank()
-	return root, p.i >= len(p.lines)
+	return root, p.i >= p.lines.n()
 }
 
 // fastYAMLText reports whether data holds only characters the fast reader handles: no
 // tab, carriage return or other control character, no character YAML treats as a line
 // break or refuses, and no document marker or directive at the start of a line.
-func fastYAMLText(data []byte) bool {
+func fastYAMLText(data string) bool {
 	markerAt := func(i int) bool {
 		if i >= len(data) {
 			return false
 		}
 		c := data[i]
-		return c == '%' || (c == '-' || c == '.') && (bytes.HasPrefix(data[i:], []byte("---")) || bytes.HasPrefix(data[i:], []byte("...")))
+		return c == '%' || (c == '-' || c == '.') && (strings.HasPrefix(data[i:], "---") || strings.HasPrefix(data[i:], "..."))
 	}
 	if markerAt(0) {
 		return false
@@ -199,7 +229,7 @@ func fastYAMLText(data []byte) bool {
 		if c < utf8.RuneSelf {
 			return false // another control character
 		}
-		r, size := utf8.DecodeRune(data[i:])
+		r, size := utf8.DecodeRuneInString(data[i:])
 		if r == utf8.RuneError || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
 			return false
 		}
@@ -210,16 +240,55 @@ func fastYAMLText(data []byte) bool {
 
 type fastYAML struct {
 	data  string
-	lines []string // without the line break
-	i     int      // current line (0-based)
-	col   int      // where the current line's content starts, when a list item's dash put it there (else -1)
-	slab  []node
-	// Slabs the nodes' member slices are cut from (capacity-limited, so an append past
-	// the capacity copies instead of reaching a neighbour).
-	keySlab []string
-	kidSlab []*node
-	stack   []member
-	depth   int // nesting of the node being read
+	lines lineTable
+	i     int // current line (0-based)
+	col   int // where the current line's content starts, when a list item's dash put it there (else -1)
+	// Arenas the nodes and their member slices are cut from (capacity-limited, so an
+	// append past the capacity copies instead of reaching a neighbour).
+	nodes arena[node]
+	keys  arena[string]
+	kids  arena[*node]
+	stack []member
+	depth int // nesting of the node being read
+
+	// sink, when set, receives the items of the document's top-level grants list
+	// converted straight into grants: each item's nodes are given back to the arenas once
+	// it is converted, so the tree never holds more than one grant (fastYAMLGrants).
+	sink *grantSink
+	// sinkList is set while the value of the top-level key grants is read: the block list
+	// read there (at depth 2) is the one the sink receives.
+	sinkList bool
+}
+
+// arena hands out capacity-limited slices of a shared buffer; what was handed out after a
+// mark can be given back (release) as long as the buffer was not replaced since.
+type arena[T any] struct {
+	buf []T
+	n   int
+	gen int // counts the buffers replaced
+}
+
+// arenaMark is a position in an arena.
+type arenaMark struct{ n, gen int }
+
+func (a *arena[T]) take(k, size int) []T {
+	if a.n+k > len(a.buf) {
+		a.buf, a.n = make([]T, max(k, size)), 0
+		a.gen++
+	}
+	s := a.buf[a.n : a.n+k : a.n+k]
+	a.n += k
+	return s
+}
+
+func (a *arena[T]) mark() arenaMark { return arenaMark{a.n, a.gen} }
+
+// release gives back what was taken since m (nothing when the buffer was replaced since:
+// the new buffer is kept). The caller must hold no reference to it any more.
+func (a *arena[T]) release(m arenaMark) {
+	if m.gen == a.gen {
+		a.n = m.n
+	}
 }
 
 // maxFastDepth bounds nesting on the fast path (grant files nest about six deep); deeper
@@ -236,26 +305,38 @@ func (p *fastYAML) enter() bool {
 func (p *fastYAML) leave() { p.depth-- }
 
 func (p *fastYAML) splitLines() {
-	p.lines = make([]string, 0, strings.Count(p.data, "\n")+1)
-	for d := p.data; ; {
-		i := strings.IndexByte(d, '\n')
-		if i < 0 {
-			p.lines = append(p.lines, d)
+	starts := make([]int32, 1, strings.Count(p.data, "\n")+2)
+	for i := 0; ; {
+		j := strings.IndexByte(p.data[i:], '\n')
+		if j < 0 {
 			break
 		}
-		p.lines = append(p.lines, d[:i])
-		d = d[i+1:]
+		i += j + 1
+		starts = append(starts, int32(i))
 	}
+	p.lines = lineTable{data: p.data, starts: append(starts, int32(len(p.data)+1))}
 	p.col = -1
 }
 
+// lineTable is the lines of a document (without their line breaks), as the offset where
+// each starts: a quarter of the memory of a slice of strings.
+type lineTable struct {
+	data   string
+	starts []int32 // one per line, then len(data)+1
+}
+
+// n is the number of lines.
+func (t lineTable) n() int { return len(t.starts) - 1 }
+
+// at is line i.
+func (t lineTable) at(i int) string { return t.data[t.starts[i] : t.starts[i+1]-1] }
+
+// upTo is the table of the first m lines.
+func (t lineTable) upTo(m int) lineTable { return lineTable{t.data, t.starts[:m+1]} }
+
 func (p *fastYAML) newNode(k kind, line int) *node {
-	if len(p.slab) == 0 {
-		p.slab = make([]node, 1024)
-	}
-	n := &p.slab[0]
-	p.slab = p.slab[1:]
-	n.kind, n.line = k, line
+	n := &p.nodes.take(1, 1024)[0]
+	*n = node{kind: k, line: line} // a node given back holds its old fields
 	return n
 }
 
@@ -271,18 +352,12 @@ type member struct {
 func (p *fastYAML) done(n *node, start int) *node {
 	m := p.stack[start:]
 	c := len(m)
-	if len(p.kidSlab) < c {
-		p.kidSlab = make([]*node, max(c, 4096))
-	}
-	n.kids, p.kidSlab = p.kidSlab[:c:c], p.kidSlab[c:]
+	n.kids = p.kids.take(c, 4096)
 	for i := range m {
 		n.kids[i] = m[i].kid
 	}
 	if n.kind == kObj {
-		if len(p.keySlab) < c {
-			p.keySlab = make([]string, max(c, 4096))
-		}
-		n.keys, p.keySlab = p.keySlab[:c:c], p.keySlab[c:]
+		n.keys = p.keys.take(c, 4096)
 		for i := range m {
 			n.keys[i] = m[i].key
 			m[i].kid.keyLine = int32(m[i].line)
@@ -308,8 +383,8 @@ func (p *fastYAML) skipBlank() {
 	if p.col >= 0 {
 		return
 	}
-	for p.i < len(p.lines) {
-		t := strings.TrimLeft(p.lines[p.i], " ")
+	for p.i < p.lines.n() {
+		t := strings.TrimLeft(p.lines.at(p.i), " ")
 		if len(t) != 0 && t[0] != '#' {
 			return
 		}
@@ -322,7 +397,7 @@ func (p *fastYAML) indent() int {
 	if p.col >= 0 {
 		return p.col
 	}
-	l := p.lines[p.i]
+	l := p.lines.at(p.i)
 	i := 0
 	for i < len(l) && l[i] == ' ' {
 		i++
@@ -331,7 +406,7 @@ func (p *fastYAML) indent() int {
 }
 
 // content is the current line from its content on.
-func (p *fastYAML) content() string { return p.lines[p.i][p.indent():] }
+func (p *fastYAML) content() string { return p.lines.at(p.i)[p.indent():] }
 
 // nextLine moves to the next line.
 func (p *fastYAML) nextLine() {
@@ -344,7 +419,7 @@ func (p *fastYAML) nextLine() {
 func (p *fastYAML) endOfValue(ind int) bool {
 	p.nextLine()
 	p.skipBlank()
-	return p.i >= len(p.lines) || p.indent() <= ind
+	return p.i >= p.lines.n() || p.indent() <= ind
 }
 
 // keyEnd returns the length of the mapping key at the start of s and the offset of the
@@ -417,7 +492,7 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 	start := len(p.stack)
 	for {
 		p.skipBlank()
-		if p.i >= len(p.lines) {
+		if p.i >= p.lines.n() {
 			return p.done(n, start), true
 		}
 		in := p.indent()
@@ -436,7 +511,9 @@ func (p *fastYAML) mapping(ind int) (*node, bool) {
 		if !ok || p.hasMember(start, key) {
 			return nil, false
 		}
+		p.sinkList = p.sink != nil && p.depth == 1 && key == "grants"
 		v, ok := p.value(ind, line, s[off:])
+		p.sinkList = false
 		if !ok {
 			return nil, false
 		}
@@ -451,7 +528,7 @@ func (p *fastYAML) value(ind, line int, rest string) (*node, bool) {
 		// The value is a block node below the key.
 		p.nextLine()
 		p.skipBlank()
-		if p.i >= len(p.lines) {
+		if p.i >= p.lines.n() {
 			return nil, false
 		}
 		in := p.indent()
@@ -486,9 +563,15 @@ func (p *fastYAML) sequence(ind int) (*node, bool) {
 	}
 	n := p.newNode(kArr, p.i+1)
 	start := len(p.stack)
+	sink := p.sinkList && p.depth == 2
+	p.sinkList = false
+	if sink {
+		p.sink.list, p.sink.col = n, ind
+		p.sink.reserve(p.items(ind))
+	}
 	for {
 		p.skipBlank()
-		if p.i >= len(p.lines) {
+		if p.i >= p.lines.n() {
 			return p.done(n, start), true
 		}
 		in := p.indent()
@@ -517,6 +600,7 @@ func (p *fastYAML) sequence(ind int) (*node, bool) {
 		}
 		var v *node
 		var ok bool
+		marks := [3]arenaMark{p.nodes.mark(), p.keys.mark(), p.kids.mark()}
 		if _, _, isKey := keyEnd(item); isKey {
 			p.col = col
 			v, ok = p.mapping(col)
@@ -527,6 +611,16 @@ func (p *fastYAML) sequence(ind int) (*node, bool) {
 		}
 		if !ok {
 			return nil, false
+		}
+		if sink {
+			// The item becomes a grant, and its nodes are given back.
+			if !p.sink.add(v) {
+				return nil, false
+			}
+			p.nodes.release(marks[0])
+			p.keys.release(marks[1])
+			p.kids.release(marks[2])
+			continue
 		}
 		p.stack = append(p.stack, member{kid: v})
 	}

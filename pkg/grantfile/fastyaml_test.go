@@ -125,7 +125,7 @@ func TestFastYAMLHalves(t *testing.T) {
 	for _, tc := range tests {
 		p := &fastYAML{data: tc.doc}
 		p.splitLines()
-		root, split := p.halves()
+		root, _, split := p.halves(false)
 		if split != tc.split {
 			t.Errorf("%s: read in halves = %v, want %v", tc.name, split, tc.split)
 		}

@@ -1,7 +1,6 @@
 package grantfile
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,14 +57,27 @@ type File struct {
 type parsed struct {
 	file       *File
 	root       *node
-	grantNodes []*node // parallel to file.Grants
+	grantNodes []*node // parallel to file.Grants (nil when read by the direct path)
+	idLines    []int32 // the direct path's: the line of each grant's id
 	ctxLines   map[string]int
+}
+
+// idLine returns the line of grant i's id.
+func (p *parsed) idLine(i int) int {
+	if p.grantNodes == nil {
+		return int(p.idLines[i])
+	}
+	return lineOf(p.grantNodes[i], "id")
 }
 
 // Load reads and parses the grant file at path (at most MaxFileSize bytes). Errors are
 // *Error values naming path.
 func Load(path string) (*File, error) {
-	p, err := loadParsed(path)
+	data, err := readFileString(path)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := parseDirect(path, data)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +89,7 @@ func Load(path string) (*File, error) {
 // when the first non-space byte is '{', else YAML). It does no I/O. An invalid file is
 // refused as a whole: the result is either a valid *File or (nil, *Error).
 func Parse(name string, data []byte) (*File, error) {
-	p, err := parse(name, data)
+	p, _, err := parseDirect(name, string(data))
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +125,33 @@ func readFile(path string) ([]byte, *Error) {
 	}
 }
 
+// readFileString is readFile into a string: the file's bytes are copied once, from a
+// small buffer into the string's own (the direct path keeps substrings of it), where
+// readFile and a conversion would hold them twice.
+func readFileString(path string) (string, *Error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", &Error{File: path, Message: "cannot read grant file: " + unwrapPathError(err), cause: err}
+	}
+	defer f.Close()
+	var b strings.Builder
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+		b.Grow(int(min(info.Size(), MaxFileSize) + 1))
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		b.Write(buf[:n])
+		if b.Len() > MaxFileSize || errors.Is(err, io.EOF) {
+			// Too large a file is refused by parse (a grant-level refusal, not an I/O one).
+			return b.String(), nil
+		}
+		if err != nil {
+			return "", &Error{File: path, Message: "cannot read grant file: " + unwrapPathError(err), cause: err}
+		}
+	}
+}
+
 func unwrapPathError(err error) string {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
@@ -130,19 +169,25 @@ func loadParsed(path string) (*parsed, *Error) {
 }
 
 // isJSON chooses the format of a file.
-func isJSON(name string, data []byte) bool {
+func isJSON[T string | []byte](name string, data T) bool {
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".json":
 		return true
 	case ".yaml", ".yml":
 		return false
 	}
-	t := bytes.TrimLeft(data, " \t\r\n")
-	return len(t) > 0 && t[0] == '{'
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return data[i] == '{'
+	}
+	return false
 }
 
 func parse(name string, data []byte) (*parsed, *Error) {
-	p, _, err := parseWithContext(name, data)
+	p, _, err := parseWithContext(name, string(data))
 	return p, err
 }
 
@@ -155,21 +200,21 @@ type fileContext struct {
 // parseWithContext is parse that, when the file is refused, still returns its context
 // block if that block was read completely and is valid (nil otherwise): the same parse
 // that refused the file, never a second, more lenient reader.
-func parseWithContext(name string, data []byte) (*parsed, *fileContext, *Error) {
+func parseWithContext(name string, data string) (*parsed, *fileContext, *Error) {
 	if len(data) > MaxFileSize {
 		return nil, nil, &Error{File: name, Message: fmt.Sprintf("grant file is larger than %d MiB", MaxFileSize>>20)}
 	}
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(data) {
-		line := 1 + bytes.Count(data[:firstInvalidUTF8(data)], []byte{'\n'})
+	data = strings.TrimPrefix(data, "\xef\xbb\xbf")
+	if !utf8.ValidString(data) {
+		line := 1 + strings.Count(data[:firstInvalidUTF8(data)], "\n")
 		return nil, nil, &Error{File: name, Line: line, Message: "grant file is not valid UTF-8"}
 	}
 	var root *node
 	var terr *treeError
 	if isJSON(name, data) {
-		root, terr = jsonTree(data)
+		root, terr = jsonText(data)
 	} else {
-		root, terr = yamlTree(data)
+		root, terr = yamlTreeText(data, fastYAMLEnabled)
 	}
 	if terr != nil {
 		e := &Error{File: name, Line: terr.line, Message: terr.msg, cause: terr.cause}
@@ -203,9 +248,9 @@ func cleanContext(name string, root *node) *fileContext {
 	return fc
 }
 
-func firstInvalidUTF8(b []byte) int {
+func firstInvalidUTF8(b string) int {
 	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
+		r, size := utf8.DecodeRuneInString(b[i:])
 		if r == utf8.RuneError && size == 1 {
 			return i
 		}

@@ -131,9 +131,9 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	}
 	// A miss (or no cache): the files are read once, and those very bytes are parsed
 	// and digested for the entry written.
-	datas := make([][]byte, len(paths))
+	datas := make([]string, len(paths))
 	for i, p := range paths {
-		data, err := readFile(p)
+		data, err := readFileString(p)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +143,7 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 	ctxs := make([]*fileContext, len(paths))
 	var refused *Error
 	for i, p := range paths {
-		pf, fc, err := parseWithContext(p, datas[i])
+		pf, fc, err := parseDirect(p, datas[i])
 		if err != nil && refused == nil {
 			refused = err
 		}
@@ -179,11 +179,7 @@ func LoadSet(paths []string, opts SetOptions) (*Set, error) {
 				return
 			}
 		}
-		size := 0
-		for _, d := range datas {
-			size += len(d)
-		}
-		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes(), size)
+		_ = writeCache(opts.CacheDir, macKey, cacheKey(paths, datas), files, s.allHashes())
 	}
 	if !opts.WriteBehind {
 		write()
@@ -251,7 +247,7 @@ func checkIDs(ps []*parsed) *Error {
 	for fi, p := range ps {
 		for gi := range p.file.Grants {
 			id := p.file.Grants[gi].ID
-			line := lineOf(p.grantNodes[gi], "id")
+			line := p.idLine(gi)
 			if w, dup := ids[id]; dup {
 				return &Error{File: p.file.Path, Grant: id, Field: "id", Line: line,
 					Message: fmt.Sprintf("duplicate grant id %q: also defined in %s", id, at(ps[w.file].file.Path, w.line))}

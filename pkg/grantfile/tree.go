@@ -1,7 +1,6 @@
 package grantfile
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -237,7 +236,7 @@ var yamlParserErrors = []string{
 	"did not find expected '-' indicator",
 }
 
-func yamlSyntaxError(err error, data []byte) *treeError {
+func yamlSyntaxError(err error, data string) *treeError {
 	msg := err.Error()
 	if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
@@ -259,17 +258,17 @@ func yamlSyntaxError(err error, data []byte) *treeError {
 
 // tabLine returns the first line, from line from on, whose indentation holds a tab (from
 // itself when there is none).
-func tabLine(data []byte, from int) int {
+func tabLine(data string, from int) int {
 	n := 1
 	for len(data) > 0 {
 		l := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		if i := strings.IndexByte(data, '\n'); i >= 0 {
 			l, data = data[:i], data[i+1:]
 		} else {
-			data = nil
+			data = ""
 		}
 		if n >= from {
-			if ind := l[:len(l)-len(bytes.TrimLeft(l, " \t"))]; bytes.IndexByte(ind, '\t') >= 0 {
+			if ind := l[:len(l)-len(strings.TrimLeft(l, " \t"))]; strings.IndexByte(ind, '\t') >= 0 {
 				return n
 			}
 		}
@@ -281,7 +280,7 @@ func tabLine(data []byte, from int) int {
 // yamlTree reads exactly one YAML document into a tree. It never panics: a panic inside
 // the YAML library is reported as a syntax error.
 func yamlTree(data []byte) (root *node, terr *treeError) {
-	return yamlTreeWith(data, fastYAMLEnabled)
+	return yamlTreeText(string(data), fastYAMLEnabled)
 }
 
 // fastYAMLEnabled lets benchmarks measure the YAML library alone.
@@ -289,17 +288,23 @@ var fastYAMLEnabled = true
 
 // yamlTreeWith is yamlTree, trying the fast reader first when fast is set.
 func yamlTreeWith(data []byte, fast bool) (root *node, terr *treeError) {
+	return yamlTreeText(string(data), fast)
+}
+
+// yamlTreeText is yamlTreeWith of a document held in a string (the tree's strings are
+// substrings of it).
+func yamlTreeText(data string, fast bool) (root *node, terr *treeError) {
 	defer func() {
 		if p := recover(); p != nil {
 			root, terr = nil, &treeError{msg: fmt.Sprintf("YAML syntax: %v", p)}
 		}
 	}()
 	if fast {
-		if root, ok := fastYAMLTree(data); ok {
+		if root, _, ok := fastYAMLRead(data, false); ok {
 			return root, nil
 		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := yaml.NewDecoder(strings.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -447,8 +452,7 @@ const maxJSONDepth = 10000
 // stricter than encoding/json in one way only: duplicate object keys are refused, as in
 // YAML. Input is valid UTF-8 (checked by the caller).
 type jsonScanner struct {
-	data  []byte
-	src   string // data, converted once: strings without escapes are substrings of it
+	data  string // strings without escapes are substrings of it
 	pos   int
 	line  int
 	depth int
@@ -467,8 +471,11 @@ func (s *jsonScanner) newNode(k kind, line int) *node {
 }
 
 // jsonTree reads one JSON value (and nothing after it) into a tree.
-func jsonTree(data []byte) (*node, *treeError) {
-	s := &jsonScanner{data: data, src: string(data), line: 1}
+func jsonTree(data []byte) (*node, *treeError) { return jsonText(string(data)) }
+
+// jsonText is jsonTree of a document held in a string.
+func jsonText(data string) (*node, *treeError) {
+	s := &jsonScanner{data: data, line: 1}
 	s.skipWS()
 	if s.pos == len(data) {
 		return nil, &treeError{msg: "the file is empty (want version: 1 and grants)"}
@@ -506,7 +513,7 @@ func (s *jsonScanner) unexpected(want string) *treeError {
 	if s.pos >= len(s.data) {
 		return s.syntax("unexpected end of input, want %s", want)
 	}
-	r, _ := utf8.DecodeRune(s.data[s.pos:])
+	r, _ := utf8.DecodeRuneInString(s.data[s.pos:])
 	return s.syntax("unexpected %q, want %s", r, want)
 }
 
@@ -626,7 +633,7 @@ func (s *jsonScanner) value(slot **node) *treeError {
 		return nil
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range [...]string{"true", "false", "null"} {
-			if bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
+			if strings.HasPrefix(s.data[s.pos:], lit) {
 				s.pos += len(lit)
 				if lit == "null" {
 					*slot = s.newNode(kNull, line)
@@ -682,7 +689,7 @@ func (s *jsonScanner) number(slot **node, line int) *treeError {
 		}
 	}
 	n := s.newNode(kNum, line)
-	n.s = s.src[start:s.pos]
+	n.s = s.data[start:s.pos]
 	*slot = n
 	return nil
 }
@@ -695,7 +702,7 @@ func (s *jsonScanner) str() (string, *treeError) {
 	for s.pos < len(s.data) {
 		c := s.data[s.pos]
 		if c == '"' {
-			v := s.src[start:s.pos]
+			v := s.data[start:s.pos]
 			s.pos++
 			return v, nil
 		}
@@ -771,7 +778,8 @@ func (s *jsonScanner) hex4(i int) rune {
 		return -1
 	}
 	var r rune
-	for _, c := range s.data[i : i+4] {
+	for j := i; j < i+4; j++ {
+		c := s.data[j]
 		switch {
 		case c >= '0' && c <= '9':
 			c -= '0'
