@@ -10,9 +10,11 @@ mapping its address falls in:
          the kernel must allocate and zero, ~16 us each on this VM (the lead's /tmp/pf.c)
 
 and prints the median of each kind, the total and an estimate of the kernel time they
-cost (file × 2 us + (cow + anon) × 16 us). Faults are counted, not timed: the figures do
-not move with the machine's load, which is what an A/B of a start-up change needs on a
-busy machine (the wall-clock rows of bench/cli.sh say what a user waits).
+cost (file × 2 us + (cow + anon) × 16 us). Faults are counted, not timed: the figures
+move little with the machine's load, which is what an A/B of a start-up change needs on
+a busy machine (the wall-clock rows of bench/cli.sh say what a user waits). They still
+vary by 2-3 % from start to start (how many threads the runtime starts depends on
+scheduling): for a small difference take 21 runs or more, and run A and B twice.
 
     bench/pagefaults.py [--runs N] -- LABEL 'COMMAND ...' [LABEL 'COMMAND ...' ...]
     bench/pagefaults.py -- hello bench/out/hello/hello version 'bench/out/sharedos version -o json'
@@ -84,7 +86,7 @@ def main():
         args = args[1:]
     if not args or len(args) % 2:
         sys.exit(__doc__)
-    print(f"page faults per start, median of {runs} runs (load {os.getloadavg()[0]:.1f}; counts do not move with load)")
+    print(f"page faults per start, median of {runs} runs (load {os.getloadavg()[0]:.1f}; counts, not times)")
     print(f"{'':44s} {'file':>6s} {'cow':>6s} {'anon':>6s} {'total':>6s}  est. kernel ms (file 2 us, cow/anon 16 us)")
     for label, cmd in zip(args[::2], args[1::2]):
         m = measure(cmd, runs)
