@@ -118,6 +118,19 @@ if command -v perf >/dev/null 2>&1; then
       awk -F, -v c="${c#"$g"/}" '$3=="page-faults"{f=$1} $3=="task-clock"{t=$1} END{printf "perf stat -r 20: %-40s %6d page faults, %7.2f ms task-clock\n", c, f, t}'
   done
 fi
+# The same starts' page faults by kind (file pages ~2 us, copy-on-write and anonymous
+# ~16 us each on the lead's VM; counts, steady under load: the A/B measure of a start-up
+# change on a busy machine), with tools list (1,000 grants) of each build.
+if command -v perf >/dev/null 2>&1; then
+  echo
+  pf=(--runs "${PF_RUNS:-7}" -- "Go hello-world" "$g/hello/hello" "startfloor" "$g/startfloor")
+  for nb in "${bins[@]}"; do
+    tag=${nb%%=*} b=${nb#*=}
+    pf+=("[$tag] version" "$b version -o json"
+      "[$tag] tools list, 1,000-grant YAML" "$b --root $root --state $g/state-$tag/state.db --grants $g/grants.yaml tools list -o json")
+  done
+  python3 bench/pagefaults.py "${pf[@]}"
+fi
 # Issue 28 item 6, the 10,000-grant row's own work (what is above the process floor):
 # the load step in process, one cold load on a fresh heap per op, by the direct path and
 # by the tree path it replaced (ns/op, CPU time of the process per load, bytes and

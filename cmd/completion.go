@@ -19,7 +19,7 @@ import (
 var CompletionShells = []string{"bash", "zsh", "fish", "powershell"}
 
 func newCompletionCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	return markPrintsOnly(&cobra.Command{
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print the shell completion script",
 		Long: `Print the completion script for a shell. The scripts are also checked in under
@@ -38,7 +38,7 @@ bash-completion, brew install bash-completion@2) and source it from ~/.bashrc fi
 		RunE: func(c *cobra.Command, args []string) error {
 			return GenerateCompletion(c.Root(), args[0], f.IOStreams.Out)
 		},
-	}
+	})
 }
 
 // GenerateCompletion writes the completion script for shell.

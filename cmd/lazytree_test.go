@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -146,4 +148,74 @@ func runArgs(root *cobra.Command, args []string) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// TestPrintOnlyCommandsInstallNoInterruptHandler: the commands that only print (version,
+// help, the flags topic, completion scripts, a group's help or its usage error) run
+// without a Ctrl-C handler (issue 28: the signal package's goroutine and thread in every
+// start); every other run, and a run cobra cannot resolve, installs it. The marked
+// commands are exactly the expected ones, so a command that opens something cannot be
+// marked by mistake.
+func TestPrintOnlyCommandsInstallNoInterruptHandler(t *testing.T) {
+	installed := 0
+	defer func(old func(context.Context) (context.Context, context.CancelFunc)) { notifyInterrupt = old }(notifyInterrupt)
+	notifyInterrupt = func(ctx context.Context) (context.Context, context.CancelFunc) {
+		installed++
+		return context.WithCancel(ctx)
+	}
+	empty := func(string) string { return "" }
+	for _, tc := range []struct {
+		args    []string
+		handler bool
+	}{
+		{[]string{"version"}, false},
+		{[]string{"-o", "json", "version"}, false},
+		{[]string{"--version"}, false},
+		{[]string{}, false},
+		{[]string{"help", "tools", "list"}, false},
+		{[]string{"help", "flags"}, false},
+		{[]string{"completion", "bash"}, false},
+		{[]string{"tools"}, false},
+		{[]string{"tools", "nosuch"}, false},
+		{[]string{"tools", "list", "--help"}, true}, // the command's own: cobra prints its help
+		{[]string{"--state", filepath.Join(t.TempDir(), "s.db"), "--grants", filepath.Join(t.TempDir(), "none.yaml"), "tools", "list"}, true},
+		{[]string{"nosuch"}, true}, // the root with an argument: an unknown command (or a hidden one)
+		{[]string{"__complete", "to"}, true},
+	} {
+		installed = 0
+		ios, _, _, _ := Test()
+		MainWith(tc.args, ios, empty)
+		if got := installed > 0; got != tc.handler {
+			t.Errorf("%q: Ctrl-C handler installed = %v, want %v", tc.args, got, tc.handler)
+		}
+	}
+	var marked []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if printsOnly(c) {
+			marked = append(marked, c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	root := NewRootCmd(testFactory())
+	root.InitDefaultHelpCmd()
+	walk(root)
+	slices.Sort(marked)
+	want := []string{"sharedos", "sharedos completion", "sharedos flags", "sharedos help", "sharedos version"}
+	for _, m := range marked {
+		if sub, ok := strings.CutPrefix(m, "sharedos "); ok && !slices.Contains(want, m) {
+			// a group: no run of its own besides the help or the usage error requireSubcommands gives it
+			c, _, _ := NewRootCmd(testFactory()).Find(strings.Fields(sub))
+			if !c.HasSubCommands() {
+				t.Errorf("%s is marked print-only", m)
+			}
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(marked, w) {
+			t.Errorf("%s is not marked print-only", w)
+		}
+	}
 }

@@ -30,14 +30,49 @@ func Main() int {
 }
 
 // gcPolicy sets the collector's pacing for the command args name: a server (mcp, which
-// runs until its client goes, and serve) keeps GOGC=400 from the start; every other
-// command, which builds what it needs and exits, is tuned by tuneGC.
+// runs until its client goes, and serve) keeps GOGC=400 from the start; a command that
+// only prints keeps the default; every other command, which builds what it needs and
+// exits, is tuned by tuneGC.
 func gcPolicy(root *cobra.Command, args []string) {
-	if c, _, err := root.Find(args); err == nil && isServer(c) {
+	c, _, err := root.Find(args)
+	switch {
+	case err == nil && isServer(c):
 		debug.SetGCPercent(400)
-		return
+	case runPrintsOnly(root, args):
+		// allocates far below the collector's first goal: nothing to tune (tuneGC's
+		// finalizer would start the runtime's finalizer goroutine)
+	default:
+		tuneGC(nil)
 	}
-	tuneGC(nil)
+}
+
+// annotationPrintsOnly marks a command whose run only prints what it holds (no file,
+// database, process or network is opened, nothing waits): runFactory installs no Ctrl-C
+// handler for it.
+const annotationPrintsOnly = "sharedos:prints-only"
+
+// printsOnly reports whether c is marked annotationPrintsOnly.
+func printsOnly(c *cobra.Command) bool { return c.Annotations[annotationPrintsOnly] == "true" }
+
+// markPrintsOnly marks c annotationPrintsOnly and returns it.
+func markPrintsOnly(c *cobra.Command) *cobra.Command {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annotationPrintsOnly] = "true"
+	return c
+}
+
+// runPrintsOnly reports whether the run of root with args is a command marked
+// annotationPrintsOnly. The root itself is one only with no argument but flags (its
+// help, --version; a global flag's value counts as an argument): with one, it is an
+// unknown command's error or one of cobra's hidden completion requests (__complete),
+// which may open the state database.
+func runPrintsOnly(root *cobra.Command, args []string) bool {
+	root.InitDefaultHelpCmd() // as Execute does first: 'help' is then found as itself
+	c, rest, err := root.Find(args)
+	return err == nil && printsOnly(c) &&
+		(c != root || !slices.ContainsFunc(rest, func(a string) bool { return !strings.HasPrefix(a, "-") }))
 }
 
 // isServer reports whether c is the mcp or the serve command itself (mcp's subcommands,
@@ -86,6 +121,11 @@ func mainWith(args []string, ios *IOStreams, env func(string) string, tuneGC boo
 	return runFactory(&Factory{IOStreams: ios, Env: env, ProcessEnv: os.Getenv, Environ: os.Environ, Getwd: os.Getwd, Clock: time.Now}, args, tuneGC)
 }
 
+// notifyInterrupt is signal.NotifyContext for Ctrl-C (a variable for tests).
+var notifyInterrupt = func(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt)
+}
+
 // runFactory runs the command line with args over f.
 func runFactory(f *Factory, args []string, tuneGC bool) int {
 	root := newRootCmdFor(f, args)
@@ -93,7 +133,15 @@ func runFactory(f *Factory, args []string, tuneGC bool) int {
 		gcPolicy(root, args)
 	}
 	root.SetArgs(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C cancels the run's context, so that a command prints what it had and exits
+	// 130. A run that only prints (version, help, completion scripts, a group's help or
+	// its usage error) has nothing to cancel: it installs no handler, which would start
+	// the signal package's goroutine and, with it, often a thread (issue 28: a few dozen
+	// page faults of every start); Ctrl-C ends it by the default action, as it does git.
+	ctx, stop := context.Background(), context.CancelFunc(func() {})
+	if !runPrintsOnly(root, args) {
+		ctx, stop = notifyInterrupt(ctx)
+	}
 	defer stop()
 	err := root.ExecuteContext(ctx)
 	f.close()
@@ -232,10 +280,6 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 		SilenceUsage:  true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
-	// --version, as gh and docker have it: the line `sharedos version` prints.
-	v := buildVersion()
-	root.Version = v.Version
-	root.SetVersionTemplate(fmt.Sprintf("sharedos %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform))
 	root.SetIn(f.IOStreams.In)
 	root.SetOut(f.IOStreams.Out)
 	root.SetErr(f.IOStreams.ErrOut)
@@ -262,6 +306,12 @@ Exit codes: 0 success, 1 the command failed, 2 usage error, 3 denied, 4 failed,
 	root.SetHelpCommandGroupID("other")
 	if some == nil {
 		root.AddCommand(newFlagsTopic(root))
+		// --version, as gh and docker have it: the line `sharedos version` prints. Only
+		// a run of the root itself (the whole tree) reads it: a one-command tree does not
+		// parse the build information for it.
+		v := buildVersion()
+		root.Version = v.Version
+		root.SetVersionTemplate(fmt.Sprintf("sharedos %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform))
 	}
 	root.SetUsageTemplate(usageTemplate)
 	requireSubcommands(root)
@@ -305,7 +355,7 @@ Use "{{.CommandPath}} [command] --help" for more information about a command.{{e
 // newHelpCmd is cobra's help command, except that an unknown topic is a usage error
 // (exit 2, with suggestions) like an unknown command, not the root's help and exit 0.
 func newHelpCmd() *cobra.Command {
-	return &cobra.Command{
+	return markPrintsOnly(&cobra.Command{
 		Use:   "help [command]",
 		Short: "Help about any command",
 		Long:  "Help prints the help of any command or topic: sharedos help tools call, sharedos help flags.",
@@ -336,13 +386,13 @@ func newHelpCmd() *cobra.Command {
 			cmd.InitDefaultVersionFlag()
 			return cmd.Help()
 		},
-	}
+	})
 }
 
 // newFlagsTopic is the help topic 'sharedos help flags': every global flag, its
 // environment variable and default, once, instead of on every command's help.
 func newFlagsTopic(root *cobra.Command) *cobra.Command {
-	return &cobra.Command{
+	return markPrintsOnly(&cobra.Command{
 		Use:   "flags",
 		Short: "The global flags every command takes, their environment variables and defaults",
 		Long: `Every command takes these flags. Each resolves as flag > environment SHAREDOS_<FLAG>
@@ -356,7 +406,7 @@ config file or the state database (or its cache, snapshots, spool or stamp) lies
 under --root (tools call, explain, mcp) need it to exist.`,
 		Example: `  sharedos help flags
   SHAREDOS_ROOT=~/work sharedos --grants grants/reader.yaml tools list`,
-	}
+	})
 }
 
 // requireSubcommands makes every command that only groups subcommands (no run function
@@ -374,6 +424,7 @@ func requireSubcommands(c *cobra.Command) {
 	}
 	c.Args = cobra.ArbitraryArgs
 	c.SuggestionsMinimumDistance = 2
+	markPrintsOnly(c) // its help, or a usage error
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return c.Help()

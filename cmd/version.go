@@ -16,7 +16,7 @@ type versionInfo struct {
 }
 
 func newVersionCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	return markPrintsOnly(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit and Go version",
 		Example: `  sharedos version
@@ -34,7 +34,7 @@ func newVersionCmd(f *Factory) *cobra.Command {
 			p.line("sharedos %s (commit %s, %s, %s)", v.Version, v.Commit, v.GoVersion, v.Platform)
 			return nil
 		},
-	}
+	})
 }
 
 // buildVersion reads the module version and VCS revision the Go toolchain stamped
