@@ -76,11 +76,21 @@ const (
 	maxPollCommit = 200 * time.Millisecond
 )
 
+// maxCommitLookup bounds a lookup (resolveCommit) when the caller's context does not end
+// sooner: a caller without a deadline (a library user's context.Background, a command
+// run by hand) whose database stays unreachable gets store.ErrUnavailable after it, as
+// it did before lookups existed, instead of waiting for the database for ever. Long
+// enough for a database restart (the usual cause of a lost answer) to be seen through.
+var maxCommitLookup = 5 * time.Second
+
 // resolveCommit finds out whether the transaction of backend pid, whose COMMIT's answer
 // was lost, committed: it waits until that backend runs no transaction, then calls
 // committed (see the comment at the top of this file). It returns cause (wrapped with
-// store.ErrUnavailable by the caller's fail) when the context ends first.
+// store.ErrUnavailable by the caller's fail) when the context ends first, or when
+// maxCommitLookup has passed.
 func (s *Store) resolveCommit(ctx context.Context, pid uint32, cause error, committed func(ctx context.Context, q querier) (bool, error)) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, maxCommitLookup)
+	defer cancel()
 	wait := pollCommit
 	var last error
 	for {
