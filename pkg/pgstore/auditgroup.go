@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sharedos/sharedos/pkg/kernel"
 )
@@ -131,12 +131,8 @@ func (s *Store) writeGroup(ctx context.Context, rows [][]any, durable bool) erro
 	var err error
 	for attempt := range maxRetries {
 		if attempt > 0 {
-			t := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return errors.Join(err, ctx.Err())
-			case <-t.C:
+			if werr := retryWait(ctx, attempt, err); werr != nil {
+				return werr
 			}
 		}
 		var pid uint32
@@ -178,7 +174,23 @@ func (s *Store) writeGroup1(ctx context.Context, rows [][]any) (uint32, error) {
 		b.Queue(insertAuditCheckedSQL, a...)
 	}
 	b.Queue("COMMIT")
-	br := c.SendBatch(ctx, &b)
+	if err := sendTx(ctx, c, &b); err != nil {
+		if st := c.Conn().PgConn().TxStatus(); st == 'T' || st == 'E' {
+			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		c.Release() // a connection still in a transaction is closed, not reused
+		return pid, err
+	}
+	c.Release()
+	return 0, nil
+}
+
+// sendTx sends a transaction written as one batch (BEGIN … COMMIT) on c and reads every
+// answer: the first error, or an error when the last answer is not COMMIT's (the server
+// rolled it back).
+func sendTx(ctx context.Context, c *pgxpool.Conn, b *pgx.Batch) error {
+	br := c.SendBatch(ctx, b)
+	var err error
 	var tag pgconn.CommandTag
 	for range b.Len() {
 		if tag, err = br.Exec(); err != nil {
@@ -189,13 +201,5 @@ func (s *Store) writeGroup1(ctx context.Context, rows [][]any) (uint32, error) {
 	if err == nil && tag.String() != "COMMIT" {
 		err = fmt.Errorf("the transaction was rolled back (%s)", tag)
 	}
-	if err != nil {
-		if st := c.Conn().PgConn().TxStatus(); st == 'T' || st == 'E' {
-			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		c.Release() // a connection still in a transaction is closed, not reused
-		return pid, err
-	}
-	c.Release()
-	return 0, nil
+	return err
 }

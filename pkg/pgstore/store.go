@@ -250,12 +250,8 @@ func (s *Store) inTxRetry(ctx context.Context, writeAhead bool, fn func(tx pgx.T
 	var err error
 	for attempt := range maxRetries {
 		if attempt > 0 {
-			t := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return errors.Join(err, ctx.Err())
-			case <-t.C:
+			if werr := retryWait(ctx, attempt, err); werr != nil {
+				return werr
 			}
 		}
 		err = s.tx1(ctx, writeAhead, fn, committed)
@@ -302,4 +298,17 @@ type querier interface {
 type txQuerier interface {
 	querier
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// retryWait waits before attempt (the attempt-th retry: attempt × 5 ms) of a transaction
+// that failed with err; it returns err joined with ctx's error when ctx ends first.
+func retryWait(ctx context.Context, attempt int, err error) error {
+	t := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return errors.Join(err, ctx.Err())
+	case <-t.C:
+		return nil
+	}
 }

@@ -228,19 +228,7 @@ func (r *reservation) Commit(ctx context.Context, ev *kernel.AuditEvent) error {
 	}
 	b.Queue("COMMIT")
 	pid := r.c.Conn().PgConn().PID()
-	br := r.c.SendBatch(ctx, &b)
-	var err error
-	var tag pgconn.CommandTag
-	for range b.Len() {
-		if tag, err = br.Exec(); err != nil {
-			break
-		}
-	}
-	err = errors.Join(err, br.Close())
-	if err == nil && tag.String() != "COMMIT" {
-		err = fmt.Errorf("the transaction was rolled back (%s)", tag)
-	}
-	if err != nil {
+	if err := sendTx(ctx, r.c, &b); err != nil {
 		r.abandon(ctx)
 		if isDupCheck(err) {
 			return fmt.Errorf("%s: audit: event id %s: %w with other content", op, ev.ID, store.ErrDuplicate)
