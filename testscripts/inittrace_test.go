@@ -141,6 +141,10 @@ func TestVersionPaysNoCostlyPackageInit(t *testing.T) {
 // initRuns is how many times TestOwnPackageInitsUnder100us starts `sharedos version`.
 const initRuns = 7
 
+// initRetries is how many more starts TestOwnPackageInitsUnder100us makes, at most, while
+// a package of this module is above the limit in the fastest start so far.
+const initRetries = 40
+
 // maxOwnInitClock is issue 28's limit on one package's init, in milliseconds.
 const maxOwnInitClock = 0.1
 
@@ -161,8 +165,9 @@ func TestOwnPackageInitsUnder100us(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const own = "github.com/sharedos/sharedos/"
 	best := map[string]float64{}
-	for range initRuns {
+	start := func() {
 		cmd := exec.Command(bin, "version")
 		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1", "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 		var stderr bytes.Buffer
@@ -184,17 +189,34 @@ func TestOwnPackageInitsUnder100us(t *testing.T) {
 			}
 		}
 	}
-	const own = "github.com/sharedos/sharedos/"
+	over := func() bool {
+		for pkg, ms := range best {
+			if strings.HasPrefix(pkg, own) && pkg != own+"testscripts" && ms > maxOwnInitClock {
+				return true
+			}
+		}
+		return false
+	}
+	// initRuns starts; then, while one of ours is still above the limit, up to
+	// initRetries more: on a loaded machine (CI runs this beside a whole go test ./...)
+	// an init with no work at all was once seen at 0.110 ms in the fastest of 7 starts
+	// (internal/procenv, which has no init function: the clock was a descheduling or a
+	// slow first touch of a page), while an init that does real work stays above the
+	// limit in every start, however many.
+	runs := 0
+	for ; runs < initRuns || runs < initRuns+initRetries && over(); runs++ {
+		start()
+	}
 	var floor []string
 	for pkg, ms := range best {
 		switch {
 		case strings.HasPrefix(pkg, own) && pkg != own+"testscripts" && ms > maxOwnInitClock:
 			t.Errorf("init of %s takes %.3f ms in the fastest of %d starts; limit %.1f ms: build what it builds on first use",
-				pkg, ms, initRuns, maxOwnInitClock)
+				pkg, ms, runs, maxOwnInitClock)
 		case ms > maxOwnInitClock:
 			floor = append(floor, fmt.Sprintf("%s %.2f ms", pkg, ms))
 		}
 	}
 	slices.Sort(floor)
-	t.Logf("inits of other modules above %.1f ms in the fastest of %d starts: %s", maxOwnInitClock, initRuns, strings.Join(floor, ", "))
+	t.Logf("inits of other modules above %.1f ms in the fastest of %d starts: %s", maxOwnInitClock, runs, strings.Join(floor, ", "))
 }
