@@ -469,8 +469,13 @@ func TestAmbiguousCommitAnswersWhatWasRecorded(t *testing.T) {
 		defer cancel()
 		err = r.Commit(cctx, &ev)
 		waitFired(t, fired)
-		if !errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("outcome unknown until the deadline: Commit = %v, want ErrUnavailable", err)
+		// ErrUnavailable when the lookup found no way to the server before the deadline;
+		// under load the pool may still hold a connection opened before the proxy was
+		// armed (seen once in CI beside a whole go test ./...), and the lookup then reads
+		// the truth: committed, answered nil. Either is right; a failure of another kind,
+		// or nil without the record (checked below), is not.
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("outcome unknown until the deadline: Commit = %v, want ErrUnavailable (or nil: looked up)", err)
 		}
 		// it did commit (the proxy saw the server's answer): the one case a call
 		// answered failed has its record
