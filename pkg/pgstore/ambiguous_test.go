@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -31,9 +30,7 @@ import (
 // Either way the client wrote its COMMIT and lost the connection before an answer. With
 // refuseAfter, the proxy then refuses every new connection (the server unreachable).
 type commitProxy struct {
-	t      *testing.T
-	target string
-	dsn    string
+	*proxy // the listener, the dial and the connections (proxy_test.go)
 
 	mu          sync.Mutex
 	armed       string // "", "forward" or "swallow"
@@ -41,47 +38,16 @@ type commitProxy struct {
 	refuseAfter bool
 	refusing    bool
 	fired       chan struct{} // closed once the armed cut happened
-	conns       []net.Conn
 }
 
 func newCommitProxy(t *testing.T, dsn string) *commitProxy {
 	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("parse DSN: %v", err)
-	}
-	p := &commitProxy{t: t, target: u.Host}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	u.Host = ln.Addr().String()
-	p.dsn = u.String()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			refusing := p.refusing
-			p.mu.Unlock()
-			if refusing {
-				c.Close()
-				continue
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go p.pipe(c, s)
-		}
-	}()
+	p := &commitProxy{}
+	p.proxy = newProxyWith(t, dsn, p.pipe, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.refusing
+	})
 	return p
 }
 
@@ -117,10 +83,7 @@ func (p *commitProxy) cut() {
 	defer p.mu.Unlock()
 	p.refusing = p.refuseAfter
 	if p.refusing { // every connection cut: the server unreachable
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
+		p.closeConns()
 	}
 	close(p.fired)
 }
